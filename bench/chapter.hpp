@@ -1,0 +1,111 @@
+// What every chapter of the timing program provides: its registry entry and its measurement.
+#pragma once
+
+#include "sampler.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepwise {
+
+//! @brief One problem size of a step ("n" is items, elements, or M = N = K).
+struct ProblemSize {
+    std::int64_t n = 0;
+    std::string problem;  //!< e.g. "2048 x 2048 float"
+};
+
+//! @brief A step as the registry lists it.
+struct StepEntry {
+    std::string id, title, file, name_space, launcher;
+    bool same_operation = true;
+    bool beyond_article = false;
+    std::vector<ProblemSize> sizes;
+};
+
+//! @brief A ceiling or a library baseline.
+struct ReferenceEntry {
+    std::string id, title;
+};
+
+//! @brief A chapter as the registry lists it.
+struct ChapterEntry {
+    std::string id, title;
+    std::string share_of;          //!< the ceiling whose rate is 100% in the share column
+    std::string gtest_prefix;      //!< GoogleTest suites of this chapter start with this
+    std::vector<TimingMode> timings;
+    std::vector<ReferenceEntry> ceilings, baselines;
+    std::vector<StepEntry> steps;
+};
+
+//! @brief GoogleTest counts for one step.
+struct TestCounts {
+    int passed = 0, failed = 0, skipped = 0;
+};
+
+//! @brief What a chapter's measurement needs from the run.
+struct MeasureContext {
+    Sampler& sampler;
+    cudaStream_t stream;
+    std::uint64_t seed;
+    //! GoogleTest counts of a step (from the report the tests wrote in this run).
+    std::function<TestCounts(const ChapterEntry&, const StepEntry&)> tests_of;
+};
+
+//! @brief A chapter: its registry entry, and a measurement of some of its steps.
+class Chapter {
+public:
+    virtual ~Chapter() = default;
+    virtual const ChapterEntry& entry() const = 0;
+    //! @brief Measures the ceilings, baselines and the steps named in `step_ids` (in registry order).
+    //! @return the chapter's object of the measurement file
+    virtual nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const = 0;
+};
+
+//! @brief Every chapter, in the guide's order. Adding a chapter is one line here.
+std::vector<std::unique_ptr<Chapter>> make_chapters();
+
+//! @brief The element-wise chapter.
+std::unique_ptr<Chapter> make_elementwise_chapter();
+
+// ---- helpers shared by the chapters (measurement.cpp) ----
+
+//! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
+//! @throws std::out_of_range for a file the build did not hash
+std::string source_sha256(const std::string& file);
+
+//! @brief The registry's JSON (what `--list --json` prints).
+nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters);
+
+//! @brief The fields every timed row has (see conf/measurement.schema.json, "timing_stats").
+nlohmann::json timing_row(const RowTiming& timing, std::int64_t n, const std::string& timing_id,
+                          std::optional<std::int64_t> bytes, std::optional<std::int64_t> flops);
+
+//! @brief The chapter's object without rows: id, title, share_of, timings.
+nlohmann::json chapter_header(const ChapterEntry& chapter);
+
+//! @brief Adds `share_of_ceiling` to every step row: the share_of ceiling's time over the row's (same n, timing).
+void add_share_of_ceiling(nlohmann::json& chapter);
+
+//! @brief The steps a run measures, chapter by chapter.
+struct Selection {
+    const Chapter* chapter;
+    std::vector<std::string> step_ids;
+};
+
+//! @brief Resolves `--chapter` and `--step` arguments (empty: everything).
+//! @throws UsageError for an unknown chapter or step, naming what is known
+std::vector<Selection> select_steps(const std::vector<std::unique_ptr<Chapter>>& chapters,
+                                    const std::vector<std::string>& chapter_ids,
+                                    const std::vector<std::string>& step_ids);
+
+//! @brief GoogleTest counts per step from a report written with --gtest_output=json.
+//! Test names ending in "/<step id>" in suites starting with the chapter's prefix belong to that step.
+TestCounts count_tests(const nlohmann::json& gtest_report, const std::string& suite_prefix,
+                       const std::string& step_id);
+
+}  // namespace stepwise

@@ -1,0 +1,27 @@
+// Error handling for the harness (tests and timing program). Never compiled out.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace stepwise {
+
+//! @brief A failed CUDA call, with the call's text and where it was made.
+class CudaError : public std::runtime_error {
+public:
+    CudaError(cudaError_t code, const std::string& what) : std::runtime_error(what), code_(code) {}
+    cudaError_t code() const noexcept { return code_; }
+
+private:
+    cudaError_t code_;
+};
+
+//! @brief Throws CudaError unless `code` is cudaSuccess.
+void check_cuda(cudaError_t code, const char* expression, const char* file, int line);
+
+}  // namespace stepwise
+
+//! Checks a CUDA return code; throws stepwise::CudaError naming the call on failure.
+#define STEPWISE_CUDA_CHECK(expression) ::stepwise::check_cuda((expression), #expression, __FILE__, __LINE__)

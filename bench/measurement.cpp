@@ -1,0 +1,204 @@
+#include "chapter.hpp"
+
+#include "command_line.hpp"
+#include "stepwise/source_hashes.hpp"
+
+#include <algorithm>
+
+#include <stdexcept>
+
+namespace stepwise {
+
+std::vector<std::unique_ptr<Chapter>> make_chapters()
+{
+    std::vector<std::unique_ptr<Chapter>> chapters;
+    chapters.push_back(make_elementwise_chapter());
+    return chapters;
+}
+
+std::string source_sha256(const std::string& file)
+{
+    for (const auto& entry : generated::source_hashes) {
+        if (entry.file == file) {
+            return std::string(entry.sha256);
+        }
+    }
+    throw std::out_of_range("no source hash for " + file + " (is it under snippets/?)");
+}
+
+nlohmann::json chapter_header(const ChapterEntry& chapter)
+{
+    nlohmann::json timings = nlohmann::json::array();
+    for (const TimingMode& t : chapter.timings) {
+        timings.push_back({{"id", t.id},
+                           {"label", t.label},
+                           {"l2", t.flush_l2 ? "flushed" : "warm"},
+                           {"launches_per_sample", t.launches_per_sample}});
+    }
+    return {{"id", chapter.id}, {"title", chapter.title}, {"share_of", chapter.share_of}, {"timings", timings}};
+}
+
+nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters)
+{
+    nlohmann::json out = {{"schema", 1}, {"generator", "stepwise_bench"}, {"chapters", nlohmann::json::array()}};
+    for (const auto& chapter : chapters) {
+        const ChapterEntry& c = chapter->entry();
+        nlohmann::json j = chapter_header(c);
+        for (const char* kind : {"ceilings", "baselines"}) {
+            j[kind] = nlohmann::json::array();
+            for (const ReferenceEntry& r : std::string(kind) == "ceilings" ? c.ceilings : c.baselines) {
+                j[kind].push_back({{"id", r.id}, {"title", r.title}});
+            }
+        }
+        j["steps"] = nlohmann::json::array();
+        for (const StepEntry& s : c.steps) {
+            nlohmann::json sizes = nlohmann::json::array();
+            for (const ProblemSize& p : s.sizes) {
+                sizes.push_back({{"n", p.n}, {"problem", p.problem}});
+            }
+            j["steps"].push_back({{"id", s.id},
+                                  {"title", s.title},
+                                  {"file", s.file},
+                                  {"namespace", s.name_space},
+                                  {"launcher", s.launcher},
+                                  {"source_sha256", source_sha256(s.file)},
+                                  {"same_operation", s.same_operation},
+                                  {"beyond_article", s.beyond_article},
+                                  {"sizes", sizes}});
+        }
+        out["chapters"].push_back(j);
+    }
+    return out;
+}
+
+nlohmann::json timing_row(const RowTiming& timing, std::int64_t n, const std::string& timing_id,
+                          std::optional<std::int64_t> bytes, std::optional<std::int64_t> flops)
+{
+    const SampleSummary& s = timing.summary;
+    const double seconds = s.median_ms * 1e-3;
+    nlohmann::json row = {{"n", n},
+                          {"timing", timing_id},
+                          {"samples", s.samples},
+                          {"median_ms", s.median_ms},
+                          {"min_ms", s.min_ms},
+                          {"max_ms", s.max_ms},
+                          {"rel_noise", s.rel_noise},
+                          {"throttled_samples", timing.throttled_samples},
+                          {"bytes", nullptr},
+                          {"gbps", nullptr},
+                          {"flops", nullptr},
+                          {"gflops", nullptr}};
+    if (bytes) {
+        row["bytes"] = *bytes;
+        row["gbps"] = static_cast<double>(*bytes) / seconds * 1e-9;
+    }
+    if (flops) {
+        row["flops"] = *flops;
+        row["gflops"] = static_cast<double>(*flops) / seconds * 1e-9;
+    }
+    return row;
+}
+
+void add_share_of_ceiling(nlohmann::json& chapter)
+{
+    for (auto& step : chapter.at("steps")) {
+        step["share_of_ceiling"] = nullptr;
+        for (const auto& ceiling : chapter.at("ceilings")) {
+            if (ceiling.at("id") == chapter.at("share_of") && ceiling.at("n") == step.at("n") &&
+                ceiling.at("timing") == step.at("timing")) {
+                step["share_of_ceiling"] =
+                    ceiling.at("median_ms").get<double>() / step.at("median_ms").get<double>();
+            }
+        }
+    }
+}
+
+namespace {
+
+std::string join_ids(const std::vector<std::string>& ids)
+{
+    std::string text;
+    for (const auto& id : ids) {
+        text += (text.empty() ? "" : ", ") + id;
+    }
+    return text;
+}
+
+}  // namespace
+
+std::vector<Selection> select_steps(const std::vector<std::unique_ptr<Chapter>>& chapters,
+                                    const std::vector<std::string>& chapter_ids,
+                                    const std::vector<std::string>& step_ids)
+{
+    std::vector<std::string> known_chapters;
+    for (const auto& c : chapters) {
+        known_chapters.push_back(c->entry().id);
+    }
+    for (const auto& id : chapter_ids) {
+        if (std::find(known_chapters.begin(), known_chapters.end(), id) == known_chapters.end()) {
+            throw UsageError("unknown chapter '" + id + "' (known: " + join_ids(known_chapters) + ")");
+        }
+    }
+    std::vector<Selection> selection;
+    std::vector<bool> step_found(step_ids.size(), false);
+    for (const auto& c : chapters) {
+        const ChapterEntry& entry = c->entry();
+        const bool chapter_named = std::find(chapter_ids.begin(), chapter_ids.end(), entry.id) != chapter_ids.end();
+        Selection s{c.get(), {}};
+        for (const StepEntry& step : entry.steps) {
+            bool named = false;
+            for (std::size_t i = 0; i < step_ids.size(); ++i) {
+                if (step_ids[i] == step.id || step_ids[i] == entry.id + "/" + step.id) {
+                    named = step_found[i] = true;
+                }
+            }
+            const bool chapter_selected = chapter_ids.empty() || chapter_named;
+            if (named || (step_ids.empty() && chapter_selected)) {
+                s.step_ids.push_back(step.id);
+            }
+        }
+        if (!s.step_ids.empty()) {
+            selection.push_back(s);
+        }
+    }
+    for (std::size_t i = 0; i < step_ids.size(); ++i) {
+        if (!step_found[i]) {
+            std::vector<std::string> known;
+            for (const auto& c : chapters) {
+                for (const StepEntry& step : c->entry().steps) {
+                    known.push_back(c->entry().id + "/" + step.id);
+                }
+            }
+            throw UsageError("unknown step '" + step_ids[i] + "' (known: " + join_ids(known) + ")");
+        }
+    }
+    return selection;
+}
+
+TestCounts count_tests(const nlohmann::json& gtest_report, const std::string& suite_prefix,
+                       const std::string& step_id)
+{
+    TestCounts counts;
+    const std::string suffix = "/" + step_id;
+    for (const auto& suite : gtest_report.at("testsuites")) {
+        if (suite.at("name").get<std::string>().rfind(suite_prefix, 0) != 0) {
+            continue;
+        }
+        for (const auto& test : suite.at("testsuite")) {
+            const auto name = test.at("name").get<std::string>();
+            if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+                continue;
+            }
+            if (test.contains("failures") && !test.at("failures").empty()) {
+                ++counts.failed;
+            } else if (test.value("result", "") == "SKIPPED" || test.value("status", "") == "NOTRUN") {
+                ++counts.skipped;
+            } else {
+                ++counts.passed;
+            }
+        }
+    }
+    return counts;
+}
+
+}  // namespace stepwise

@@ -1,0 +1,63 @@
+// Times one row (a step, a ceiling or a baseline at one size in one timing mode) with CUDA events.
+#pragma once
+
+#include "device_buffer.hpp"
+#include "nvml.hpp"
+#include "statistics.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace stepwise {
+
+//! @brief How a chapter's samples are taken; each is a separate, labelled measurement.
+struct TimingMode {
+    std::string id;
+    std::string label;
+    bool flush_l2 = false;         //!< write a buffer of twice the L2 size before each sample
+    int launches_per_sample = 1;   //!< events around this many back-to-back launches; time is per launch
+};
+
+//! @brief The kept samples of a row and how many were thrown away as throttled.
+struct RowTiming {
+    SampleSummary summary;
+    std::size_t throttled_samples = 0;
+};
+
+//! @brief Takes samples until the stopping rule is met, on one stream, for the whole run.
+class Sampler {
+public:
+    Sampler(cudaStream_t stream, std::size_t l2_bytes, const Nvml& nvml, StoppingRule rule,
+            double throttle_threshold, int warmup_samples);
+    ~Sampler();
+    Sampler(const Sampler&) = delete;
+    Sampler& operator=(const Sampler&) = delete;
+
+    //! @brief Times `launch`. `reset` runs before each sample, outside the events (restores inputs).
+    //! @throws CudaError naming `what` when a launch or a CUDA call fails
+    RowTiming time(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
+                   const std::function<cudaError_t()>& launch);
+
+    const StoppingRule& rule() const { return rule_; }
+    double throttle_threshold() const { return throttle_threshold_; }
+    double highest_clock_mhz() const { return highest_clock_mhz_; }
+
+private:
+    double one_sample(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
+                      const std::function<cudaError_t()>& launch);
+
+    cudaStream_t stream_;
+    const Nvml& nvml_;
+    StoppingRule rule_;
+    double throttle_threshold_;
+    int warmup_samples_;
+    DeviceBuffer<unsigned char> l2_flush_;
+    cudaEvent_t start_ = nullptr;
+    cudaEvent_t stop_ = nullptr;
+    double highest_clock_mhz_ = 0;
+};
+
+}  // namespace stepwise

@@ -1,0 +1,141 @@
+// The timing program's registry, step selection, rows and GoogleTest attribution (no GPU needed).
+#include "chapter.hpp"
+#include "command_line.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace stepwise {
+namespace {
+
+TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
+{
+    const auto chapters = make_chapters();
+    ASSERT_FALSE(chapters.empty());
+    std::set<std::string> namespaces;
+    for (const auto& chapter : chapters) {
+        const ChapterEntry& c = chapter->entry();
+        int number = 0;
+        for (const StepEntry& s : c.steps) {
+            ++number;
+            char prefix[16];
+            std::snprintf(prefix, sizeof prefix, "%02d_", number);
+            EXPECT_EQ(s.id.rfind(prefix, 0), 0u) << s.id << " should be step " << number;
+            EXPECT_EQ(s.file, "snippets/" + c.id + "/" + s.id + ".cuh");
+            EXPECT_EQ(source_sha256(s.file).size(), 64u);
+            EXPECT_TRUE(namespaces.insert(s.name_space).second) << "two steps share " << s.name_space;
+            EXPECT_FALSE(s.sizes.empty());
+        }
+        bool share_of_is_a_ceiling = false;
+        for (const ReferenceEntry& r : c.ceilings) {
+            share_of_is_a_ceiling |= r.id == c.share_of;
+        }
+        EXPECT_TRUE(share_of_is_a_ceiling) << c.id << ": share_of names no ceiling";
+    }
+}
+
+TEST(Registry, JsonListsChaptersStepsAndHashes)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    EXPECT_EQ(registry.at("schema"), 1);
+    const auto& elementwise = registry.at("chapters").at(0);
+    EXPECT_EQ(elementwise.at("id"), "elementwise");
+    EXPECT_EQ(elementwise.at("steps").at(0).at("id"), "01_original_kernel_a");
+    EXPECT_EQ(elementwise.at("steps").at(0).at("source_sha256").get<std::string>().size(), 64u);
+    EXPECT_EQ(elementwise.at("timings").size(), 2u);
+}
+
+TEST(Registry, UnhashedFilesAreAnError)
+{
+    EXPECT_THROW(source_sha256("snippets/elementwise/99_missing.cuh"), std::out_of_range);
+}
+
+TEST(Selection, EmptyMeansEverything)
+{
+    const auto chapters = make_chapters();
+    const auto selection = select_steps(chapters, {}, {});
+    ASSERT_EQ(selection.size(), chapters.size());
+    EXPECT_EQ(selection[0].step_ids.size(), chapters[0]->entry().steps.size());
+}
+
+TEST(Selection, StepsByBareOrQualifiedId)
+{
+    const auto chapters = make_chapters();
+    const auto selection = select_steps(chapters, {}, {"06_float4", "elementwise/01_original_kernel_a"});
+    ASSERT_EQ(selection.size(), 1u);
+    EXPECT_EQ(selection[0].step_ids, (std::vector<std::string>{"01_original_kernel_a", "06_float4"}));
+}
+
+TEST(Selection, UnknownChapterOrStepIsAUsageErrorNamingWhatIsKnown)
+{
+    const auto chapters = make_chapters();
+    try {
+        select_steps(chapters, {"nope"}, {});
+        FAIL() << "accepted an unknown chapter";
+    } catch (const UsageError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("unknown chapter 'nope' (known: elementwise", 0), 0u) << e.what();
+    }
+    try {
+        select_steps(chapters, {}, {"elementwise/99_nothing"});
+        FAIL() << "accepted an unknown step";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown step 'elementwise/99_nothing' (known: "), std::string::npos);
+    }
+}
+
+TEST(Rows, RatesComeFromTheMedian)
+{
+    RowTiming t;
+    t.summary = summarize({0.002, 0.001, 0.003});
+    const nlohmann::json row = timing_row(t, 4, "batch", 2'000'000, 4'000'000);
+    EXPECT_DOUBLE_EQ(row.at("median_ms").get<double>(), 0.002);
+    EXPECT_DOUBLE_EQ(row.at("gbps").get<double>(), 1000.0);    // 2e6 bytes in 2 us
+    EXPECT_DOUBLE_EQ(row.at("gflops").get<double>(), 2000.0);  // 4e6 flops in 2 us
+    EXPECT_EQ(row.at("samples"), 3);
+    const nlohmann::json no_rates = timing_row(t, 4, "batch", std::nullopt, std::nullopt);
+    EXPECT_TRUE(no_rates.at("gbps").is_null());
+    EXPECT_TRUE(no_rates.at("gflops").is_null());
+}
+
+TEST(Rows, ShareOfCeilingMatchesSizeAndTiming)
+{
+    nlohmann::json chapter = {
+        {"share_of", "floor"},
+        {"ceilings",
+         {{{"id", "floor"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 1.0}},
+          {{"id", "floor"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 2.0}},
+          {{"id", "other"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 0.1}}}},
+        {"steps",
+         {{{"id", "01_a"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 4.0}},
+          {{"id", "01_a"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 4.0}},
+          {{"id", "01_a"}, {"n", 16}, {"timing", "batch"}, {"median_ms", 4.0}}}}};
+    add_share_of_ceiling(chapter);
+    EXPECT_DOUBLE_EQ(chapter["steps"][0]["share_of_ceiling"].get<double>(), 0.25);
+    EXPECT_DOUBLE_EQ(chapter["steps"][1]["share_of_ceiling"].get<double>(), 0.5);
+    EXPECT_TRUE(chapter["steps"][2]["share_of_ceiling"].is_null());
+}
+
+TEST(GoogleTestReport, CountsEachStepsPassedFailedAndSkippedTests)
+{
+    const nlohmann::json report = nlohmann::json::parse(R"({"testsuites": [
+      {"name": "Elementwise/StepTest", "testsuite": [
+        {"name": "A/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"},
+        {"name": "B/01_original_kernel_a", "status": "RUN", "result": "COMPLETED", "failures": [{"failure": "x"}]},
+        {"name": "C/01_original_kernel_a", "status": "RUN", "result": "SKIPPED"},
+        {"name": "A/011_original_kernel_a", "status": "RUN", "result": "COMPLETED"},
+        {"name": "A/02_block_512x1", "status": "RUN", "result": "COMPLETED"}]},
+      {"name": "ElementwiseExact/ExactStepTest", "testsuite": [
+        {"name": "R/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"}]},
+      {"name": "Reduction/StepTest", "testsuite": [
+        {"name": "A/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"}]}]})");
+    const TestCounts counts = count_tests(report, "Elementwise", "01_original_kernel_a");
+    EXPECT_EQ(counts.passed, 2);
+    EXPECT_EQ(counts.failed, 1);
+    EXPECT_EQ(counts.skipped, 1);
+    const TestCounts none = count_tests(report, "Elementwise", "07_grid_stride");
+    EXPECT_EQ(none.passed + none.failed + none.skipped, 0);
+}
+
+}  // namespace
+}  // namespace stepwise
