@@ -117,7 +117,8 @@ public:
             STEPWISE_CUDA_CHECK(launch());
             STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
             const elementwise::Comparison first =
-                elementwise::compare(input, d_data.download(), once, assignment_dimx, step.tolerance_ulp);
+                elementwise::compare(input, d_data.download(), once, assignment_dimx, step.tolerance_ulp,
+                                     step.inner_error_exponent);
             STEPWISE_CUDA_CHECK(launch());
             STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
             const double second = elementwise::max_relative_error(d_data.download(), twice);

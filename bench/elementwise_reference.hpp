@@ -21,13 +21,19 @@ std::vector<float> uniform_input(int dimx, int dimy, float low, float high, std:
 //!        even columns `v + sqrt(cos v + 1)`.
 std::vector<double> reference_update(const std::vector<float>& input, int dimx, int dimy, int applications = 1);
 
+//! @brief How accurate a step's inner function f (log or cos) is: |error| <= 2^exponent * max(|f(v)|, 1).
+//! `logf` and `cosf` are within 2 ulp, and adding 1 rounds once more: 2^-22. The approximate
+//! `__logf`/`__cosf` are documented to 2^-21.41 absolute near zero and 3 ulp elsewhere: 2^-20.
+constexpr int accurate_inner_error_exponent = -22;
+constexpr int approximate_inner_error_exponent = -20;
+
 //! @brief The error a float evaluation of one update may make, beyond rounding the result.
 //!
 //! `sqrt(x)` with `x = f(v) + 1` is ill-conditioned where `cos(v)` is near -1: an absolute error
-//! `delta` in x (cosf or logf within 2 ulp, then the rounding of + 1: 2^-22 relative to max(|x|, 1)) becomes `delta / (2 sqrt(x))`, and at
-//! most `sqrt(delta)`, in the result. The tolerance of an element is `tolerance_ulp` units in the last
-//! place of float(reference) plus this term, computed from the element's own input.
-double propagated_error_bound(float input, bool odd_column);
+//! `delta` in x becomes `delta / (2 sqrt(x))`, and at most `sqrt(delta)`, in the result. The tolerance
+//! of an element is `tolerance_ulp` units in the last place of float(reference) plus this term,
+//! computed from the element's own input with `delta = 2^inner_error_exponent * max(|f(v)|, 1)`.
+double propagated_error_bound(float input, bool odd_column, int inner_error_exponent);
 
 //! @brief How far a GPU result is from the double reference.
 struct Comparison {
@@ -46,7 +52,8 @@ struct Comparison {
 
 //! @brief Compares one update of `input` (`output`) with its double reference, element by element.
 Comparison compare(const std::vector<float>& input, const std::vector<float>& output,
-                   const std::vector<double>& reference, int dimx, double tolerance_ulp);
+                   const std::vector<double>& reference, int dimx, double tolerance_ulp,
+                   int inner_error_exponent);
 
 //! @brief Max |out - ref| / |ref| (infinite if any output is not finite); no tolerance involved.
 double max_relative_error(const std::vector<float>& output, const std::vector<double>& reference);

@@ -1,12 +1,14 @@
 #include "elementwise_steps.hpp"
 
+#include "elementwise_reference.hpp"
+
 #include "../snippets/elementwise/01_original_kernel_a.cuh"
 #include "../snippets/elementwise/02_block_512x1.cuh"
 #include "../snippets/elementwise/03_split_odd_even.cuh"
 #include "../snippets/elementwise/04_lookup_table.cuh"
 #include "../snippets/elementwise/05_float2_2x2.cuh"
 #include "../snippets/elementwise/06_float4.cuh"
-#include "../snippets/elementwise/07_grid_stride.cuh"
+#include "../snippets/elementwise/07_fast_intrinsics.cuh"
 
 namespace stepwise::elementwise {
 namespace {
@@ -53,26 +55,26 @@ const std::vector<Step>& steps()
 {
     static const std::vector<Step> all = {
         {"01_original_kernel_a", "The original kernel A, (1, 512) blocks", "snippets/elementwise/01_original_kernel_a.cuh",
-         "stepwise::elementwise::original_kernel_a", true, false, false, 1, exact_tolerance_ulp, 0, nullptr,
+         "stepwise::elementwise::original_kernel_a", true, false, false, 1, exact_tolerance_ulp, accurate_inner_error_exponent, 0, nullptr,
          without_workspace<original_kernel_a::update>},
         {"02_block_512x1", "(512, 1) blocks: a warp reads 32 consecutive floats", "snippets/elementwise/02_block_512x1.cuh",
-         "stepwise::elementwise::block_512x1", true, false, false, 1, exact_tolerance_ulp, 0, nullptr,
+         "stepwise::elementwise::block_512x1", true, false, false, 1, exact_tolerance_ulp, accurate_inner_error_exponent, 0, nullptr,
          without_workspace<block_512x1::update>},
         {"03_split_odd_even", "Two kernels, one per column parity, stride 2", "snippets/elementwise/03_split_odd_even.cuh",
-         "stepwise::elementwise::split_odd_even", true, false, false, 1, exact_tolerance_ulp, 0, nullptr,
+         "stepwise::elementwise::split_odd_even", true, false, false, 1, exact_tolerance_ulp, accurate_inner_error_exponent, 0, nullptr,
          without_workspace<split_odd_even::update>},
         {"04_lookup_table", "A lookup table for integer inputs 10..265", "snippets/elementwise/04_lookup_table.cuh",
-         "stepwise::elementwise::lookup_table", false, false, true, 1, exact_tolerance_ulp, lookup_table::table_bytes,
+         "stepwise::elementwise::lookup_table", false, false, true, 1, exact_tolerance_ulp, accurate_inner_error_exponent, lookup_table::table_bytes,
          build_lookup_table, update_with_lookup_table},
         {"05_float2_2x2", "float2 accesses, 2 x 2 elements per thread", "snippets/elementwise/05_float2_2x2.cuh",
-         "stepwise::elementwise::float2_2x2", true, false, false, 2, exact_tolerance_ulp, 0, nullptr,
+         "stepwise::elementwise::float2_2x2", true, false, false, 2, exact_tolerance_ulp, accurate_inner_error_exponent, 0, nullptr,
          without_workspace<float2_2x2::update>},
         {"06_float4", "float4 accesses, 4 elements per thread", "snippets/elementwise/06_float4.cuh",
-         "stepwise::elementwise::float4_vectors", true, true, false, 4, exact_tolerance_ulp, 0, nullptr,
+         "stepwise::elementwise::float4_vectors", true, true, false, 4, exact_tolerance_ulp, accurate_inner_error_exponent, 0, nullptr,
          without_workspace<float4_vectors::update>},
-        {"07_grid_stride", "One resident wave of blocks, grid-stride loop, two float4 in flight",
-         "snippets/elementwise/07_grid_stride.cuh", "stepwise::elementwise::grid_stride", true, true, false, 4,
-         exact_tolerance_ulp, 0, nullptr, without_workspace<grid_stride::update>},
+        {"07_fast_intrinsics", "Approximate __logf and __cosf (a different function)",
+         "snippets/elementwise/07_fast_intrinsics.cuh", "stepwise::elementwise::fast_intrinsics", false, true, false, 4,
+         exact_tolerance_ulp, approximate_inner_error_exponent, 0, nullptr, without_workspace<fast_intrinsics::update>},
     };
     return all;
 }

@@ -18,7 +18,8 @@ struct Step {
     bool beyond_article;    //!< not one of the article's steps
     bool lookup_domain_only;//!< exact only for the first update of integers 10..265
     int dimx_multiple;      //!< the launcher requires dimx % dimx_multiple == 0
-    double tolerance_ulp;   //!< allowed error against the double reference, one update
+    double tolerance_ulp;   //!< allowed error against the double reference, one update (see compare())
+    int inner_error_exponent; //!< accuracy of its log and cos (see propagated_error_bound())
     std::size_t workspace_bytes;                               //!< device workspace the step needs
     cudaError_t (*prepare)(void* d_workspace, cudaStream_t);   //!< fills the workspace (null: nothing to do)
     cudaError_t (*update)(float* d_data, int dimx, int dimy, const void* d_workspace, cudaStream_t);

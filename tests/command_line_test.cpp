@@ -18,13 +18,13 @@ TEST(CommandLine, DefaultsMeasureEverything)
 TEST(CommandLine, ParsesEveryOption)
 {
     const Options o = parse_command_line({"--chapter", "elementwise", "--step", "elementwise/06_float4", "--step",
-                                          "07_grid_stride", "--gtest-report", "r.json", "--out-dir", "m", "--commit",
+                                          "07_fast_intrinsics", "--gtest-report", "r.json", "--out-dir", "m", "--commit",
                                           "abc1234", "--dirty", "--seed", "42", "--min-samples", "5",
                                           "--max-samples", "9", "--target-rel-stderr", "0.01",
                                           "--max-seconds-per-row", "0.5", "--throttle-threshold", "0.8",
                                           "--warmup-samples", "1"});
     EXPECT_EQ(o.chapters, std::vector<std::string>{"elementwise"});
-    EXPECT_EQ(o.steps, (std::vector<std::string>{"elementwise/06_float4", "07_grid_stride"}));
+    EXPECT_EQ(o.steps, (std::vector<std::string>{"elementwise/06_float4", "07_fast_intrinsics"}));
     EXPECT_EQ(o.gtest_report, "r.json");
     EXPECT_EQ(o.out_dir, "m");
     EXPECT_EQ(o.commit, "abc1234");

@@ -60,7 +60,7 @@ TEST(ElementwiseCompare, CorrectlyRoundedResultsPass)
     const std::vector<float> input = {10.f, 10.f, 123.f, 123.f};
     const std::vector<double> reference = reference_update(input, 4, 1);
     std::vector<float> output(reference.begin(), reference.end());
-    const Comparison c = compare(input, output, reference, 4, 1.0);
+    const Comparison c = compare(input, output, reference, 4, 1.0, accurate_inner_error_exponent);
     EXPECT_TRUE(c.within_tolerance()) << c.describe(4);
     EXPECT_LE(c.max_ulp, 0.5);
 }
@@ -71,7 +71,7 @@ TEST(ElementwiseCompare, ThreeUlpOffFailsWhereTheFunctionIsWellConditioned)
     const std::vector<double> reference = reference_update(input, 2, 1);
     std::vector<float> output(reference.begin(), reference.end());
     output[1] = std::nextafter(std::nextafter(std::nextafter(output[1], 1e9f), 1e9f), 1e9f);
-    const Comparison c = compare(input, output, reference, 2, 1.0);
+    const Comparison c = compare(input, output, reference, 2, 1.0, accurate_inner_error_exponent);
     EXPECT_FALSE(c.within_tolerance());
     EXPECT_EQ(c.worst_index, 1u);
     EXPECT_GT(c.max_ulp, 2.4);
@@ -83,7 +83,7 @@ TEST(ElementwiseCompare, NaNNeverPasses)
     const std::vector<double> reference = reference_update(input, 2, 1);
     std::vector<float> output(reference.begin(), reference.end());
     output[0] = std::numeric_limits<float>::quiet_NaN();
-    const Comparison c = compare(input, output, reference, 2, 1e9);
+    const Comparison c = compare(input, output, reference, 2, 1e9, accurate_inner_error_exponent);
     EXPECT_FALSE(c.within_tolerance());
     EXPECT_EQ(c.not_finite, 1u);
     EXPECT_TRUE(std::isinf(max_relative_error(output, reference)));
@@ -92,10 +92,13 @@ TEST(ElementwiseCompare, NaNNeverPasses)
 TEST(ElementwiseCompare, ToleranceWidensOnlyNearTheSquareRootsPole)
 {
     // 22 is 0.0089 from 7 pi: cos(22) + 1 = 4.4e-5, where a float error in the cosine is magnified.
-    EXPECT_GT(propagated_error_bound(22.f, false), 100 * propagated_error_bound(100.f, false));
-    EXPECT_LT(propagated_error_bound(100.f, false), 1e-7);
-    EXPECT_LT(propagated_error_bound(100.f, true), 1e-6);  // log(100) + 1 = 5.6: the rounding of a larger x
-    EXPECT_LE(propagated_error_bound(3.14159265f * 7, false), std::sqrt(std::ldexp(1.0, -22)));
+    EXPECT_GT(propagated_error_bound(22.f, false, accurate_inner_error_exponent), 100 * propagated_error_bound(100.f, false, accurate_inner_error_exponent));
+    EXPECT_LT(propagated_error_bound(100.f, false, accurate_inner_error_exponent), 1e-7);
+    EXPECT_LT(propagated_error_bound(100.f, true, accurate_inner_error_exponent), 1e-6);  // log(100) = 4.6: a larger x
+    EXPECT_GT(propagated_error_bound(100.f, false, approximate_inner_error_exponent),
+              3 * propagated_error_bound(100.f, false, accurate_inner_error_exponent));
+    EXPECT_LE(propagated_error_bound(3.14159265f * 7, false, accurate_inner_error_exponent),
+              std::sqrt(std::ldexp(1.0, -22)));
 }
 
 }  // namespace

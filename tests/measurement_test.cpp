@@ -125,7 +125,7 @@ TEST(GoogleTestReport, CountsEachStepsPassedFailedAndSkippedTests)
         {"name": "C/01_original_kernel_a", "status": "RUN", "result": "SKIPPED"},
         {"name": "A/011_original_kernel_a", "status": "RUN", "result": "COMPLETED"},
         {"name": "A/02_block_512x1", "status": "RUN", "result": "COMPLETED"}]},
-      {"name": "ElementwiseExact/ExactStepTest", "testsuite": [
+      {"name": "ElementwiseAnyInput/AnyInputStepTest", "testsuite": [
         {"name": "R/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"}]},
       {"name": "Reduction/StepTest", "testsuite": [
         {"name": "A/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"}]}]})");
@@ -133,7 +133,7 @@ TEST(GoogleTestReport, CountsEachStepsPassedFailedAndSkippedTests)
     EXPECT_EQ(counts.passed, 2);
     EXPECT_EQ(counts.failed, 1);
     EXPECT_EQ(counts.skipped, 1);
-    const TestCounts none = count_tests(report, "Elementwise", "07_grid_stride");
+    const TestCounts none = count_tests(report, "Elementwise", "07_fast_intrinsics");
     EXPECT_EQ(none.passed + none.failed + none.skipped, 0);
 }
 

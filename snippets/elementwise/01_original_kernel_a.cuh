@@ -6,8 +6,10 @@
 //! get `v += sqrt(log(v) + 1)`, even columns `v += sqrt(cos(v) + 1)`.
 //! Each block is one column wide, so the 32 threads of a warp touch 32
 //! different rows: 32 memory sectors for 128 useful bytes.
-//! Our only change to the assignment: the grid rounds up and the kernel
-//! guards its rows, so `dimy` need not be a multiple of 512.
+//! Our changes to the assignment's code: the grid rounds up and the kernel
+//! guards its rows, so `dimy` need not be a multiple of 512; the index is
+//! 64-bit; the two updates are named functions, spelled the same in every
+//! step, so that the diff between two steps shows only the optimization.
 #pragma once
 
 #include <cstddef>
