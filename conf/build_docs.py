@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Build the Stepwise CUDA site: Doxygen XML, then Sphinx HTML.
+
+This is the one command ``make docs`` runs (with the project virtualenv's
+Python). It
+
+1. checks its inputs: the step registry (``stepwise_bench --list --json``) and
+   a measurement file (validated against conf/measurement.schema.json; with a
+   directory, the file in it with the newest ``run.date``); under ``--strict``
+   also that every step has current measurements (source hashes match);
+2. runs ``doxygen conf/Doxyfile`` from the repository root with
+   STEPWISE_DOXYGEN_OUT=<build>/doxygen;
+3. runs ``sphinx-build -c conf docs <build>/docs/html`` (``-W --keep-going``
+   under ``--strict``), handing the settings to conf/conf.py through
+   environment variables (STEPWISE_REGISTRY, STEPWISE_MEASUREMENTS,
+   STEPWISE_SOURCE, STEPWISE_STRICT, STEPWISE_DOXYGEN_XML, STEPWISE_REPO_ROOT);
+4. prints ``Site: /absolute/path/index.html`` as its last line.
+
+Any failure prints one line to stderr that names the file or tool, and the
+exit status is non-zero (1 for a problem with an input, 2 for a usage error,
+3 for a failed tool).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CONF_DIR = Path(__file__).resolve().parent
+DEFAULT_ROOT = CONF_DIR.parent
+PROG = "build_docs.py"
+
+
+class BuildError(Exception):
+    def __init__(self, message: str, status: int = 1):
+        super().__init__(message)
+        self.status = status
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return status
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, not usage + error
+        self.exit(2, f"{PROG}: error: {message} (see --help)\n")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(
+        prog=PROG,
+        description="Build the Stepwise CUDA site (Doxygen XML, then Sphinx HTML).",
+    )
+    parser.add_argument("--build-dir", type=Path, default=Path("build"),
+                        help="where doxygen/ and docs/html/ go (default: build)")
+    parser.add_argument("--registry", type=Path, default=None,
+                        help="the step registry JSON, from `stepwise_bench --list --json` "
+                             "(default: BUILD_DIR/registry.json)")
+    parser.add_argument("--measurements", type=Path, default=None,
+                        help="a measurement JSON file, or a directory (the file with the newest "
+                             "run.date is used; default: docs/measurements/)")
+    parser.add_argument("--source", choices=("fresh", "recorded"), default=None,
+                        help="what the pages say about the numbers: measured in this build "
+                             "(fresh) or recorded (default: recorded)")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail on any stale or missing measurement and on any Sphinx warning")
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT,
+                        help="repository root holding snippets/ and docs/ (default: the parent "
+                             "of conf/)")
+    parser.add_argument("--verbose", action="store_true", help="let doxygen and Sphinx talk")
+    return parser.parse_args(argv)
+
+
+def check_inputs(registry: Path, measurements: Path, root: Path, source: str, strict: bool):
+    """Load and check the inputs the way the Sphinx extension will; returns the file used."""
+    sys.path.insert(0, str(CONF_DIR.parent / "docs" / "_ext"))
+    try:
+        from stepwise_docs.data import DataError, Dataset
+    except ImportError as exc:  # e.g. run with a Python without jsonschema
+        raise BuildError(f"cannot import the docs tooling ({exc}); run with the project "
+                         f"virtualenv, e.g. .venv/bin/python conf/build_docs.py", 3) from None
+    try:
+        import jsonschema  # noqa: F401
+    except ImportError:
+        raise BuildError(f"jsonschema is not installed for {sys.executable}; run with the "
+                         "project virtualenv (.venv/bin/python)", 3) from None
+    try:
+        dataset = Dataset.load(registry, measurements, root, source,
+                               CONF_DIR / "measurement.schema.json")
+    except DataError as exc:
+        raise BuildError(str(exc)) from None
+    if strict:
+        problems = dataset.problems()
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise BuildError(f"{problems[0]}{more}")
+    return dataset.measurement_path
+
+
+def run_doxygen(root: Path, out: Path, verbose: bool) -> Path:
+    doxygen = shutil.which("doxygen")
+    if doxygen is None:
+        raise BuildError("doxygen not found on PATH (the API documentation needs it; on Debian: "
+                         "apt-get install doxygen, see conf/)", 3)
+    doxyfile = CONF_DIR / "Doxyfile"
+    if not doxyfile.is_file():
+        raise BuildError(f"{doxyfile} does not exist", 3)
+    if not (root / "snippets").is_dir():
+        raise BuildError(f"{root / 'snippets'} does not exist (doxygen's INPUT)", 1)
+    xml = out / "xml"
+    if xml.exists():
+        shutil.rmtree(xml)  # files of removed steps must not linger
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, STEPWISE_DOXYGEN_OUT=str(out))
+    proc = subprocess.run([doxygen, str(doxyfile)], cwd=root, env=env,
+                          capture_output=True, text=True)
+    if verbose or proc.returncode != 0:
+        sys.stderr.write(proc.stdout)
+    if proc.stderr:
+        sys.stderr.write(proc.stderr)
+    if proc.returncode != 0:
+        raise BuildError(f"doxygen failed (exit {proc.returncode}) on {doxyfile} with INPUT "
+                         f"{root / 'snippets'}; see its messages above", 3)
+    if not (xml / "index.xml").is_file():
+        raise BuildError(f"doxygen wrote no {xml / 'index.xml'}", 3)
+    return xml
+
+
+def run_sphinx(root: Path, build: Path, env_vars: dict, strict: bool, verbose: bool) -> Path:
+    try:
+        import sphinx  # noqa: F401
+    except ImportError:
+        raise BuildError(f"sphinx is not installed for {sys.executable}; install "
+                         "conf/requirements.txt into the project virtualenv", 3) from None
+    html = build / "docs" / "html"
+    doctrees = build / "docs" / "doctrees"
+    # -E: always read every page again. Sphinx does not notice a changed measurement
+    # file, Doxygen XML or extension by itself, and a page whose warnings failed a
+    # strict build must warn again (not be skipped as "unchanged") on the next one.
+    cmd = [sys.executable, "-m", "sphinx", "-E", "-b", "html", "-c", str(CONF_DIR),
+           "-d", str(doctrees), str(root / "docs"), str(html)]
+    if strict:
+        cmd += ["-W", "--keep-going"]
+    if not verbose:
+        cmd.append("-q")
+    env = dict(os.environ, **env_vars)
+    proc = subprocess.run(cmd, env=env)
+    if proc.returncode != 0:
+        raise BuildError(f"sphinx-build failed (exit {proc.returncode}) building {root / 'docs'} "
+                         f"into {html}; see its messages above", 3)
+    index = html / "index.html"
+    if not index.is_file():
+        raise BuildError(f"sphinx-build wrote no {index}", 3)
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as exc:  # --help, or a usage error already printed as one line
+        return int(exc.code or 0)
+    root = args.root.resolve()
+    build = args.build_dir.resolve()
+    registry = (args.registry or build / "registry.json").resolve()
+    measurements = (args.measurements or root / "docs" / "measurements").resolve()
+    source = args.source or "recorded"
+    try:
+        if not registry.is_file():
+            raise BuildError(
+                f"step registry {registry} does not exist; build the timing program and run "
+                "`build/bench/stepwise_bench --list --json > build/registry.json` (make does)")
+        measurement_file = check_inputs(registry, measurements, root, source, args.strict)
+        xml = run_doxygen(root, build / "doxygen", args.verbose)
+        env_vars = {
+            "STEPWISE_REGISTRY": str(registry),
+            "STEPWISE_MEASUREMENTS": str(measurement_file),
+            "STEPWISE_SOURCE": source,
+            "STEPWISE_STRICT": "1" if args.strict else "0",
+            "STEPWISE_DOXYGEN_XML": str(xml),
+            "STEPWISE_REPO_ROOT": str(root),
+        }
+        index = run_sphinx(root, build, env_vars, args.strict, args.verbose)
+    except BuildError as exc:
+        return _fail(str(exc), exc.status)
+    print(f"Measurements: {measurement_file} ({source})")
+    print(f"Site: {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

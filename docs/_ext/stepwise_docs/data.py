@@ -1,0 +1,479 @@
+"""Loading and checking the step registry and a measurement file.
+
+This module does not import Sphinx: ``conf/build_docs.py`` uses it to check
+its inputs before it starts Sphinx, and the tests use it directly.
+
+Two inputs, both contracts owned by the timing program:
+
+* the **step registry** (``stepwise_bench --list --json``): which chapters and
+  steps exist, in what order, their files, launchers, sizes and timings;
+* a **measurement file** (validated against ``conf/measurement.schema.json``):
+  one run of the timing program on one GPU.
+
+Every number the site shows comes from the measurement file. The registry
+says what *should* be there; :meth:`Dataset.problems` says what is not
+(a step without rows, or whose source changed since it was measured).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+#: The repository this module lives in (docs/_ext/stepwise_docs/data.py).
+REPO_ROOT = Path(__file__).resolve().parents[3]
+CONF_DIR = REPO_ROOT / "conf"
+DEFAULT_SCHEMA = CONF_DIR / "measurement.schema.json"
+
+if str(CONF_DIR) not in sys.path:
+    sys.path.insert(0, str(CONF_DIR))
+from source_hash import source_sha256  # noqa: E402  (conf/source_hash.py: THE definition)
+
+
+class DataError(Exception):
+    """A problem with an input file; the message is one line that names it."""
+
+
+# ---------------------------------------------------------------------------
+# Reading files
+# ---------------------------------------------------------------------------
+
+def _display(path: Path) -> str:
+    """A path as the user would like to read it (relative to cwd if possible)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_json(path: Path, what: str) -> Any:
+    """Parse a JSON file; a missing, unreadable or corrupt file is a DataError."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"{what} {_display(path)} does not exist")
+    if not path.is_file():
+        raise DataError(f"{what} {_display(path)} is not a file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{what} {_display(path)} cannot be read: {exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"{what} {_display(path)} is not valid JSON: {exc.msg} "
+            f"at line {exc.lineno}, column {exc.colno}"
+        ) from exc
+
+
+def _json_pointer(parts: Iterable[Any]) -> str:
+    parts = list(parts)
+    return "/" + "/".join(str(p) for p in parts) if parts else "(top level)"
+
+
+def _first_schema_error(instance: Any, schema: dict) -> str | None:
+    import jsonschema  # only needed here; keeps the module importable for --help
+
+    validator_cls = jsonschema.validators.validator_for(schema)
+    validator = validator_cls(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if not errors:
+        return None
+    best = jsonschema.exceptions.best_match(errors)
+    # best_match may descend into an allOf; report the deepest, most precise error.
+    message = best.message
+    if len(message) > 200:
+        message = message[:197] + "..."
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"at {_json_pointer(best.absolute_path)}: {message}{more}"
+
+
+# The registry is printed by the timing program; this is what the docs rely on.
+REGISTRY_SCHEMA: dict = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["schema", "chapters"],
+    "properties": {
+        "schema": {"const": 1},
+        "chapters": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["id", "title", "share_of", "timings", "ceilings", "baselines", "steps"],
+                "properties": {
+                    "id": {"type": "string", "minLength": 1},
+                    "title": {"type": "string"},
+                    "share_of": {"type": "string"},
+                    "timings": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "label"],
+                            "properties": {"id": {"type": "string"}, "label": {"type": "string"}},
+                        },
+                    },
+                    "ceilings": {"type": "array", "items": {"$ref": "#/$defs/ref"}},
+                    "baselines": {"type": "array", "items": {"$ref": "#/$defs/ref"}},
+                    "steps": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "title", "file", "namespace", "launcher", "sizes"],
+                            "properties": {
+                                "id": {"type": "string", "minLength": 1},
+                                "title": {"type": "string"},
+                                "file": {"type": "string", "minLength": 1},
+                                "namespace": {"type": "string"},
+                                "launcher": {"type": "string"},
+                                "source_sha256": {"type": "string"},
+                                "same_operation": {"type": "boolean"},
+                                "beyond_article": {"type": "boolean"},
+                                "sizes": {
+                                    "type": "array",
+                                    "minItems": 1,
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["n"],
+                                        "properties": {
+                                            "n": {"type": "integer"},
+                                            "problem": {"type": "string"},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+    "$defs": {
+        "ref": {
+            "type": "object",
+            "required": ["id", "title"],
+            "properties": {"id": {"type": "string"}, "title": {"type": "string"}},
+        }
+    },
+}
+
+
+def load_registry(path: Path) -> dict:
+    """Read and check the step registry (``stepwise_bench --list --json``)."""
+    data = load_json(path, "step registry")
+    problem = _first_schema_error(data, REGISTRY_SCHEMA)
+    if problem:
+        raise DataError(f"step registry {_display(path)} is not a step registry: {problem}")
+    seen: set[str] = set()
+    for chapter in data["chapters"]:
+        if chapter["id"] in seen:
+            raise DataError(f"step registry {_display(path)}: chapter {chapter['id']!r} appears twice")
+        seen.add(chapter["id"])
+        ids = [s["id"] for s in chapter["steps"]]
+        ids += [c["id"] for c in chapter["ceilings"]] + [b["id"] for b in chapter["baselines"]]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise DataError(
+                f"step registry {_display(path)}: chapter {chapter['id']!r} uses the id "
+                f"{dupes[0]!r} twice (steps, ceilings and baselines share one namespace)"
+            )
+    return data
+
+
+def load_schema(schema_path: Path = DEFAULT_SCHEMA) -> dict:
+    return load_json(schema_path, "measurement schema")
+
+
+def load_measurements(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> dict:
+    """Read one measurement file and validate it against the schema (and a little more)."""
+    data = load_json(path, "measurement file")
+    schema = load_schema(schema_path)
+    problem = _first_schema_error(data, schema)
+    if problem:
+        raise DataError(
+            f"measurement file {_display(path)} does not match {_display(schema_path)}: {problem}"
+        )
+    # What the schema cannot say: timing ids are unique and every row names one,
+    # and each (id, n, timing) appears once.
+    for ci, chapter in enumerate(data["chapters"]):
+        timing_ids = [t["id"] for t in chapter["timings"]]
+        if len(set(timing_ids)) != len(timing_ids):
+            raise DataError(
+                f"measurement file {_display(path)}: chapter {chapter['id']!r} lists a timing twice"
+            )
+        for kind in ("steps", "ceilings", "baselines"):
+            seen: set[tuple] = set()
+            for ri, row in enumerate(chapter[kind]):
+                where = f"/chapters/{ci}/{kind}/{ri}"
+                if row["timing"] not in timing_ids:
+                    raise DataError(
+                        f"measurement file {_display(path)}: at {where}: timing {row['timing']!r} "
+                        f"is not one of chapter {chapter['id']!r}'s timings {timing_ids}"
+                    )
+                key = (row["id"], row["n"], row["timing"])
+                if key in seen:
+                    raise DataError(
+                        f"measurement file {_display(path)}: at {where}: a second row for "
+                        f"{row['id']} n={row['n']} timing={row['timing']}"
+                    )
+                seen.add(key)
+    return data
+
+
+def resolve_measurement_path(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> Path:
+    """A measurement file, or the file with the newest ``run.date`` in a directory."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"measurement file or directory {_display(path)} does not exist")
+    if path.is_file():
+        return path
+    candidates = sorted(p for p in path.glob("*.json") if p.is_file())
+    if not candidates:
+        raise DataError(
+            f"no measurement files (*.json) in {_display(path)}; "
+            "run `make measure` on a machine with a GPU, or pass --measurements FILE"
+        )
+    newest: tuple[str, str, Path] | None = None
+    for candidate in candidates:
+        data = load_measurements(candidate, schema_path)
+        key = (data["run"]["date"], candidate.name, candidate)
+        if newest is None or key[:2] > newest[:2]:
+            newest = key
+    assert newest is not None
+    return newest[2]
+
+
+# ---------------------------------------------------------------------------
+# The combined view
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Problem:
+    """A step whose numbers cannot be shown as current."""
+
+    kind: str  # "missing" | "stale" | "registry_stale" | "no_file"
+    chapter: str
+    step: str
+    file: str
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class StepState:
+    step: dict
+    rows: dict = field(default_factory=dict)  # (n, timing) -> row
+    missing: list = field(default_factory=list)  # [(n, timing)]
+    stale: bool = False
+    stale_reason: str = ""
+    current_sha256: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.missing and not self.stale
+
+
+class Chapter:
+    """One registry chapter and its rows in the measurement file."""
+
+    def __init__(self, dataset: "Dataset", reg: dict, measured: dict | None):
+        self.dataset = dataset
+        self.reg = reg
+        self.measured = measured
+        self.id: str = reg["id"]
+        self.title: str = reg["title"]
+        self.share_of: str = reg["share_of"]
+        self.timings: list[dict] = reg["timings"]
+        self.steps: list[dict] = reg["steps"]
+        self.ceilings: list[dict] = reg["ceilings"]
+        self.baselines: list[dict] = reg["baselines"]
+        self._rows: dict[tuple[str, str, int, str], dict] = {}
+        if measured is not None:
+            for kind in ("steps", "ceilings", "baselines"):
+                for row in measured[kind]:
+                    self._rows[(kind, row["id"], row["n"], row["timing"])] = row
+        self.states: dict[str, StepState] = {s["id"]: self._state(s) for s in self.steps}
+
+    # -- lookups ---------------------------------------------------------
+    def timing(self, timing_id: str) -> dict:
+        for t in self.timings:
+            if t["id"] == timing_id:
+                return t
+        raise DataError(
+            f"chapter {self.id!r} has no timing {timing_id!r} "
+            f"(it has {', '.join(t['id'] for t in self.timings)})"
+        )
+
+    def step(self, step_id: str) -> dict:
+        for s in self.steps:
+            if s["id"] == step_id:
+                return s
+        raise DataError(
+            f"chapter {self.id!r} has no step {step_id!r} in the step registry "
+            f"(it has {', '.join(s['id'] for s in self.steps) or 'none'})"
+        )
+
+    def previous_step(self, step_id: str) -> dict | None:
+        ids = [s["id"] for s in self.steps]
+        i = ids.index(self.step(step_id)["id"])
+        return self.steps[i - 1] if i > 0 else None
+
+    def sizes(self) -> list[tuple[int, str]]:
+        """Every problem size of the chapter, in the order the steps list them."""
+        out: dict[int, str] = {}
+        for s in self.steps:
+            for size in s["sizes"]:
+                out.setdefault(size["n"], size.get("problem", f"n = {size['n']}"))
+        return list(out.items())
+
+    def step_row(self, step_id: str, n: int, timing: str) -> dict | None:
+        return self._rows.get(("steps", step_id, n, timing))
+
+    def ceiling_row(self, ceiling_id: str, n: int, timing: str) -> dict | None:
+        return self._rows.get(("ceilings", ceiling_id, n, timing))
+
+    def baseline_row(self, baseline_id: str, n: int, timing: str) -> dict | None:
+        return self._rows.get(("baselines", baseline_id, n, timing))
+
+    def any_row(self, row_id: str, n: int, timing: str) -> tuple[str, dict | None]:
+        """Find a step, ceiling or baseline row by id; returns (kind, row)."""
+        for kind, entries in (("steps", self.steps), ("ceilings", self.ceilings),
+                              ("baselines", self.baselines)):
+            if any(e["id"] == row_id for e in entries):
+                return kind, self._rows.get((kind, row_id, n, timing))
+        raise DataError(
+            f"chapter {self.id!r} has no step, ceiling or baseline {row_id!r} in the step registry"
+        )
+
+    # -- state -----------------------------------------------------------
+    def _state(self, step: dict) -> StepState:
+        state = StepState(step=step)
+        path = self.dataset.repo_root / step["file"]
+        if path.is_file():
+            state.current_sha256 = source_sha256(path)
+        for size in step["sizes"]:
+            for t in self.timings:
+                row = self.step_row(step["id"], size["n"], t["id"])
+                if row is None:
+                    state.missing.append((size["n"], t["id"]))
+                else:
+                    state.rows[(size["n"], t["id"])] = row
+        for row in state.rows.values():
+            if row["file"] != step["file"]:
+                state.stale = True
+                state.stale_reason = f"measured from {row['file']}, the registry names {step['file']}"
+                break
+            if state.current_sha256 is not None and row["source_sha256"] != state.current_sha256:
+                state.stale = True
+                state.stale_reason = f"{step['file']} changed since it was measured"
+                break
+        return state
+
+
+class Dataset:
+    """The registry, one measurement file (or none) and the repository they describe."""
+
+    def __init__(self, registry: dict, measurements: dict | None, repo_root: Path,
+                 measurement_path: Path | None = None, source: str = "recorded"):
+        self.registry = registry
+        self.measurements = measurements
+        self.repo_root = Path(repo_root)
+        self.measurement_path = measurement_path
+        if source not in ("fresh", "recorded"):
+            raise DataError(f"source must be 'fresh' or 'recorded', not {source!r}")
+        self.source = source
+        measured_chapters = {c["id"]: c for c in (measurements or {}).get("chapters", [])}
+        self.chapters: dict[str, Chapter] = {
+            c["id"]: Chapter(self, c, measured_chapters.get(c["id"])) for c in registry["chapters"]
+        }
+
+    @classmethod
+    def load(cls, registry_path: Path, measurement_path: Path, repo_root: Path,
+             source: str = "recorded", schema_path: Path = DEFAULT_SCHEMA) -> "Dataset":
+        registry = load_registry(registry_path)
+        resolved = resolve_measurement_path(measurement_path, schema_path)
+        measurements = load_measurements(resolved, schema_path)
+        return cls(registry, measurements, repo_root, resolved, source)
+
+    def chapter(self, chapter_id: str) -> Chapter:
+        try:
+            return self.chapters[chapter_id]
+        except KeyError:
+            raise DataError(
+                f"unknown chapter {chapter_id!r}: the step registry has "
+                f"{', '.join(self.chapters) or 'no chapters'}"
+            ) from None
+
+    @property
+    def gpu(self) -> dict:
+        return (self.measurements or {}).get("gpu", {})
+
+    @property
+    def run(self) -> dict:
+        return (self.measurements or {}).get("run", {})
+
+    def measured_where(self) -> str:
+        gpu = self.gpu.get("name", "an unknown GPU")
+        commit = self.run.get("commit", "unknown")
+        dirty = " (dirty)" if self.run.get("dirty") else ""
+        return f"on {gpu}, commit {commit}{dirty}"
+
+    def problems(self) -> list[Problem]:
+        """Every step whose numbers are missing or stale, in registry order."""
+        out: list[Problem] = []
+        file_name = _display(self.measurement_path) if self.measurement_path else "the measurement file"
+        for chapter in self.chapters.values():
+            for step in chapter.steps:
+                state = chapter.states[step["id"]]
+                where = f"{chapter.id}/{step['id']}"
+                if state.current_sha256 is None:
+                    out.append(Problem(
+                        "no_file", chapter.id, step["id"], step["file"],
+                        f"missing source: {where} names {step['file']}, which does not exist "
+                        f"under {self.repo_root}",
+                    ))
+                    continue
+                if state.stale:
+                    out.append(Problem(
+                        "stale", chapter.id, step["id"], step["file"],
+                        f"stale measurement: {where} ({state.stale_reason} "
+                        f"{self.measured_where()}); re-run make measure",
+                    ))
+                reg_sha = step.get("source_sha256", "")
+                if _is_sha256(reg_sha) and reg_sha != state.current_sha256:
+                    out.append(Problem(
+                        "registry_stale", chapter.id, step["id"], step["file"],
+                        f"stale step registry: {where} ({step['file']} changed since the timing "
+                        "program was built); rebuild it (make) and regenerate the registry",
+                    ))
+                if state.missing:
+                    pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
+                    out.append(Problem(
+                        "missing", chapter.id, step["id"], step["file"],
+                        f"missing measurement: {where} ({step['file']}) has no row for {pairs} "
+                        f"in {file_name}; re-run make measure",
+                    ))
+            for kind, entries in (("ceiling", chapter.ceilings), ("baseline", chapter.baselines)):
+                for entry in entries:
+                    missing = [
+                        (n, t["id"])
+                        for n, _ in chapter.sizes()
+                        for t in chapter.timings
+                        if chapter.any_row(entry["id"], n, t["id"])[1] is None
+                    ]
+                    if missing:
+                        pairs = ", ".join(f"n={n} timing={t}" for n, t in missing)
+                        out.append(Problem(
+                            "missing", chapter.id, entry["id"], "",
+                            f"missing measurement: {chapter.id}/{entry['id']} ({kind}) has no row "
+                            f"for {pairs} in {file_name}; re-run make measure",
+                        ))
+        return out
+
+
+def _is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)

@@ -1,0 +1,381 @@
+"""Turning measured rows into the text the pages show (no Sphinx here).
+
+Every number comes from a measurement file row; what this module adds is
+arithmetic on those numbers (speedups are ratios of two medians of the same
+run, same size and same timing) and units.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from .data import Chapter, Dataset
+
+DASH = "\u2014"  # em dash: "no value"
+EN_DASH = "\u2013"  # ranges
+TIMES = "\u00d7"
+MICRO = "\u00b5"
+
+
+# ---------------------------------------------------------------------------
+# Numbers and units
+# ---------------------------------------------------------------------------
+
+def sig(x: float, digits: int = 3) -> str:
+    """``x`` with ``digits`` significant digits, without exponent for ordinary sizes."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    magnitude = math.floor(math.log10(abs(x)))
+    decimals = max(digits - 1 - magnitude, 0)
+    return f"{x:,.{decimals}f}"
+
+
+def plain(x: float) -> str:
+    """A reading such as a clock or a temperature: an integer if it is one, else as given."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def time_unit(ms: float) -> tuple[str, float]:
+    """The unit a time of ``ms`` milliseconds reads best in, and the factor from ms."""
+    if ms >= 1000.0:
+        return "s", 1e-3
+    if ms >= 1.0:
+        return "ms", 1.0
+    if ms >= 1e-3:
+        return f"{MICRO}s", 1e3
+    return "ns", 1e6
+
+
+def format_time(ms: float, unit: tuple[str, float] | None = None) -> str:
+    """``0.1354`` -> ``"135 µs"``; ``1.12`` -> ``"1.12 ms"``."""
+    name, factor = unit or time_unit(ms)
+    return f"{sig(ms * factor)} {name}"
+
+
+def format_spread(min_ms: float, max_ms: float, median_ms: float) -> str:
+    """min–max in the median's unit: ``"134–139 µs"``."""
+    name, factor = time_unit(median_ms)
+    return f"{sig(min_ms * factor)}{EN_DASH}{sig(max_ms * factor)} {name}"
+
+
+def format_rate(value: float | None, unit: str) -> str:
+    if value is None:
+        return DASH
+    return f"{sig(value)} {unit}"
+
+
+def format_speedup(ratio: float | None) -> str:
+    if ratio is None:
+        return DASH
+    return f"{sig(ratio)}{TIMES}"
+
+
+def format_share(fraction: float | None) -> str:
+    """A share of the ceiling, given as a fraction: ``0.623`` -> ``"62.3 %"``."""
+    if fraction is None:
+        return DASH
+    return f"{sig(100.0 * fraction)} %"
+
+
+def format_bytes(n: int | None) -> str:
+    """Bytes in binary units as the article counts them (16 MB = 16 MiB)."""
+    if n is None:
+        return DASH
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{sig(n / size)} {unit}"
+    return f"{n} B"
+
+
+def format_ulp(accuracy: dict) -> str:
+    ulp = accuracy.get("max_ulp")
+    if ulp is not None:
+        return f"{sig(ulp) if ulp != int(ulp) else int(ulp)} ulp"
+    rel = accuracy.get("max_rel")
+    if rel is not None:
+        return f"rel {format_rel(rel)}"
+    return DASH
+
+
+def format_rel(rel: float | None) -> str:
+    if rel is None:
+        return DASH
+    if rel == 0:
+        return "0"
+    return f"{rel:.2e}".replace("e-0", "e-").replace("e+0", "e+")
+
+
+def format_tests(tests: dict) -> tuple[str, bool]:
+    """``"7/7 passed on this GPU"``; the flag says something failed (shown loudly)."""
+    passed, failed, skipped = tests["passed"], tests["failed"], tests["skipped"]
+    total = passed + failed + skipped
+    if total == 0:
+        return "no tests ran", True
+    if failed:
+        text = f"{failed} of {total} FAILED on this GPU"
+        if skipped:
+            text += f", {skipped} skipped"
+        return text, True
+    text = f"{passed}/{total} passed on this GPU"
+    if skipped:
+        text += f" ({skipped} skipped)"
+    return text, skipped > 0
+
+
+# ---------------------------------------------------------------------------
+# Provenance
+# ---------------------------------------------------------------------------
+
+SOURCE_TEXT = {
+    "fresh": "measured in this build",
+    "recorded": "recorded measurements, not re-measured in this build",
+}
+
+
+def format_date(iso: str) -> str:
+    """``2026-11-23T10:00:00Z`` -> ``2026-11-23 10:00 UTC``."""
+    if len(iso) >= 16 and iso[10] == "T":
+        return f"{iso[:10]} {iso[11:16]} UTC"
+    return iso
+
+
+def provenance(dataset: Dataset) -> str:
+    """The one line that says where and when the numbers were measured."""
+    if dataset.measurements is None:
+        return "No measurements available for this build."
+    gpu, run = dataset.gpu, dataset.run
+    details = (
+        f"cc {gpu['compute_capability']}, {gpu['sm_count']} SMs, "
+        f"driver {gpu['driver']}, CUDA {gpu['cuda_runtime']}"
+    )
+    dirty = " (dirty)" if run.get("dirty") else ""
+    return (
+        f"Measured on {gpu['name']} ({details}), {format_date(run['date'])}, "
+        f"commit {run['commit']}{dirty} {DASH} {SOURCE_TEXT[dataset.source]}"
+    )
+
+
+# ---------------------------------------------------------------------------
+# Table rows
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Cell:
+    text: str
+    classes: list[str] = field(default_factory=list)
+    title: str = ""  # a tooltip / longer explanation
+    sub: str = ""  # a second, smaller line (the spread under a median)
+
+
+@dataclass
+class Row:
+    kind: str  # "step" | "ceiling" | "baseline"
+    id: str
+    title: str
+    cells: dict[str, Cell]
+    classes: list[str] = field(default_factory=list)
+    badges: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # shown as warnings in the row
+
+
+COLUMNS = [
+    ("median", "median time (min\u2013max)"),
+    ("gbps", "GB/s"),
+    ("gflops", "GFLOP/s"),
+    ("vs_prev", "vs previous"),
+    ("vs_first", "vs first"),
+    ("share", "share of ceiling"),
+    ("accuracy", "max error"),
+    ("tests", "tests"),
+]
+
+
+def ratio(numerator_row: dict | None, denominator_row: dict | None) -> float | None:
+    """``numerator.median / denominator.median`` (a speedup of the denominator's row)."""
+    if numerator_row is None or denominator_row is None:
+        return None
+    return numerator_row["median_ms"] / denominator_row["median_ms"]
+
+
+def _time_cells(row: dict | None) -> dict[str, Cell]:
+    if row is None:
+        return {"median": Cell(DASH), "spread": Cell(DASH), "gbps": Cell(DASH), "gflops": Cell(DASH)}
+    return {
+        "median": Cell(format_time(row["median_ms"]), ["stepwise-num"],
+                       f"median of {row['samples']} samples; relative noise "
+                       f"{sig(100 * row['rel_noise'], 2)} %; "
+                       f"{row['throttled_samples']} throttled samples discarded",
+                       sub=format_spread(row["min_ms"], row["max_ms"], row["median_ms"])),
+        "spread": Cell(format_spread(row["min_ms"], row["max_ms"], row["median_ms"]), ["stepwise-num"]),
+        "gbps": Cell(format_rate(row["gbps"], "GB/s").removesuffix(" GB/s") if row["gbps"] is not None
+                     else DASH, ["stepwise-num"]),
+        "gflops": Cell(format_rate(row["gflops"], "GFLOP/s").removesuffix(" GFLOP/s")
+                       if row["gflops"] is not None else DASH, ["stepwise-num"]),
+    }
+
+
+def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
+    """The step rows of one table (one timing, one size), registry order."""
+    rows: list[Row] = []
+    steps = [s for s in chapter.steps if any(size["n"] == n for size in s["sizes"])]
+    first = chapter.step_row(steps[0]["id"], n, timing) if steps else None
+    prev: dict | None = None
+    for index, step in enumerate(steps):
+        row = chapter.step_row(step["id"], n, timing)
+        state = chapter.states[step["id"]]
+        cells = _time_cells(row)
+        classes: list[str] = []
+        notes: list[str] = []
+        badges: list[str] = []
+        if step.get("beyond_article"):
+            badges.append("beyond the article")
+        if row is None:
+            classes.append("stepwise-missing")
+            notes.append("missing: not measured in this file")
+            for key in ("vs_prev", "vs_first", "share", "accuracy", "tests"):
+                cells[key] = Cell(DASH)
+        else:
+            cells["vs_prev"] = Cell(format_speedup(ratio(prev, row)) if index else DASH, ["stepwise-num"])
+            cells["vs_first"] = Cell(format_speedup(ratio(first, row)) if index else DASH,
+                                     ["stepwise-num"])
+            cells["share"] = Cell(format_share(row["share_of_ceiling"]), ["stepwise-num"])
+            acc = format_ulp(row["accuracy"])
+            acc_classes = ["stepwise-num"]
+            acc_title = f"max relative error {format_rel(row['accuracy'].get('max_rel'))}"
+            if not row["same_operation"] or not step.get("same_operation", True):
+                acc += " \u2260 op"
+                acc_classes.append("stepwise-not-same-op")
+                acc_title += "; not the same mathematical operation as the original kernel"
+            if not row["validated"]:
+                acc += " NOT VALIDATED"
+                acc_classes.append("stepwise-fail")
+                acc_title += "; the timed buffers did not match the reference"
+            cells["accuracy"] = Cell(acc, acc_classes, acc_title)
+            tests_text, loud = format_tests(row["tests"])
+            head, _, tail = tests_text.partition(" on this GPU")
+            cells["tests"] = Cell(head + tail, ["stepwise-tests"] + (
+                ["stepwise-fail"] if row["tests"]["failed"] else
+                (["stepwise-attention"] if loud else [])),
+                sub="on this GPU" if _ else "")
+            if row["tests"]["failed"] or not row["validated"]:
+                classes.append("stepwise-failed")
+        if state.stale:
+            classes.append("stepwise-stale")
+            notes.append("stale: source changed since measured")
+        rows.append(Row("step", step["id"], step["title"], cells, classes, badges, notes))
+        prev = row
+    return rows
+
+
+def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
+    """Ceiling rows, then baseline rows, for one table."""
+    out: list[Row] = []
+    mark = chapter.ceiling_row(chapter.share_of, n, timing)
+    for kind, entries in (("ceiling", chapter.ceilings), ("baseline", chapter.baselines)):
+        for entry in entries:
+            row = (chapter.ceiling_row if kind == "ceiling" else chapter.baseline_row)(
+                entry["id"], n, timing)
+            cells = _time_cells(row)
+            for key in ("vs_prev", "vs_first", "accuracy", "tests"):
+                cells[key] = Cell(DASH)
+            if kind == "ceiling" and entry["id"] == chapter.share_of:
+                cells["share"] = Cell("100 % (the mark)" if row else DASH, ["stepwise-num"])
+            elif kind == "baseline":
+                cells["share"] = Cell(format_share(ratio(mark, row)), ["stepwise-num"])
+            else:
+                cells["share"] = Cell(DASH)
+            notes = [] if row else ["missing: not measured in this file"]
+            out.append(Row(kind, entry["id"], entry["title"], cells,
+                           [f"stepwise-{kind}"] + ([] if row else ["stepwise-missing"]), [], notes))
+    return out
+
+
+def used_columns(rows: list[Row]) -> list[tuple[str, str]]:
+    """Drop the GB/s or GFLOP/s column where no row has a value."""
+    cols = []
+    for key, label in COLUMNS:
+        if key in ("gbps", "gflops") and all(r.cells[key].text == DASH for r in rows):
+            continue
+        cols.append((key, label))
+    return cols
+
+
+# ---------------------------------------------------------------------------
+# Single values (the stepwise-number role)
+# ---------------------------------------------------------------------------
+
+FIELDS = {
+    "median": "median time",
+    "min": "fastest sample",
+    "max": "slowest sample",
+    "spread": "min\u2013max",
+    "gbps": "GB/s",
+    "gflops": "GFLOP/s",
+    "bytes": "bytes moved per launch",
+    "samples": "samples",
+    "rel_noise": "relative noise",
+    "throttled": "throttled samples discarded",
+    "share": "share of the ceiling",
+    "speedup_prev": "speedup over the previous step",
+    "speedup_first": "speedup over the first step",
+    "max_ulp": "max error in ulp",
+    "max_rel": "max relative error",
+    "second_application_max_rel": "max relative error after a second application",
+    "tests": "tests",
+}
+
+
+def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n: int) -> str:
+    """One number, formatted; raises DataError/KeyError/LookupError on bad input."""
+    from .data import DataError
+
+    if field_name not in FIELDS:
+        raise DataError(f"unknown field {field_name!r} (known: {', '.join(FIELDS)})")
+    chapter.timing(timing)
+    kind, row = chapter.any_row(row_id, n, timing)
+    if row is None:
+        raise LookupError(f"{chapter.id}/{row_id}: no row for n={n} timing={timing}")
+    if field_name == "median":
+        return format_time(row["median_ms"])
+    if field_name == "min":
+        return format_time(row["min_ms"])
+    if field_name == "max":
+        return format_time(row["max_ms"])
+    if field_name == "spread":
+        return format_spread(row["min_ms"], row["max_ms"], row["median_ms"])
+    if field_name == "gbps":
+        return format_rate(row["gbps"], "GB/s")
+    if field_name == "gflops":
+        return format_rate(row["gflops"], "GFLOP/s")
+    if field_name == "bytes":
+        return format_bytes(row["bytes"])
+    if field_name == "samples":
+        return str(row["samples"])
+    if field_name == "rel_noise":
+        return f"{sig(100 * row['rel_noise'], 2)} %"
+    if field_name == "throttled":
+        return str(row["throttled_samples"])
+    if kind != "steps":
+        if field_name == "share" and kind == "baselines":
+            return format_share(ratio(chapter.ceiling_row(chapter.share_of, n, timing), row))
+        raise DataError(f"field {field_name!r} applies to steps only, and {row_id!r} is a "
+                        f"{kind[:-1]}")
+    if field_name == "share":
+        return format_share(row["share_of_ceiling"])
+    if field_name in ("speedup_prev", "speedup_first"):
+        prev = chapter.previous_step(row_id)
+        if prev is None:
+            return DASH
+        other_id = prev["id"] if field_name == "speedup_prev" else chapter.steps[0]["id"]
+        other = chapter.step_row(other_id, n, timing)
+        if other is None:
+            raise LookupError(f"{chapter.id}/{other_id}: no row for n={n} timing={timing}")
+        return format_speedup(ratio(other, row))
+    if field_name == "max_ulp":
+        value = row["accuracy"].get("max_ulp")
+        return DASH if value is None else format_ulp({"max_ulp": value})
+    if field_name in ("max_rel", "second_application_max_rel"):
+        return format_rel(row["accuracy"].get(field_name))
+    if field_name == "tests":
+        return format_tests(row["tests"])[0]
+    raise AssertionError(field_name)  # pragma: no cover

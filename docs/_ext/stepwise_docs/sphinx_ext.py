@@ -1,0 +1,786 @@
+"""The Sphinx side of stepwise_docs: config, checks, directives, role."""
+from __future__ import annotations
+
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from docutils.statemachine import StringList
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.errors import ConfigError, ExtensionError
+from sphinx.util import logging
+from sphinx.util.docutils import SphinxDirective, SphinxRole
+
+from . import fmt
+from .data import DEFAULT_SCHEMA, Chapter, DataError, Dataset
+from .plot import alt_text, plot_data, render
+
+logger = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).parent / "static"
+
+
+# ---------------------------------------------------------------------------
+# Loading and checking, once per build
+# ---------------------------------------------------------------------------
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def _load(app: Sphinx) -> None:
+    cfg = app.config
+    if not cfg.stepwise_registry:
+        raise ConfigError(
+            "stepwise_docs: stepwise_registry is not set (conf/conf.py reads it from "
+            "STEPWISE_REGISTRY; conf/build_docs.py sets it)"
+        )
+    if not cfg.stepwise_measurements:
+        raise ConfigError(
+            "stepwise_docs: stepwise_measurements is not set (conf/conf.py reads it from "
+            "STEPWISE_MEASUREMENTS; conf/build_docs.py sets it)"
+        )
+    if cfg.stepwise_source not in ("fresh", "recorded"):
+        raise ConfigError(
+            f"stepwise_docs: stepwise_source must be 'fresh' or 'recorded', not "
+            f"{cfg.stepwise_source!r}"
+        )
+    repo_root = Path(cfg.stepwise_repo_root or app.confdir.parent)
+    schema = Path(cfg.stepwise_measurement_schema or DEFAULT_SCHEMA)
+    try:
+        dataset = Dataset.load(Path(cfg.stepwise_registry), Path(cfg.stepwise_measurements),
+                               repo_root, cfg.stepwise_source, schema)
+    except DataError as exc:
+        raise ExtensionError(str(exc), modname="stepwise_docs") from None
+    app.stepwise_dataset = dataset  # type: ignore[attr-defined]
+
+    problems = dataset.problems()
+    if _as_bool(cfg.stepwise_strict) and problems:
+        more = f"\n(and {len(problems) - 1} more)\n" if len(problems) > 1 else ""
+        listing = "\n".join(f"  {p}" for p in problems[1:])
+        raise ExtensionError(f"{problems[0]}{more}{listing}", modname="stepwise_docs")
+    for problem in problems:
+        logger.warning(str(problem), type="stepwise", subtype=problem.kind)
+
+
+def _on_builder_inited(app: Sphinx) -> None:
+    _load(app)
+    app.config.html_static_path.append(str(STATIC_DIR))
+
+
+def dataset_of(env) -> Dataset:
+    return env.app.stepwise_dataset
+
+
+# ---------------------------------------------------------------------------
+# Step anchors (the table links each step to its section)
+# ---------------------------------------------------------------------------
+
+class stepwise_stepref(nodes.Inline, nodes.TextElement):
+    """A link to a step's section; resolved once every document has been read."""
+
+
+class stepwise_anchor(nodes.Invisible, nodes.Element):
+    """Where a step section is; replaced once the document is read (see _find_anchors)."""
+
+
+def _find_anchors(app: Sphinx, doctree: nodes.document) -> None:
+    """Point each step's link at the section that holds its stepwise-step directive.
+
+    Done after parsing so that it works the same for MyST and reStructuredText.
+    """
+    steps = _env_steps(app.env)
+    for marker in list(doctree.findall(stepwise_anchor)):
+        key = (marker["chapter"], marker["step"])
+        section = marker.parent
+        while section is not None and not isinstance(section, nodes.section):
+            section = section.parent
+        if section is not None and section["ids"]:
+            title = section[0].astext() if isinstance(section[0], nodes.title) else key[1]
+            steps[key] = (app.env.docname, section["ids"][0], title)
+            marker.parent.remove(marker)
+        else:
+            target = nodes.target("", "", ids=[marker["fallback"]])
+            marker.replace_self(target)
+
+
+def _env_steps(env) -> dict:
+    if not hasattr(env, "stepwise_steps"):
+        env.stepwise_steps = {}
+    return env.stepwise_steps
+
+
+def _env_chapters_used(env) -> dict:
+    if not hasattr(env, "stepwise_chapters_used"):
+        env.stepwise_chapters_used = {}
+    return env.stepwise_chapters_used
+
+
+def _purge(app, env, docname) -> None:
+    steps = _env_steps(env)
+    for key in [k for k, v in steps.items() if v[0] == docname]:
+        del steps[key]
+    used = _env_chapters_used(env)
+    used.pop(docname, None)
+
+
+def _merge(app, env, docnames, other) -> None:
+    steps = _env_steps(env)
+    for key, value in _env_steps(other).items():
+        if value[0] in docnames:
+            steps[key] = value
+    used = _env_chapters_used(env)
+    for docname, chapters in _env_chapters_used(other).items():
+        if docname in docnames:
+            used[docname] = chapters
+
+
+def _check_consistency(app, env) -> None:
+    """Every step of a chapter that the site shows must have a section."""
+    dataset = dataset_of(env)
+    steps = _env_steps(env)
+    shown = sorted({c for chapters in _env_chapters_used(env).values() for c in chapters})
+    for chapter_id in shown:
+        if chapter_id not in dataset.chapters:
+            continue
+        for step in dataset.chapter(chapter_id).steps:
+            if (chapter_id, step["id"]) not in steps:
+                logger.warning(
+                    f"stepwise: step {chapter_id}/{step['id']} ({step['file']}) is in the step "
+                    "registry but no page has a `stepwise-step` section for it",
+                    type="stepwise", subtype="no_section",
+                )
+
+
+def _resolve_refs(app: Sphinx, doctree: nodes.document, fromdocname: str) -> None:
+    steps = _env_steps(app.env)
+    for node in list(doctree.findall(stepwise_stepref)):
+        key = (node["chapter"], node["step"])
+        children = [c.deepcopy() for c in node.children]
+        if key not in steps:
+            node.replace_self(nodes.inline("", "", *children))
+            continue
+        docname, anchor, _title = steps[key]
+        ref = nodes.reference("", "", *children, internal=True)
+        if node.get("reftitle"):
+            ref["reftitle"] = node["reftitle"]
+        ref["refuri"] = app.builder.get_relative_uri(fromdocname, docname) + "#" + anchor
+        node.replace_self(ref)
+
+
+# ---------------------------------------------------------------------------
+# Helpers building nodes
+# ---------------------------------------------------------------------------
+
+def tooltip(text: str, explanation: str, classes: list[str] | None = None) -> nodes.abbreviation:
+    """Text with a hover explanation (``<abbr title=...>`` in HTML)."""
+    return nodes.abbreviation("", text, explanation=explanation,
+                              classes=["stepwise-tip"] + (classes or []))
+
+
+def provenance_node(dataset: Dataset) -> nodes.paragraph:
+    return nodes.paragraph("", fmt.provenance(dataset), classes=["stepwise-provenance"])
+
+
+def _cell(content: Any, classes: list[str] | None = None) -> nodes.entry:
+    entry = nodes.entry(classes=classes or [])
+    if isinstance(content, nodes.Node):
+        entry += content
+    else:
+        entry += nodes.paragraph("", str(content))
+    return entry
+
+
+def _table(header: list[str], body: list[list[nodes.entry]], classes: list[str],
+           title: str | None = None, row_classes: list[list[str]] | None = None) -> nodes.table:
+    table = nodes.table(classes=classes)
+    if title:
+        table += nodes.title("", title)
+    group = nodes.tgroup(cols=len(header))
+    table += group
+    for _ in header:
+        group += nodes.colspec(colwidth=1)
+    thead = nodes.thead()
+    group += thead
+    hrow = nodes.row()
+    for h in header:
+        hrow += _cell(h)
+    thead += hrow
+    tbody = nodes.tbody()
+    group += tbody
+    for i, cells in enumerate(body):
+        row = nodes.row(classes=(row_classes[i] if row_classes else []))
+        for c in cells:
+            row += c
+        tbody += row
+    return table
+
+
+def _fmt_cell(cell: fmt.Cell) -> nodes.entry:
+    para = nodes.paragraph("", cell.text)
+    if cell.title:
+        para = nodes.paragraph("", "", tooltip(cell.text, cell.title))
+    entry = _cell(para, cell.classes)
+    if cell.sub:
+        entry += nodes.paragraph("", cell.sub, classes=["stepwise-sub"])
+    return entry
+
+
+def _step_cell(chapter: Chapter, row: fmt.Row) -> nodes.entry:
+    para = nodes.paragraph()
+    if row.kind == "step":
+        ref = stepwise_stepref("", "", nodes.literal("", row.id), chapter=chapter.id, step=row.id,
+                               reftitle=row.title)
+        para += ref
+    else:
+        para += nodes.inline("", f"{row.kind}: ", classes=["stepwise-kind"])
+        para += nodes.literal("", row.id)
+        para += nodes.inline("", " " + row.title, classes=["stepwise-step-title"])
+    for badge in row.badges:
+        para += nodes.inline("", badge, classes=["stepwise-badge"])
+    for note in row.notes:
+        para += nodes.inline("", "\u26a0 " + note, classes=["stepwise-warning"])
+    return _cell(para)
+
+
+def measurement_table(chapter: Chapter, timing: dict, n: int, problem: str,
+                      multiple_sizes: bool) -> nodes.table:
+    rows = fmt.step_rows(chapter, timing["id"], n) + fmt.reference_rows(chapter, timing["id"], n)
+    cols = fmt.used_columns(rows)
+    header = ["step"] + [label for _key, label in cols]
+    body = [[_step_cell(chapter, r)] + [_fmt_cell(r.cells[k]) for k, _l in cols] for r in rows]
+    row_classes = [r.classes for r in rows]
+    title = timing["label"] + (f" ({problem})" if multiple_sizes else "")
+    return _table(header, body, ["stepwise-data", "stepwise-measurements",
+                                 f"stepwise-timing-{timing['id']}"],
+                  title, row_classes)
+
+
+def _legend(chapter: Chapter) -> nodes.paragraph:
+    ceiling = next((c["title"] for c in chapter.ceilings if c["id"] == chapter.share_of),
+                   chapter.share_of)
+    text = (f"Speedups are ratios of medians from the same run. Share of ceiling: the time of "
+            f"the ceiling \u201c{ceiling}\u201d over the step\u2019s time (100 % = as fast as "
+            "the ceiling). \u201c\u2260 op\u201d marks a step that does not compute the same "
+            "function as the original for every input.")
+    return nodes.paragraph("", text, classes=["stepwise-legend"])
+
+
+# ---------------------------------------------------------------------------
+# Directives
+# ---------------------------------------------------------------------------
+
+class _Base(SphinxDirective):
+    has_content = False
+    final_argument_whitespace = False
+
+    @property
+    def dataset(self) -> Dataset:
+        return dataset_of(self.env)
+
+    def chapter(self, chapter_id: str) -> Chapter:
+        try:
+            chapter = self.dataset.chapter(chapter_id)
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+        _env_chapters_used(self.env).setdefault(self.env.docname, set()).add(chapter.id)
+        for path in self._dependencies(chapter):
+            self.env.note_dependency(path)
+        return chapter
+
+    def _dependencies(self, chapter: Chapter) -> list[str]:
+        deps = []
+        cfg = self.config
+        deps.append(str(Path(cfg.stepwise_registry).resolve()))
+        if self.dataset.measurement_path:
+            deps.append(str(Path(self.dataset.measurement_path).resolve()))
+        return deps
+
+    def sizes(self, chapter: Chapter) -> list[tuple[int, str]]:
+        sizes = chapter.sizes()
+        if "n" in self.options:
+            wanted = self.options["n"]
+            sizes = [s for s in sizes if s[0] == wanted]
+            if not sizes:
+                raise self.error(f"{self.name}: chapter {chapter.id!r} has no size n={wanted}")
+        return sizes
+
+
+class ProvenanceDirective(_Base):
+    required_arguments = 0
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        if self.arguments:
+            self.chapter(self.arguments[0])
+        return [provenance_node(self.dataset)]
+
+
+class TableDirective(_Base):
+    required_arguments = 1
+    option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        timings = chapter.timings
+        if "timing" in self.options:
+            try:
+                timings = [chapter.timing(self.options["timing"])]
+            except DataError as exc:
+                raise self.error(f"{self.name}: {exc}") from None
+        sizes = self.sizes(chapter)
+        out = nodes.container(classes=["stepwise-table-block"])
+        for n, problem in sizes:
+            for timing in timings:
+                out += measurement_table(chapter, timing, n, problem, len(chapter.sizes()) > 1)
+                out += provenance_node(self.dataset)
+        out += _legend(chapter)
+        return [out]
+
+
+class PlotDirective(_Base):
+    required_arguments = 1
+    option_spec = {"n": directives.positive_int}
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        out: list[nodes.Node] = []
+        plot_dir = Path(self.env.app.doctreedir) / "stepwise_plots"
+        for n, problem in self.sizes(chapter):
+            data = plot_data(chapter, n)
+            path = render(data, plot_dir)
+            docdir = (Path(self.env.srcdir) / self.env.docname).parent
+            uri = os.path.relpath(path, docdir).replace(os.sep, "/")
+            figure = nodes.figure(classes=["stepwise-plot"])
+            image = nodes.image(uri=uri, alt=alt_text(data), classes=["stepwise-plot"])
+            figure += image
+            series = "; ".join(f"{t['id']}: {t['label']}" for t in chapter.timings)
+            caption = nodes.caption(
+                "", f"Median time per step ({problem}), log scale; bars span min\u2013max; "
+                f"dashed lines: {chapter.share_of}. Series \u2014 {series}.")
+            figure += caption
+            legend = nodes.legend()
+            legend += provenance_node(self.dataset)
+            figure += legend
+            out.append(figure)
+        return out
+
+
+class StepDirective(_Base):
+    required_arguments = 2
+    option_spec = {"no-api": directives.flag}
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        try:
+            step = chapter.step(self.arguments[1])
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+        state = chapter.states[step["id"]]
+        repo = self.dataset.repo_root
+        path = repo / step["file"]
+        if not path.is_file():
+            raise self.error(f"{self.name}: {chapter.id}/{step['id']}: {step['file']} does not exist")
+        self.env.note_dependency(str(path.resolve()))
+
+        out: list[nodes.Node] = []
+        self._anchor(chapter, step, out)
+
+        # Marks
+        if step.get("beyond_article"):
+            out.append(self._admonition(
+                "Beyond the article",
+                "This step is not in the source article; it is ours, added to reach the "
+                "ceiling.", ["stepwise-beyond", "note"]))
+        if not step.get("same_operation", True):
+            out.append(self._admonition(
+                "Not the same operation",
+                "This step does not compute the same function as the original kernel for every "
+                "input; its accuracy column is marked \u2260 op.", ["stepwise-not-op", "caution"]))
+        if state.stale:
+            warn = nodes.warning()
+            warn += nodes.paragraph(
+                "", f"Stale: source changed since measured ({state.stale_reason} "
+                f"{self.dataset.measured_where()}). The numbers below are for the old source; "
+                "re-run make measure.")
+            out.append(warn)
+        if state.missing:
+            warn = nodes.warning()
+            pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
+            warn += nodes.paragraph(
+                "", f"Not measured: the measurement file has no row for this step ({pairs}).")
+            out.append(warn)
+
+        out.append(self._summary(chapter, step))
+        out.extend(self._source(step, path))
+        prev = chapter.previous_step(step["id"])
+        if prev is not None:
+            out.extend(self._diff(prev, step))
+        if "no-api" not in self.options:
+            out.extend(self._api(step))
+        return out
+
+    # -- pieces ----------------------------------------------------------
+    def _anchor(self, chapter: Chapter, step: dict, out: list[nodes.Node]) -> str:
+        """Register the step; its link target is the enclosing section (see _find_anchors)."""
+        steps = _env_steps(self.env)
+        key = (chapter.id, step["id"])
+        if key in steps:
+            other = steps[key][0]
+            raise self.error(f"{self.name}: step {chapter.id}/{step['id']} already has a section "
+                             f"(in {other})")
+        anchor = nodes.make_id(f"stepwise-{chapter.id}-{step['id']}")
+        steps[key] = (self.env.docname, anchor, step["title"])
+        marker = stepwise_anchor("", chapter=chapter.id, step=step["id"], fallback=anchor)
+        self.set_source_info(marker)
+        out.append(marker)
+        return anchor
+
+    def _admonition(self, title: str, text: str, classes: list[str]) -> nodes.admonition:
+        node = nodes.admonition(classes=["stepwise-mark"] + classes)  # furo colours by class
+        node += nodes.title("", title)
+        node += nodes.paragraph("", text)
+        return node
+
+    def _summary(self, chapter: Chapter, step: dict) -> nodes.container:
+        box = nodes.container(classes=["stepwise-step-summary"])
+        header = ["timing", "median time (min\u2013max)", "GB/s", "GFLOP/s", "vs previous",
+                  "vs first", "share of ceiling"]
+        keys = ["median", "gbps", "gflops", "vs_prev", "vs_first", "share"]
+        body, classes, found = [], [], []
+        multi = len(step["sizes"]) > 1
+        for size in step["sizes"]:
+            for timing in chapter.timings:
+                rows = fmt.step_rows(chapter, timing["id"], size["n"])
+                row = next(r for r in rows if r.id == step["id"])
+                found.append(chapter.step_row(step["id"], size["n"], timing["id"]))
+                label = timing["id"] + (f", {size.get('problem', size['n'])}" if multi else "")
+                tip = tooltip(label, timing["label"])
+                body.append([_cell(nodes.paragraph("", "", tip))] +
+                            [_fmt_cell(row.cells[k]) for k in keys])
+                classes.append(row.classes)
+        # Drop GB/s or GFLOP/s where the step has neither.
+        drop = [i for i, k in enumerate(keys) if k in ("gbps", "gflops")
+                and all(b[i + 1].astext() == fmt.DASH for b in body)]
+        for i in sorted(drop, reverse=True):
+            del header[i + 1]
+            for b in body:
+                del b[i + 1]
+        box += _table(header, body, ["stepwise-data", "stepwise-step-table"], None, classes)
+
+        measured = [r for r in found if r is not None]
+        if measured:
+            r = measured[0]
+            tests_text, loud = fmt.format_tests(r["tests"])
+            para = nodes.paragraph(classes=["stepwise-step-facts"])
+            para += nodes.strong("", "Tests: ")
+            para += nodes.inline("", tests_text,
+                                 classes=["stepwise-fail"] if r["tests"]["failed"] else
+                                 (["stepwise-attention"] if loud else []))
+            para += nodes.Text(". Accuracy on the timed buffers: ")
+            acc = fmt.format_ulp(r["accuracy"])
+            para += nodes.inline("", f"max {acc}" if acc != fmt.DASH else acc)
+            if r["accuracy"].get("max_rel") is not None:
+                para += nodes.Text(f" (max relative error {fmt.format_rel(r['accuracy']['max_rel'])})")
+            if not r["validated"]:
+                para += nodes.inline("", " \u2014 NOT VALIDATED: the timed buffers did not match "
+                                     "the reference", classes=["stepwise-fail"])
+            else:
+                para += nodes.Text(", validated against the double-precision reference")
+            para += nodes.Text(".")
+            box += para
+        box += provenance_node(self.dataset)
+        return box
+
+    def _literal(self, text: str, language: str, caption: str, linenos: bool,
+                 source_path: str) -> nodes.container:
+        literal = nodes.literal_block(text, text, source=source_path)
+        literal["language"] = language
+        literal["linenos"] = linenos
+        literal["classes"] += ["stepwise-code"]
+        self.set_source_info(literal)
+        wrapper = nodes.container("", literal_block=True, classes=["literal-block-wrapper"])
+        cap = nodes.caption("", "", nodes.literal("", caption))
+        self.set_source_info(cap)
+        wrapper += cap
+        wrapper += literal
+        return wrapper
+
+    def _source(self, step: dict, path: Path) -> list[nodes.Node]:
+        text = path.read_text(encoding="utf-8")
+        docdir = (Path(self.env.srcdir) / self.env.docname).parent
+        rel = os.path.relpath(path, docdir).replace(os.sep, "/")
+        download = addnodes.download_reference("", "", reftarget=rel, refdoc=self.env.docname,
+                                               refexplicit=True, reftype="download",
+                                               refdomain="")
+        download += nodes.literal("", f"download {path.name}")
+        para = nodes.paragraph(classes=["stepwise-download"])
+        para += nodes.Text("The whole step, ready to copy (it compiles on its own with the CUDA "
+                           "toolkit): ")
+        para += download
+        return [
+            nodes.rubric("", "Source", classes=["stepwise-rubric"]),
+            self._literal(text, "cuda", step["file"], True, str(path)),
+            para,
+        ]
+
+    def _diff(self, prev: dict, step: dict) -> list[nodes.Node]:
+        repo = self.dataset.repo_root
+        prev_path = repo / prev["file"]
+        if not prev_path.is_file():
+            return []
+        self.env.note_dependency(str(prev_path.resolve()))
+        old = prev_path.read_text(encoding="utf-8").splitlines(keepends=True)
+        new = (repo / step["file"]).read_text(encoding="utf-8").splitlines(keepends=True)
+        diff = "".join(difflib.unified_diff(old, new, fromfile=prev["file"], tofile=step["file"]))
+        if not diff:
+            diff = "(no change)\n"
+        return [
+            nodes.rubric("", f"What changed since {prev['id']}", classes=["stepwise-rubric"]),
+            self._literal(diff, "diff", f"diff {prev['file']} {step['file']}", False,
+                          str(repo / step["file"])),
+        ]
+
+    def _api(self, step: dict) -> list[nodes.Node]:
+        xml = self.config.breathe_projects.get(self.config.breathe_default_project) \
+            if getattr(self.config, "breathe_projects", None) else None
+        if not xml:
+            return []
+        index = Path(xml) / "index.xml"
+        if index.is_file():
+            self.env.note_dependency(str(index.resolve()))
+        from breathe.directives.function import DoxygenFunctionDirective
+
+        name = f"{step['namespace']}::{step['launcher']}"
+        directive = DoxygenFunctionDirective(
+            "doxygenfunction", [name], {}, StringList(), self.lineno, self.content_offset,
+            self.block_text, self.state, self.state_machine)
+        result = directive.run()
+        box = nodes.container(classes=["stepwise-api"])
+        box += nodes.rubric("", "Launcher", classes=["stepwise-rubric"])
+        box.extend(result)
+        return [box]
+
+
+class TimingsDirective(_Base):
+    """The chapter's timings and ceilings, as a definition list."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        rows = []
+        for t in chapter.timings:
+            rows.append([_cell(nodes.paragraph("", "", nodes.literal("", t["id"]))),
+                         _cell("timing"), _cell(t["label"])])
+        for c in chapter.ceilings:
+            mark = " (the 100 % mark of the share column)" if c["id"] == chapter.share_of else ""
+            rows.append([_cell(nodes.paragraph("", "", nodes.literal("", c["id"]))),
+                         _cell("ceiling"), _cell(c["title"] + mark)])
+        for b in chapter.baselines:
+            rows.append([_cell(nodes.paragraph("", "", nodes.literal("", b["id"]))),
+                         _cell("baseline"), _cell(b["title"])])
+        return [_table(["id", "kind", "what it is"], rows, ["stepwise-data", "stepwise-timings"])]
+
+
+class AccuracyDirective(_Base):
+    """Per step: validated, max ulp, max relative error, after a second application."""
+
+    required_arguments = 1
+    option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        timing = self.options.get("timing", chapter.timings[0]["id"])
+        try:
+            chapter.timing(timing)
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+        n = self.sizes(chapter)[0][0]
+        body, classes = [], []
+        for step in chapter.steps:
+            row = chapter.step_row(step["id"], n, timing)
+            ref = stepwise_stepref("", "", nodes.literal("", step["id"]),
+                                   chapter=chapter.id, step=step["id"])
+            first = _cell(nodes.paragraph("", "", ref))
+            if row is None:
+                body.append([first] + [_cell(fmt.DASH) for _ in range(5)])
+                classes.append(["stepwise-missing"])
+                continue
+            acc = row["accuracy"]
+            same = row["same_operation"] and step.get("same_operation", True)
+            body.append([
+                first,
+                _cell("yes" if row["validated"] else "NO",
+                      [] if row["validated"] else ["stepwise-fail"]),
+                _cell(fmt.format_ulp({"max_ulp": acc.get("max_ulp")})
+                      if acc.get("max_ulp") is not None else fmt.DASH, ["stepwise-num"]),
+                _cell(fmt.format_rel(acc.get("max_rel")), ["stepwise-num"]),
+                _cell(fmt.format_rel(acc.get("second_application_max_rel")), ["stepwise-num"]),
+                _cell("yes" if same else "\u2260 op", [] if same else ["stepwise-not-same-op"]),
+            ])
+            classes.append(["stepwise-stale"] if chapter.states[step["id"]].stale else [])
+        header = ["step", "validated", "max error (ulp)", "max relative error",
+                  "max relative error, second application", "same operation"]
+        out = nodes.container(classes=["stepwise-table-block"])
+        out += _table(header, body, ["stepwise-data", "stepwise-accuracy"],
+                      f"Accuracy against the double-precision reference ({timing} run)", classes)
+        out += provenance_node(self.dataset)
+        return [out]
+
+
+class RunDirective(_Base):
+    """The run: GPU, clocks and temperature before/after, the stopping rule."""
+
+    required_arguments = 0
+    optional_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        if self.arguments:
+            self.chapter(self.arguments[0])
+        ds = self.dataset
+        gpu, run = ds.gpu, ds.run
+        rule = run["stopping_rule"]
+
+        def before_after(d: dict | None, unit: str) -> str:
+            if not d:
+                return "not recorded"
+            b = "n/a" if d.get("before") is None else f"{fmt.plain(d['before'])} {unit}"
+            a = "n/a" if d.get("after") is None else f"{fmt.plain(d['after'])} {unit}"
+            return f"{b} before, {a} after"
+
+        rows = [
+            ("GPU", f"{gpu['name']} (compute capability {gpu['compute_capability']}, "
+                    f"{gpu['sm_count']} SMs)"),
+            ("L2 cache", fmt.format_bytes(gpu["l2_bytes"])),
+        ]
+        if gpu.get("global_memory_bytes"):
+            rows.append(("global memory", fmt.format_bytes(gpu["global_memory_bytes"])))
+        rows += [
+            ("driver / CUDA", f"driver {gpu['driver']}, CUDA runtime {gpu['cuda_runtime']}, "
+                              f"CUDA driver API {gpu['cuda_driver']}"),
+            ("SM clock", before_after(gpu.get("sm_clock_mhz"), "MHz")),
+            ("temperature", before_after(gpu.get("temperature_c"), "\u00b0C")),
+            ("clocks read through", run.get("clock_source", "not recorded")),
+            ("date", fmt.format_date(run["date"])),
+            ("commit", run["commit"] + (" (uncommitted changes)" if run["dirty"] else "")),
+        ]
+        if run.get("command"):
+            rows.append(("command", nodes.paragraph("", "", nodes.literal("", run["command"]))))
+        if run.get("seed") is not None:
+            rows.append(("input seed", str(run["seed"])))
+        if "warmup_samples" in rule:
+            rows.append(("warm-up samples (not kept)", str(rule["warmup_samples"])))
+        rows += [
+            ("minimum samples", str(rule["min_samples"])),
+            ("maximum samples", str(rule["max_samples"])),
+        ]
+        if "target_rel_stderr" in rule:
+            rows.append(("target relative standard error of the mean (stdev / mean / \u221asamples)",
+                         f"{fmt.sig(100 * rule['target_rel_stderr'], 3)} %"))
+        if "target_rel_noise" in rule:
+            rows.append(("target relative noise (stdev / mean)",
+                         f"{fmt.sig(100 * rule['target_rel_noise'], 3)} %"))
+        rows += [
+            ("time limit per row", f"{fmt.sig(rule['max_seconds_per_row'], 3)} s"),
+            ("throttle threshold", f"a sample is discarded when its SM clock is below "
+                                   f"{fmt.sig(100 * rule['throttle_threshold'], 3)} % of the "
+                                   "run's highest clock"),
+        ]
+        known = {"min_samples", "max_samples", "target_rel_stderr", "target_rel_noise",
+                 "max_seconds_per_row", "throttle_threshold", "warmup_samples"}
+        for key in sorted(set(rule) - known):  # anything newer timing programs add
+            rows.append((key.replace("_", " "), str(rule[key])))
+        body = [[_cell(k), _cell(v)] for k, v in rows]
+        out = nodes.container(classes=["stepwise-table-block"])
+        out += _table(["", "this run"], body, ["stepwise-data", "stepwise-run"],
+                      "The run and its stopping rule")
+        out += provenance_node(ds)
+        return [out]
+
+
+# ---------------------------------------------------------------------------
+# Role: one number
+# ---------------------------------------------------------------------------
+
+class NumberRole(SphinxRole):
+    """``{stepwise-number}`elementwise/04_lookup_table/second_application_max_rel@batch```."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        text = self.text.strip()
+        n_text = None
+        if "#" in text:
+            text, n_text = text.rsplit("#", 1)
+        timing = None
+        if "@" in text:
+            text, timing = text.rsplit("@", 1)
+        parts = text.split("/")
+        if len(parts) != 3:
+            msg = self.inliner.reporter.error(
+                f"stepwise-number: expected CHAPTER/ROW/FIELD[@TIMING][#N], got {self.text!r}",
+                line=self.lineno)
+            return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
+        chapter_id, row_id, field_name = parts
+        dataset = dataset_of(self.env)
+        try:
+            chapter = dataset.chapter(chapter_id)
+            timing = timing or chapter.timings[0]["id"]
+            n = int(n_text) if n_text else chapter.sizes()[0][0]
+            value = fmt.single_value(chapter, row_id, field_name, timing, n)
+        except (DataError, ValueError) as exc:
+            msg = self.inliner.reporter.error(f"stepwise-number {self.text!r}: {exc}",
+                                              line=self.lineno)
+            return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
+        except LookupError as exc:
+            # A missing row: already reported at builder-inited (fatal in strict mode).
+            return [tooltip("n/a (not measured)", str(exc), ["stepwise-warning"])], []
+        _env_chapters_used(self.env).setdefault(self.env.docname, set()).add(chapter.id)
+        if dataset.measurement_path:
+            self.env.note_dependency(str(Path(dataset.measurement_path).resolve()))
+        classes = ["stepwise-number"]
+        state = chapter.states.get(row_id)
+        if state is not None and state.stale:
+            classes.append("stepwise-stale")
+        node = tooltip(value, f"{fmt.FIELDS[field_name]}, {chapter_id}/{row_id}, timing {timing}, "
+                              f"n = {n}; {fmt.provenance(dataset)}", classes)
+        return [node], []
+
+
+# ---------------------------------------------------------------------------
+# setup
+# ---------------------------------------------------------------------------
+
+def setup(app: Sphinx) -> dict:
+    app.add_config_value("stepwise_registry", "", "env", [str])
+    app.add_config_value("stepwise_measurements", "", "env", [str])
+    app.add_config_value("stepwise_source", "recorded", "env", [str])
+    app.add_config_value("stepwise_strict", False, "env", [bool, str])
+    app.add_config_value("stepwise_repo_root", "", "env", [str])
+    app.add_config_value("stepwise_measurement_schema", "", "env", [str])
+
+    app.add_node(stepwise_stepref)
+    app.add_node(stepwise_anchor)
+    app.add_directive("stepwise-provenance", ProvenanceDirective)
+    app.add_directive("stepwise-table", TableDirective)
+    app.add_directive("stepwise-plot", PlotDirective)
+    app.add_directive("stepwise-step", StepDirective)
+    app.add_directive("stepwise-timings", TimingsDirective)
+    app.add_directive("stepwise-accuracy", AccuracyDirective)
+    app.add_directive("stepwise-run", RunDirective)
+    app.add_role("stepwise-number", NumberRole())
+
+    app.connect("builder-inited", _on_builder_inited)
+    app.connect("env-purge-doc", _purge)
+    app.connect("env-merge-info", _merge)
+    app.connect("env-check-consistency", _check_consistency)
+    app.connect("doctree-read", _find_anchors)
+    app.connect("doctree-resolved", _resolve_refs)
+    app.add_css_file("stepwise.css")
+    return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True,
+            "env_version": 1}

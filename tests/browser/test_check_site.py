@@ -1,0 +1,210 @@
+"""Tests of tests/browser/check_site.py: the link/anchor logic without a browser, and the
+whole check against tiny generated sites in headless Chromium (skipped without it)."""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import check_site  # noqa: E402
+
+# A 1x1 PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def page(body: str, head: str = "") -> str:
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>t</title>{head}</head><body>{body}</body></html>"
+
+
+# ---- pure logic ------------------------------------------------------------------------
+
+def test_scan_html_collects_ids_names_hrefs_and_classes():
+    scan = check_site.scan_html(
+        page("<h1 id='top' class='a b'>x</h1><a name='old'></a><a href='x.html#y'>l</a><img id='i'/>"))
+    assert scan.ids == {"top", "old", "i"}
+    assert scan.hrefs == ["x.html#y"]
+    assert {"a", "b"} <= scan.classes
+
+
+def test_has_measurements_needs_the_class_not_the_word():
+    assert check_site.has_measurements(page("<table class='docutils stepwise-measurements'></table>"))
+    assert not check_site.has_measurements(page("<pre>table.stepwise-measurements</pre>"))
+
+
+@pytest.mark.parametrize("href,internal", [
+    ("chapter.html", True), ("#anchor", True), ("../x.html", True), ("_downloads/a/b.cuh", True),
+    ("#", True), ("https://example.org/", False), ("http://x", False), ("mailto:a@b", False),
+    ("javascript:void(0)", False), ("//cdn.example.org/x.js", False), ("", False),
+])
+def test_is_internal(href, internal):
+    assert check_site.is_internal(href) is internal
+
+
+def test_pages_to_check_skips_generated_pages_and_puts_index_first(tmp_path):
+    for name in ("index.html", "a.html", "genindex.html", "search.html", "py-modindex.html", "z.html"):
+        write(tmp_path / name, page(""))
+    write(tmp_path / "sub" / "deep.html", page(""))
+    assert [p.name for p in check_site.pages_to_check(tmp_path)] == ["index.html", "a.html", "z.html"]
+
+
+@pytest.fixture
+def site(tmp_path):
+    write(tmp_path / "index.html", page("<h1 id='welcome'>Hi</h1>"))
+    write(tmp_path / "chapter.html", page("<section id='step-1'><h2 id='why'>Why</h2></section>"))
+    write(tmp_path / "sub" / "index.html", page("<p id='deep'>deep</p>"))
+    write(tmp_path / "_downloads" / "abc" / "01_step.cuh", "// code\n")
+    write(tmp_path / "_sources" / "chapter.md.txt", "# chapter\n")
+    return tmp_path
+
+
+def test_check_links_accepts_good_links(site):
+    hrefs = ["chapter.html", "chapter.html#why", "#welcome", "#", "sub/", "sub/index.html#deep",
+             "./chapter.html?x=1#step-1", "_downloads/abc/01_step.cuh", "_sources/chapter.md.txt#L1",
+             "https://example.org/missing.html", "chapter.html#:~:text=Why", "chapter%2Ehtml#why"]
+    assert check_site.check_links(site, site / "index.html", hrefs) == []
+
+
+def test_check_links_reports_missing_file_missing_anchor_and_escapes(site):
+    problems = check_site.check_links(
+        site, site / "index.html", ["nope.html", "chapter.html#nope", "#nowhere", "../outside.html"])
+    assert len(problems) == 4
+    assert "no file nope.html" in problems[0]
+    assert "no element with id 'nope' in chapter.html" in problems[1]
+    assert "no element with id 'nowhere' in index.html" in problems[2]
+    assert "outside the site" in problems[3]
+
+
+def test_check_links_resolves_relative_to_the_linking_page(site):
+    assert check_site.check_links(site, site / "sub" / "index.html", ["../chapter.html#why", "#deep"]) == []
+    assert check_site.check_links(site, site / "sub" / "index.html", ["chapter.html"]) != []
+
+
+def test_check_links_unquotes_fragments(site):
+    write(site / "odd.html", page("<p id='a b'>x</p>"))
+    assert check_site.check_links(site, site / "index.html", ["odd.html#a%20b"]) == []
+
+
+def test_check_links_uses_the_given_id_lookup(site):
+    calls = []
+
+    def ids_of(path):
+        calls.append(path.name)
+        return {"only"}
+
+    assert check_site.check_links(site, site / "index.html", ["chapter.html#only"], ids_of=ids_of) == []
+    assert calls == ["chapter.html"]
+
+
+def test_is_severe():
+    assert check_site.is_severe({"level": "SEVERE", "message": "Uncaught Error"})
+    assert not check_site.is_severe({"level": "WARNING", "message": "x"})
+    fav = {"level": "SEVERE", "message": "http://127.0.0.1:1/favicon.ico - Failed to load resource: 404"}
+    assert check_site.is_severe(fav)
+    assert not check_site.is_severe(fav, ignore_favicon=True)
+
+
+# ---- the whole check in a browser ------------------------------------------------------
+
+needs_browser = pytest.mark.skipif(
+    not (shutil.which("/usr/bin/chromium") and shutil.which("/usr/bin/chromedriver")),
+    reason="needs Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver)")
+
+# Adds the copy button from JavaScript after load, as sphinx-copybutton does.
+COPYBUTTON_JS = """<script>document.addEventListener('DOMContentLoaded', () => setTimeout(() => {
+  document.querySelectorAll('div.highlight pre').forEach(pre => {
+    const b = document.createElement('button'); b.className = 'copybtn'; pre.parentNode.appendChild(b); });
+}, 200));</script>"""
+
+
+def measurement_page(img: str = "_images/plot.png") -> str:
+    return page(
+        "<h1 id='elementwise'>Element-wise</h1>"
+        "<p>Measured on NVIDIA H100, 2026-11-23, commit abc1234.</p>"
+        "<table class='docutils stepwise-measurements'><tr><td>1</td></tr></table>"
+        f"<figure class='stepwise-plot'><img src='{img}' alt='plot'></figure>"
+        "<div class='highlight'><pre>__global__ void k() {}</pre></div>"
+        "<a href='index.html#intro'>back</a> <a href='https://example.org/'>out</a>",
+        head=COPYBUTTON_JS)
+
+
+def good_site(root: Path) -> Path:
+    write(root / "index.html", page("<h1 id='intro'>Stepwise</h1><a href='elementwise.html#elementwise'>ch</a>"))
+    write(root / "elementwise.html", measurement_page())
+    write(root / "_images" / "plot.png", PNG)
+    write(root / "genindex.html", page("<a href='missing.html'>not checked</a>"))
+    return root
+
+
+@needs_browser
+@pytest.mark.parametrize("http", [False, True], ids=["file", "http"])
+def test_good_site_passes(tmp_path, capsys, http):
+    site = good_site(tmp_path / "site")
+    argv = ["--site", str(site), "--min-measurement-pages", "1"] + (["--http"] if http else [])
+    assert check_site.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "PASS index.html" in out
+    assert "PASS elementwise.html [measurements]" in out
+    assert "genindex" not in out
+    assert out.strip().endswith("2 passed, 0 failed")
+
+
+@needs_browser
+def test_broken_site_fails_with_reasons(tmp_path, capsys):
+    site = good_site(tmp_path / "site")
+    write(site / "broken.html", page("<a href='nowhere.html'>x</a><a href='index.html#no-such-id'>y</a>"
+                                     "<script>throw new Error('boom')</script>"))
+    write(site / "elementwise.html", measurement_page(img="_images/missing.png"))
+    assert check_site.main(["--site", str(site), "--wait", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL broken.html" in out
+    assert "no file nowhere.html" in out
+    assert "no element with id 'no-such-id' in index.html" in out
+    assert "boom" in out
+    assert "FAIL elementwise.html [measurements]" in out
+    assert "plot image did not load: _images/missing.png" in out
+    assert out.strip().endswith("1 passed, 2 failed")
+
+
+@needs_browser
+def test_named_measurement_page_must_show_them(tmp_path, capsys):
+    site = good_site(tmp_path / "site")
+    assert check_site.main(["--site", str(site), "--pages-with-measurements", "index.html,ghost.html", "--wait", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL ghost.html: expected to show measurements, but there is no such page" in out
+    assert "FAIL index.html [measurements]" in out
+    assert "no table.stepwise-measurements" in out
+
+
+def test_min_measurement_pages_without_browser(tmp_path, capsys, monkeypatch):
+    site = tmp_path / "site"
+    write(site / "index.html", page("<p>no numbers</p>"))
+
+    class FakeDriver:
+        def quit(self):
+            pass
+
+    monkeypatch.setattr(check_site, "make_driver", lambda *a: FakeDriver())
+    monkeypatch.setattr(check_site, "check_page", lambda *a, **k: [])
+    assert check_site.main(["--site", str(site), "--min-measurement-pages", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "0 page(s) with measurements, expected at least 1" in out
+    assert out.strip().endswith("1 passed, 1 failed")
+
+
+def test_missing_index_fails(tmp_path):
+    assert check_site.main(["--site", str(tmp_path)]) == 1

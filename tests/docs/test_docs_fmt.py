@@ -1,0 +1,182 @@
+"""Table arithmetic, units and the provenance line (stepwise_docs.fmt)."""
+from __future__ import annotations
+
+import pytest
+
+import synth
+from stepwise_docs import fmt
+from stepwise_docs.data import DataError, Dataset
+
+N = 1048576
+
+
+@pytest.fixture
+def dataset(project) -> Dataset:
+    return Dataset.load(project / "registry.json", project / "measurements", project)
+
+
+# -- units -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ms, text", [
+    (1.12, "1.12 ms"),
+    (0.1354, "135 \u00b5s"),
+    (0.0082, "8.20 \u00b5s"),
+    (0.0039, "3.90 \u00b5s"),
+    (12.5, "12.5 ms"),
+    (1500.0, "1.50 s"),
+    (0.0000005, "0.500 ns"),
+    (0.00025, "250 ns"),
+])
+def test_format_time_units(ms, text):
+    assert fmt.format_time(ms) == text
+
+
+def test_spread_uses_the_medians_unit():
+    # min is below 1 ms, median and max above: all in ms.
+    assert fmt.format_spread(0.95, 1.3, 1.1) == "0.950\u20131.30 ms"
+    assert fmt.format_spread(0.134, 0.139, 0.135) == "134\u2013139 \u00b5s"
+
+
+def test_rates_speedups_shares():
+    assert fmt.format_rate(2497.3, "GB/s") == "2,497 GB/s"
+    assert fmt.format_rate(None, "GB/s") == fmt.DASH
+    assert fmt.format_speedup(4.2149) == "4.21\u00d7"
+    assert fmt.format_speedup(0.957) == "0.957\u00d7"
+    assert fmt.format_share(0.623) == "62.3 %"
+    assert fmt.format_share(1.0) == "100 %"
+    assert fmt.format_share(0.05) == "5.00 %"
+    assert fmt.format_bytes(33554432) == "32.0 MiB"
+    assert fmt.format_rel(2.5e-1) == "2.50e-1"
+    assert fmt.format_rel(0) == "0"
+
+
+def test_tests_text_and_loudness():
+    assert fmt.format_tests({"passed": 7, "failed": 0, "skipped": 0}) == ("7/7 passed on this GPU", False)
+    text, loud = fmt.format_tests({"passed": 5, "failed": 2, "skipped": 0})
+    assert text == "2 of 7 FAILED on this GPU" and loud
+    text, loud = fmt.format_tests({"passed": 6, "failed": 0, "skipped": 1})
+    assert text == "6/7 passed on this GPU (1 skipped)" and loud
+    assert fmt.format_tests({"passed": 0, "failed": 0, "skipped": 0}) == ("no tests ran", True)
+
+
+# -- table rows --------------------------------------------------------------------------
+
+def test_step_rows_speedups_and_share(dataset):
+    chapter = dataset.chapter("demo")
+    rows = fmt.step_rows(chapter, "batch", N)
+    assert [r.id for r in rows] == ["01_naive", "02_vector"]
+    first, second = rows
+    # FIXTURE medians: 0.1 ms and 0.02 ms; ceiling 0.01 ms.
+    assert first.cells["median"].text == "100 \u00b5s"
+    assert first.cells["median"].sub == "90.0\u2013120 \u00b5s"
+    assert first.cells["vs_prev"].text == fmt.DASH and first.cells["vs_first"].text == fmt.DASH
+    assert second.cells["vs_prev"].text == "5.00\u00d7"
+    assert second.cells["vs_first"].text == "5.00\u00d7"
+    assert first.cells["share"].text == "10.0 %" and second.cells["share"].text == "50.0 %"
+    assert first.cells["gbps"].text == "83.9"
+    assert second.badges == ["beyond the article"]
+    assert "\u2260 op" in second.cells["accuracy"].text  # same_operation false
+    assert "\u2260 op" not in first.cells["accuracy"].text
+    assert first.cells["tests"].text == "7/7 passed" and first.cells["tests"].sub == "on this GPU"
+
+
+def test_speedup_vs_previous_differs_from_vs_first(project):
+    reg = synth.fixture_registry()
+    third = dict(reg["chapters"][0]["steps"][1], id="03_third", title="FIXTURE third")
+    reg["chapters"][0]["steps"].append(third)
+    synth.write_json(project / "registry.json", reg)
+    data = synth.fixture_measurement()
+    rows = data["chapters"][0]["steps"]
+    for r in [r for r in rows if r["id"] == "02_vector"]:
+        rows.append(dict(r, id="03_third", median_ms=r["median_ms"] / 2))
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    chapter = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    third_row = fmt.step_rows(chapter, "batch", N)[2]
+    assert third_row.cells["vs_prev"].text == "2.00\u00d7"
+    assert third_row.cells["vs_first"].text == "10.0\u00d7"
+
+
+def test_failed_tests_and_not_validated_are_loud(project):
+    data = synth.fixture_measurement()
+    for r in data["chapters"][0]["steps"]:
+        if r["id"] == "01_naive":
+            r["tests"] = {"passed": 5, "failed": 2, "skipped": 0}
+            r["validated"] = False
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    chapter = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    row = fmt.step_rows(chapter, "batch", N)[0]
+    assert "stepwise-failed" in row.classes
+    assert "stepwise-fail" in row.cells["tests"].classes
+    assert row.cells["tests"].text == "2 of 7 FAILED"
+    assert "NOT VALIDATED" in row.cells["accuracy"].text
+
+
+def test_missing_and_stale_rows_are_marked(project):
+    data = synth.fixture_measurement()
+    data["chapters"][0]["steps"] = [r for r in data["chapters"][0]["steps"]
+                                    if not (r["id"] == "01_naive" and r["timing"] == "batch")]
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    snippet = project / "snippets" / "demo" / "02_vector.cuh"
+    snippet.write_text(snippet.read_text() + "\n")
+    chapter = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    first, second = fmt.step_rows(chapter, "batch", N)
+    assert "stepwise-missing" in first.classes and first.cells["median"].text == fmt.DASH
+    assert second.cells["vs_prev"].text == fmt.DASH  # no previous row to compare with
+    assert "stepwise-stale" in second.classes
+    assert "stale: source changed since measured" in second.notes
+
+
+def test_reference_rows(dataset):
+    rows = fmt.reference_rows(dataset.chapter("demo"), "batch", N)
+    assert [(r.kind, r.id) for r in rows] == [
+        ("ceiling", "inplace_read_write"), ("ceiling", "empty_launch"), ("baseline", "lib_scale")]
+    mark, empty, lib = rows
+    assert mark.cells["share"].text == "100 % (the mark)"
+    assert empty.cells["share"].text == fmt.DASH and empty.cells["gbps"].text == fmt.DASH
+    assert lib.cells["share"].text == "80.0 %"  # 0.01 / 0.0125
+    cols = [k for k, _ in fmt.used_columns(fmt.step_rows(dataset.chapter("demo"), "batch", N) + rows)]
+    assert "gbps" in cols and "gflops" not in cols  # no row has GFLOP/s
+
+
+def test_single_values(dataset):
+    ch = dataset.chapter("demo")
+    assert fmt.single_value(ch, "02_vector", "speedup_first", "batch", N) == "5.00\u00d7"
+    assert fmt.single_value(ch, "01_naive", "speedup_prev", "batch", N) == fmt.DASH
+    assert fmt.single_value(ch, "02_vector", "median", "single_cold", N) == "40.0 \u00b5s"
+    assert fmt.single_value(ch, "02_vector", "second_application_max_rel", "batch", N) == "2.50e-1"
+    assert fmt.single_value(ch, "empty_launch", "median", "batch", N) == "4.00 \u00b5s"
+    assert fmt.single_value(ch, "lib_scale", "share", "batch", N) == "80.0 %"
+    assert fmt.single_value(ch, "01_naive", "bytes", "batch", N) == "8.00 MiB"
+    assert fmt.single_value(ch, "01_naive", "tests", "batch", N) == "7/7 passed on this GPU"
+    with pytest.raises(DataError, match="unknown field"):
+        fmt.single_value(ch, "01_naive", "colour", "batch", N)
+    with pytest.raises(DataError, match="no timing 'warm'"):
+        fmt.single_value(ch, "01_naive", "median", "warm", N)
+    with pytest.raises(DataError, match="steps only"):
+        fmt.single_value(ch, "empty_launch", "max_ulp", "batch", N)
+    with pytest.raises(LookupError):
+        fmt.single_value(ch, "01_naive", "median", "batch", 7)
+
+
+# -- provenance --------------------------------------------------------------------------
+
+def test_provenance_recorded(dataset):
+    assert fmt.provenance(dataset) == (
+        "Measured on FIXTURE GPU (not a measurement) (cc 9.0, 100 SMs, driver FIXTURE-DRIVER, "
+        "CUDA 13.0), 2000-01-01 00:00 UTC, commit f1xture (dirty) \u2014 recorded measurements, "
+        "not re-measured in this build")
+
+
+def test_provenance_fresh_and_clean(project):
+    data = synth.fixture_measurement()
+    data["run"]["dirty"] = False
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ds = Dataset.load(project / "registry.json", project / "measurements", project, source="fresh")
+    text = fmt.provenance(ds)
+    assert text.endswith("commit f1xture \u2014 measured in this build")
+    assert "(dirty)" not in text
+
+
+def test_bad_source_is_rejected(project):
+    with pytest.raises(DataError, match="fresh.*recorded"):
+        Dataset.load(project / "registry.json", project / "measurements", project, source="cached")
