@@ -64,30 +64,24 @@ std::optional<std::string> Nvml::driver_version() const
     return std::string(text);
 }
 
-std::optional<double> Nvml::sm_clock_mhz() const
+std::optional<double> Nvml::device_query(const char* function, int kind) const
 {
     if (!available()) {
         return std::nullopt;
     }
-    auto get = symbol<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(library_, "nvmlDeviceGetClockInfo");
-    unsigned mhz = 0;
-    if (get == nullptr || get(device_, nvml_clock_sm, &mhz) != nvml_success) {
+    auto get = symbol<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(library_, function);
+    unsigned value = 0;
+    if (get == nullptr || get(device_, kind, &value) != nvml_success) {
         return std::nullopt;
     }
-    return static_cast<double>(mhz);
+    return static_cast<double>(value);
 }
+
+std::optional<double> Nvml::sm_clock_mhz() const { return device_query("nvmlDeviceGetClockInfo", nvml_clock_sm); }
 
 std::optional<double> Nvml::temperature_c() const
 {
-    if (!available()) {
-        return std::nullopt;
-    }
-    auto get = symbol<nvmlReturn (*)(nvmlDevice, int, unsigned*)>(library_, "nvmlDeviceGetTemperature");
-    unsigned celsius = 0;
-    if (get == nullptr || get(device_, nvml_temperature_gpu, &celsius) != nvml_success) {
-        return std::nullopt;
-    }
-    return static_cast<double>(celsius);
+    return device_query("nvmlDeviceGetTemperature", nvml_temperature_gpu);
 }
 
 }  // namespace stepwise

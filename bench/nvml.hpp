@@ -24,6 +24,9 @@ public:
     std::optional<double> temperature_c() const;
 
 private:
+    //! Calls an NVML `(device, enum, unsigned*)` query.
+    std::optional<double> device_query(const char* function, int kind) const;
+
     void* library_ = nullptr;
     void* device_ = nullptr;
     std::string reason_;
