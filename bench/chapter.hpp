@@ -72,6 +72,9 @@ std::vector<std::unique_ptr<Chapter>> make_chapters();
 //! @brief The element-wise chapter.
 std::unique_ptr<Chapter> make_elementwise_chapter();
 
+//! @brief The parallel reduction chapter.
+std::unique_ptr<Chapter> make_reduction_chapter();
+
 // ---- helpers shared by the chapters (measurement.cpp) ----
 
 //! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
@@ -88,7 +91,8 @@ nlohmann::json timing_row(const RowTiming& timing, std::int64_t n, const std::st
 //! @brief The chapter's object without rows: id, title, share_of, timings.
 nlohmann::json chapter_header(const ChapterEntry& chapter);
 
-//! @brief Adds `share_of_ceiling` to every step row: the share_of ceiling's time over the row's (same n, timing).
+//! @brief Adds `share_of_ceiling` to every step row (same n and timing as the `share_of` ceiling): the row's
+//!        GB/s over the ceiling's where both have one, else the ceiling's time over the row's.
 void add_share_of_ceiling(nlohmann::json& chapter);
 
 //! @brief The steps a run measures, chapter by chapter.

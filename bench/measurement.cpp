@@ -13,6 +13,7 @@ std::vector<std::unique_ptr<Chapter>> make_chapters()
 {
     std::vector<std::unique_ptr<Chapter>> chapters;
     chapters.push_back(make_elementwise_chapter());
+    chapters.push_back(make_reduction_chapter());
     return chapters;
 }
 
@@ -104,11 +105,15 @@ void add_share_of_ceiling(nlohmann::json& chapter)
     for (auto& step : chapter.at("steps")) {
         step["share_of_ceiling"] = nullptr;
         for (const auto& ceiling : chapter.at("ceilings")) {
-            if (ceiling.at("id") == chapter.at("share_of") && ceiling.at("n") == step.at("n") &&
-                ceiling.at("timing") == step.at("timing")) {
-                step["share_of_ceiling"] =
-                    ceiling.at("median_ms").get<double>() / step.at("median_ms").get<double>();
+            if (ceiling.at("id") != chapter.at("share_of") || ceiling.at("n") != step.at("n") ||
+                ceiling.at("timing") != step.at("timing")) {
+                continue;
             }
+            // A rate where both have one (the step may move other bytes than the ceiling), else time.
+            const bool rates = !ceiling.at("gbps").is_null() && !step.at("gbps").is_null();
+            step["share_of_ceiling"] = rates ? step.at("gbps").get<double>() / ceiling.at("gbps").get<double>()
+                                             : ceiling.at("median_ms").get<double>() /
+                                                   step.at("median_ms").get<double>();
         }
     }
 }

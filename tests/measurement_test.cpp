@@ -32,6 +32,7 @@ TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
             share_of_is_a_ceiling |= r.id == c.share_of;
         }
         EXPECT_TRUE(share_of_is_a_ceiling) << c.id << ": share_of names no ceiling";
+        EXPECT_FALSE(c.gtest_prefix.empty());
     }
 }
 
@@ -103,17 +104,28 @@ TEST(Rows, ShareOfCeilingMatchesSizeAndTiming)
     nlohmann::json chapter = {
         {"share_of", "floor"},
         {"ceilings",
-         {{{"id", "floor"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 1.0}},
-          {{"id", "floor"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 2.0}},
-          {{"id", "other"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 0.1}}}},
+         {{{"id", "floor"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 1.0}, {"gbps", nullptr}},
+          {{"id", "floor"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 2.0}, {"gbps", nullptr}},
+          {{"id", "other"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 0.1}, {"gbps", nullptr}}}},
         {"steps",
-         {{{"id", "01_a"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 4.0}},
-          {{"id", "01_a"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 4.0}},
-          {{"id", "01_a"}, {"n", 16}, {"timing", "batch"}, {"median_ms", 4.0}}}}};
+         {{{"id", "01_a"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 4.0}, {"gbps", nullptr}},
+          {{"id", "01_a"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 4.0}, {"gbps", nullptr}},
+          {{"id", "01_a"}, {"n", 16}, {"timing", "batch"}, {"median_ms", 4.0}, {"gbps", nullptr}}}}};
     add_share_of_ceiling(chapter);
     EXPECT_DOUBLE_EQ(chapter["steps"][0]["share_of_ceiling"].get<double>(), 0.25);
     EXPECT_DOUBLE_EQ(chapter["steps"][1]["share_of_ceiling"].get<double>(), 0.5);
     EXPECT_TRUE(chapter["steps"][2]["share_of_ceiling"].is_null());
+}
+
+TEST(Rows, ShareOfCeilingComparesRatesWhenTheBytesDiffer)
+{
+    // A reduction reads n values; the copy ceiling reads and writes them: compare GB/s, not time.
+    nlohmann::json chapter = {
+        {"share_of", "copy"},
+        {"ceilings", {{{"id", "copy"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 2.0}, {"gbps", 3000.0}}}},
+        {"steps", {{{"id", "01_a"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 1.0}, {"gbps", 2400.0}}}}};
+    add_share_of_ceiling(chapter);
+    EXPECT_DOUBLE_EQ(chapter["steps"][0]["share_of_ceiling"].get<double>(), 0.8);
 }
 
 TEST(GoogleTestReport, CountsEachStepsPassedFailedAndSkippedTests)

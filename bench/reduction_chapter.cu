@@ -1,0 +1,148 @@
+// The reduction chapter of the timing program: registry entry, ceilings, the CUB baseline and step rows.
+#include "chapter.hpp"
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "reduction_reference.hpp"
+#include "reduction_steps.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepwise {
+namespace {
+
+//! The sizes measured: Harris's 2^22 (where launch overhead still counts) and 2^28 (1 GiB of int, DRAM-bound).
+constexpr int measured_sizes[] = {1 << 22, 1 << 28};
+
+std::string size_text(int n) { return "2^" + std::to_string(__builtin_ctz(static_cast<unsigned>(n))) + " int"; }
+
+class ReductionChapter final : public Chapter {
+public:
+    ReductionChapter()
+    {
+        entry_.id = "reduction";
+        entry_.title = "Parallel reduction: from neighbored pairs to faster than CUB";
+        entry_.share_of = "device_copy";
+        entry_.gtest_prefix = "Reduction";
+        entry_.timings = {{"single_cold", "events around one call (all its launches); L2 flushed before each sample",
+                           true, 1}};
+        entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of the same bytes (reads and writes them)"}};
+        entry_.baselines = {{"cub_device_reduce_sum", "cub::DeviceReduce::Sum (CUDA 13 CCCL)"}};
+        for (const reduction::Step& s : reduction::steps()) {
+            StepEntry step{s.id, s.title, s.file, s.name_space, "sum", true, std::string(s.source) == "beyond", {}};
+            for (const int n : measured_sizes) {
+                step.sizes.push_back({n, size_text(n)});
+            }
+            entry_.steps.push_back(step);
+        }
+    }
+
+    const ChapterEntry& entry() const override { return entry_; }
+
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    {
+        const cudaStream_t stream = context.stream;
+        const TimingMode& mode = entry_.timings.front();
+        nlohmann::json chapter = chapter_header(entry_);
+        chapter["ceilings"] = nlohmann::json::array();
+        chapter["baselines"] = nlohmann::json::array();
+        chapter["steps"] = nlohmann::json::array();
+
+        for (const int n : measured_sizes) {
+            // Values in [-4, 4]: the sum of 2^28 of them fits an int, and every order gives the exact sum.
+            const std::vector<int> input = reduction::random_ints(static_cast<std::size_t>(n), -4, 4, context.seed);
+            const std::int64_t expected = reduction::exact_sum(input);
+            const std::int64_t bytes = static_cast<std::int64_t>(n) * static_cast<std::int64_t>(sizeof(int));
+            DeviceBuffer<int> d_input(input.size());
+            DeviceBuffer<int> d_scratch(input.size());  // what in-place steps overwrite; the copy's destination
+            DeviceBuffer<int> d_out(1);
+            d_input.upload(input);
+            const auto restore = [&] {
+                STEPWISE_CUDA_CHECK(cudaMemcpyAsync(d_scratch.data(), d_input.data(), d_input.bytes(),
+                                                    cudaMemcpyDeviceToDevice, stream));
+            };
+            const auto nothing = [] {};
+
+            nlohmann::json copy_row = timing_row(
+                context.sampler.time("ceiling device_copy", mode, nothing,
+                                     [&] {
+                                         return cudaMemcpyAsync(d_scratch.data(), d_input.data(), d_input.bytes(),
+                                                                cudaMemcpyDeviceToDevice, stream);
+                                     }),
+                n, mode.id, 2 * bytes, std::nullopt);
+            copy_row["id"] = entry_.ceilings.front().id;
+            copy_row["title"] = entry_.ceilings.front().title;
+            chapter["ceilings"].push_back(copy_row);
+
+            nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false, restore,
+                                                 nothing, d_input, d_scratch, d_out, n, expected, bytes, mode);
+            cub_row["id"] = entry_.baselines.front().id;
+            cub_row["title"] = entry_.baselines.front().title;
+            chapter["baselines"].push_back(cub_row);
+
+            for (const reduction::Step& step : reduction::steps()) {
+                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
+                    continue;
+                }
+                nlohmann::json row = measure_sum(context, step.id, step.sum_int, step.destroys_input, restore,
+                                                 nothing, d_input, d_scratch, d_out, n, expected, bytes, mode);
+                const StepEntry& registry_step = *std::find_if(entry_.steps.begin(), entry_.steps.end(),
+                                                               [&](const StepEntry& s) { return s.id == step.id; });
+                const TestCounts tests = context.tests_of(entry_, registry_step);
+                row["id"] = step.id;
+                row["title"] = step.title;
+                row["file"] = step.file;
+                row["source_sha256"] = source_sha256(step.file);
+                row["problem"] = size_text(n);
+                row["same_operation"] = true;
+                row["beyond_article"] = registry_step.beyond_article;
+                row["tests"] = {{"passed", tests.passed}, {"failed", tests.failed}, {"skipped", tests.skipped}};
+                chapter["steps"].push_back(row);
+            }
+        }
+        add_share_of_ceiling(chapter);
+        return chapter;
+    }
+
+private:
+    //! Times one sum function at one size, then checks the result of a fresh call on the same buffers.
+    template <typename Restore, typename Nothing>
+    static nlohmann::json measure_sum(MeasureContext& context, const std::string& what,
+                                      reduction::SumFunction<int> sum, bool destroys_input, const Restore& restore,
+                                      const Nothing& nothing, DeviceBuffer<int>& d_input, DeviceBuffer<int>& d_scratch,
+                                      DeviceBuffer<int>& d_out, int n, std::int64_t expected, std::int64_t bytes,
+                                      const TimingMode& mode)
+    {
+        const cudaStream_t stream = context.stream;
+        int* d_in = destroys_input ? d_scratch.data() : d_input.data();
+        std::size_t temp_bytes = 0;
+        STEPWISE_CUDA_CHECK(sum(nullptr, temp_bytes, d_in, d_out.data(), n, stream));
+        DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+        const auto call = [&] { return sum(d_temp.data(), temp_bytes, d_in, d_out.data(), n, stream); };
+        const RowTiming timing = destroys_input ? context.sampler.time(what, mode, restore, call)
+                                                : context.sampler.time(what, mode, nothing, call);
+        nlohmann::json row = timing_row(timing, n, mode.id, bytes, std::nullopt);
+
+        if (destroys_input) {
+            restore();
+        }
+        d_out.fill_bytes(0xFF);
+        STEPWISE_CUDA_CHECK(call());
+        STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const int got = d_out.download().front();
+        const bool exact = static_cast<std::int64_t>(got) == expected;
+        row["validated"] = exact;
+        row["validation"] = "sum " + std::to_string(got) + ", exact " + std::to_string(expected);
+        const double error = std::abs(static_cast<double>(got) - static_cast<double>(expected));
+        row["accuracy"] = {{"max_rel", expected != 0 ? error / std::abs(static_cast<double>(expected)) : error}};
+        return row;
+    }
+
+    ChapterEntry entry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_reduction_chapter() { return std::make_unique<ReductionChapter>(); }
+
+}  // namespace stepwise

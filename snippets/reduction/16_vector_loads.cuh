@@ -1,0 +1,157 @@
+//! @file 16_vector_loads.cuh
+//! @brief Reduction step 16 (beyond the articles): 16-byte loads, several in
+//!        flight, one resident wave of blocks, two launches.
+//!
+//! Step 15 loads 4 bytes per instruction and caps its grid at 1024 blocks,
+//! whatever the GPU. Here each thread loads whole int4/float4 vectors, four
+//! of them before it adds any, so that enough bytes are in flight to cover
+//! DRAM latency; the grid is exactly as many blocks as the GPU holds at once
+//! (asked of the occupancy calculator), and a second launch of one block
+//! adds the block sums: the same two kernels as CUB's DeviceReduce.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cuda_runtime.h>
+
+namespace stepwise::reduction::vector_loads {
+
+constexpr int block_threads = 256;   //!< threads per block
+constexpr int vectors_in_flight = 4; //!< 16-byte loads a thread issues before it adds any
+
+//! @brief The 16-byte vector of four `T`.
+template <typename T>
+struct vector4;
+template <>
+struct vector4<int> {
+    using type = int4;
+};
+template <>
+struct vector4<float> {
+    using type = float4;
+};
+
+//! @brief The sum of `value` over the 32 lanes of the warp, in lane 0.
+template <typename T>
+__device__ __forceinline__ T warp_sum(T value)
+{
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+        value += __shfl_down_sync(0xffffffffu, value, offset);
+    }
+    return value;
+}
+
+//! @brief The sum of `value` over the block, in thread 0. Every thread of the block must call it.
+template <int BlockThreads, typename T>
+__device__ __forceinline__ T block_sum(T value)
+{
+    static_assert(BlockThreads % 32 == 0 && BlockThreads <= 1024, "whole warps, at most 32 of them");
+    __shared__ T warp_sums[BlockThreads / 32];
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    value = warp_sum(value);
+    if (lane == 0) {
+        warp_sums[warp] = value;
+    }
+    __syncthreads();
+    return warp == 0 ? warp_sum(lane < BlockThreads / 32 ? warp_sums[lane] : T(0)) : T(0);
+}
+
+//! @brief This thread's share of `d_in`: a grid-stride loop over 16-byte vectors, then the tail.
+template <int BlockThreads, typename T>
+__device__ __forceinline__ T thread_sum(const T* d_in, int num_items)
+{
+    using Vector = typename vector4<T>::type;
+    const Vector* d_vectors = reinterpret_cast<const Vector*>(d_in);
+    const std::size_t num_vectors = static_cast<std::size_t>(num_items) / 4;
+    const std::size_t threads = static_cast<std::size_t>(gridDim.x) * BlockThreads;
+    std::size_t i = static_cast<std::size_t>(blockIdx.x) * BlockThreads + threadIdx.x;
+    T sum = T(0);
+    for (; i + (vectors_in_flight - 1) * threads < num_vectors; i += vectors_in_flight * threads) {
+        Vector v[vectors_in_flight];
+#pragma unroll
+        for (int k = 0; k < vectors_in_flight; ++k) {
+            v[k] = d_vectors[i + k * threads];
+        }
+#pragma unroll
+        for (int k = 0; k < vectors_in_flight; ++k) {
+            sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+        }
+    }
+    for (; i < num_vectors; i += threads) {
+        const Vector v = d_vectors[i];
+        sum += (v.x + v.y) + (v.z + v.w);
+    }
+    const int tail = num_items % 4;
+    if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < tail) {
+        sum += d_in[num_items - tail + threadIdx.x];
+    }
+    return sum;
+}
+
+//! @brief Block `b` sums its share of `d_in` into `d_block_sums[b]`.
+template <int BlockThreads, typename T>
+static __global__ void __launch_bounds__(BlockThreads) reduce_kernel(const T* d_in, T* d_block_sums, int num_items)
+{
+    const T sum = block_sum<BlockThreads>(thread_sum<BlockThreads>(d_in, num_items));
+    if (threadIdx.x == 0) {
+        d_block_sums[blockIdx.x] = sum;
+    }
+}
+
+//! @brief Sums `num_items` values into `*d_out`. Two phases, as CUB: with `d_temp_storage == nullptr`
+//!        it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace of `temp_storage_bytes`, or nullptr to ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size
+//! @param[in] d_in       `num_items` values (left unchanged), 16-byte aligned
+//! @param[out] d_out     one value: the sum
+//! @param[in] num_items  number of values
+//! @param[in] stream     stream to launch on (its device is the current device)
+//! @pre `num_items > 0`; `d_in` 16-byte and `d_temp_storage` 256-byte aligned (cudaMalloc's are);
+//!      `T` is `int` or `float`
+//! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, else the
+//!         first CUDA error
+template <typename T>
+inline cudaError_t sum(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, T* d_out,
+                       int num_items, cudaStream_t stream = 0)
+{
+    if (d_in == nullptr || d_out == nullptr || num_items <= 0 || reinterpret_cast<std::size_t>(d_in) % 16 != 0) {
+        return cudaErrorInvalidValue;
+    }
+    int device = 0;
+    int sm_count = 0;
+    int blocks_per_sm = 0;
+    if (cudaError_t error = cudaGetDevice(&device); error != cudaSuccess) {
+        return error;
+    }
+    if (cudaError_t error = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+        error != cudaSuccess) {
+        return error;
+    }
+    if (cudaError_t error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &blocks_per_sm, reduce_kernel<block_threads, T>, block_threads, 0);
+        error != cudaSuccess) {
+        return error;
+    }
+    const int vectors_per_block = block_threads * vectors_in_flight;
+    const int blocks_needed = (num_items / 4 + vectors_per_block - 1) / vectors_per_block;
+    const int blocks = std::max(1, std::min(blocks_needed, sm_count * blocks_per_sm));
+    const std::size_t partials_bytes = (static_cast<std::size_t>(blocks) * sizeof(T) + 255) / 256 * 256;
+    if (d_temp_storage == nullptr) {
+        temp_storage_bytes = partials_bytes;
+        return cudaSuccess;
+    }
+    if (temp_storage_bytes < partials_bytes) {
+        return cudaErrorInvalidValue;
+    }
+    T* d_block_sums = blocks == 1 ? d_out : static_cast<T*>(d_temp_storage);
+    reduce_kernel<block_threads><<<blocks, block_threads, 0, stream>>>(d_in, d_block_sums, num_items);
+    if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess || blocks == 1) {
+        return error;
+    }
+    reduce_kernel<block_threads><<<1, block_threads, 0, stream>>>(d_block_sums, d_out, blocks);
+    return cudaGetLastError();
+}
+
+}  // namespace stepwise::reduction::vector_loads
