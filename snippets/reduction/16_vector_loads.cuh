@@ -5,9 +5,9 @@
 //! Step 15 loads 4 bytes per instruction and caps its grid at 1024 blocks,
 //! whatever the GPU. Here each thread loads whole int4/float4 vectors, four
 //! of them before it adds any, so that enough bytes are in flight to cover
-//! DRAM latency; the grid is exactly as many blocks as the GPU holds at once
-//! (asked of the occupancy calculator), and a second launch of one block
-//! adds the block sums: the same two kernels as CUB's DeviceReduce.
+//! DRAM latency; the grid is exactly as many blocks of 1024 threads as the
+//! GPU holds at once (asked of the occupancy calculator), and a second
+//! launch of one block adds the block sums, as CUB's DeviceReduce does.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 
 namespace stepwise::reduction::vector_loads {
 
-constexpr int block_threads = 256;   //!< threads per block
+constexpr int block_threads = 1024;  //!< threads per block: the largest, two blocks per SM
 constexpr int vectors_in_flight = 4; //!< 16-byte loads a thread issues before it adds any
 
 //! @brief The 16-byte vector of four `T`.

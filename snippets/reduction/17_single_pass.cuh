@@ -16,7 +16,7 @@
 
 namespace stepwise::reduction::single_pass {
 
-constexpr int block_threads = 256;   //!< threads per block
+constexpr int block_threads = 1024;  //!< threads per block: the largest, two blocks per SM
 constexpr int vectors_in_flight = 4; //!< 16-byte loads a thread issues before it adds any
 
 //! @brief The 16-byte vector of four `T`.
