@@ -155,6 +155,30 @@ TEST_P(ReductionStepTest, RepeatedCallsOnOneWorkspaceAgree)
 
 INSTANTIATE_TEST_SUITE_P(Reduction, ReductionStepTest, ::testing::ValuesIn(steps()), step_name);
 
+// ---- the kernels Nsight Compute profiles for the chapter's counts (ncu -k regex:reduce_kernel) ----
+
+TEST(ReductionProfile, EveryStepOnceAtHarrisSizeIsExact)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::vector<int> input = random_ints(1 << 22, -4, 4, fresh_seed());
+    DeviceBuffer<int> d_input(input.size());
+    d_input.upload(input);
+    DeviceBuffer<int> d_in(input.size());
+    DeviceBuffer<int> d_out(1);
+    for (const Step& step : steps()) {
+        ASSERT_EQ(cudaMemcpy(d_in.data(), d_input.data(), d_input.bytes(), cudaMemcpyDeviceToDevice), cudaSuccess);
+        std::size_t temp_bytes = 0;
+        ASSERT_EQ(step.sum_int(nullptr, temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0),
+                  cudaSuccess);
+        DeviceBuffer<unsigned char> d_temp(temp_bytes);
+        d_out.fill_bytes(0xFF);
+        ASSERT_EQ(step.sum_int(d_temp.data(), temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        EXPECT_EQ(d_out.download().front(), exact_sum(input)) << step.id;
+    }
+}
+
 // ---- the library baseline the timing program measures ----
 
 TEST(ReductionBaseline, CubSumIsExactOnIntegers)
