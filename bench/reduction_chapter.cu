@@ -61,10 +61,9 @@ public:
                 STEPWISE_CUDA_CHECK(cudaMemcpyAsync(d_scratch.data(), d_input.data(), d_input.bytes(),
                                                     cudaMemcpyDeviceToDevice, stream));
             };
-            const auto nothing = [] {};
 
             nlohmann::json copy_row = timing_row(
-                context.sampler.time("ceiling device_copy", mode, nothing,
+                context.sampler.time("ceiling device_copy", mode, [] {},
                                      [&] {
                                          return cudaMemcpyAsync(d_scratch.data(), d_input.data(), d_input.bytes(),
                                                                 cudaMemcpyDeviceToDevice, stream);
@@ -75,7 +74,7 @@ public:
             chapter["ceilings"].push_back(copy_row);
 
             nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false, restore,
-                                                 nothing, d_input, d_scratch, d_out, n, expected, bytes, mode);
+                                                 d_input, d_scratch, d_out, n, expected, bytes, mode);
             cub_row["id"] = entry_.baselines.front().id;
             cub_row["title"] = entry_.baselines.front().title;
             chapter["baselines"].push_back(cub_row);
@@ -85,7 +84,7 @@ public:
                     continue;
                 }
                 nlohmann::json row = measure_sum(context, step.id, step.sum_int, step.destroys_input, restore,
-                                                 nothing, d_input, d_scratch, d_out, n, expected, bytes, mode);
+                                                 d_input, d_scratch, d_out, n, expected, bytes, mode);
                 const StepEntry& registry_step = *std::find_if(entry_.steps.begin(), entry_.steps.end(),
                                                                [&](const StepEntry& s) { return s.id == step.id; });
                 const TestCounts tests = context.tests_of(entry_, registry_step);
@@ -106,12 +105,12 @@ public:
 
 private:
     //! Times one sum function at one size, then checks the result of a fresh call on the same buffers.
-    template <typename Restore, typename Nothing>
+    //! A step that overwrites its input works on `d_scratch`, restored from `d_input` before each sample.
     static nlohmann::json measure_sum(MeasureContext& context, const std::string& what,
-                                      reduction::SumFunction<int> sum, bool destroys_input, const Restore& restore,
-                                      const Nothing& nothing, DeviceBuffer<int>& d_input, DeviceBuffer<int>& d_scratch,
-                                      DeviceBuffer<int>& d_out, int n, std::int64_t expected, std::int64_t bytes,
-                                      const TimingMode& mode)
+                                      reduction::SumFunction<int> sum, bool destroys_input,
+                                      const std::function<void()>& restore, DeviceBuffer<int>& d_input,
+                                      DeviceBuffer<int>& d_scratch, DeviceBuffer<int>& d_out, int n,
+                                      std::int64_t expected, std::int64_t bytes, const TimingMode& mode)
     {
         const cudaStream_t stream = context.stream;
         int* d_in = destroys_input ? d_scratch.data() : d_input.data();
@@ -119,8 +118,7 @@ private:
         STEPWISE_CUDA_CHECK(sum(nullptr, temp_bytes, d_in, d_out.data(), n, stream));
         DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
         const auto call = [&] { return sum(d_temp.data(), temp_bytes, d_in, d_out.data(), n, stream); };
-        const RowTiming timing = destroys_input ? context.sampler.time(what, mode, restore, call)
-                                                : context.sampler.time(what, mode, nothing, call);
+        const RowTiming timing = context.sampler.time(what, mode, destroys_input ? restore : [] {}, call);
         nlohmann::json row = timing_row(timing, n, mode.id, bytes, std::nullopt);
 
         if (destroys_input) {
