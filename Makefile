@@ -35,6 +35,10 @@ REPORTS    := $(BUILD_DIR)/test-reports
 FRESH      := $(BUILD_DIR)/measurements
 RECORDED   := docs/measurements
 SITE_FILE  := $(BUILD_DIR)/site-dir.txt
+NCU_REDUCTION_METRICS := l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,$\
+  l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,smsp__thread_inst_executed_per_inst_executed.ratio,$\
+  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,$\
+  smsp__inst_executed.sum,dram__bytes_read.sum
 
 CMAKE_CONFIGURE := cmake -S . -B "$(BUILD_DIR)" -G Ninja -DCMAKE_BUILD_TYPE=Release \
                    $(if $(CUDA_ARCH),-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH))
@@ -54,7 +58,7 @@ ifeq ($(filter auto yes no,$(MEASURE)),)
 $(error MEASURE must be auto, yes or no (not '$(MEASURE)'))
 endif
 
-.PHONY: help bootstrap configure build test measure docs check-site serve clean distclean
+.PHONY: help bootstrap configure build test measure profile docs check-site serve clean distclean
 
 define HELP_TEXT
 Stepwise CUDA — make targets
@@ -65,6 +69,8 @@ Stepwise CUDA — make targets
                    check of the built site; prints a PASS/FAIL summary (what CI runs: .ci/run)
   make measure     build, then on a usable GPU: GPU tests, compute-sanitizer memcheck/racecheck,
                    and the timing program -> $(FRESH)/<gpu-slug>.json
+  make profile     on a GPU: the reduction chapter's racecheck report of the volatile last warp and
+                   Nsight Compute counts of its kernels -> $(FRESH)/logs/ (copy to $(RECORDED)/logs/)
   make serve       serve the last built site at http://127.0.0.1:$(PORT)/
   make check-site  run only the headless-browser check on the last built site
   make build       bootstrap, configure (first time), compile everything, write $(REGISTRY)
@@ -163,6 +169,26 @@ measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	  printf 'make measure: FAILED: %s\n' "$${failed[@]}" >&2
 	  exit 1
 	fi
+
+profile: $(if $(filter yes,$(SKIP_BUILD)),,build)
+	@$(PRELUDE)
+	probe
+	[ "$$probe_ok" = 1 ] || die "make profile: no usable CUDA GPU ($$probe_msg)"
+	sanitizer=$$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+	ncu=$$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+	[ -x "$$sanitizer" ] || die "make profile: compute-sanitizer not found (PATH, /usr/local/cuda/bin)"
+	[ -x "$$ncu" ] || die "make profile: ncu (Nsight Compute) not found (PATH, /usr/local/cuda/bin)"
+	slug=$$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$$//')
+	mkdir -p "$(FRESH)/logs"
+	# The racecheck report of the volatile-only last warp (the reduction chapter shows it).
+	"$$sanitizer" --tool racecheck "$(GPU_TESTS)" --gtest_filter='ReductionRaceDemonstration*' \
+	  > "$(FRESH)/logs/$$slug-reduction-race-demonstration.log" 2>&1
+	# Nsight Compute counts of every reduction kernel, each step run once at 2^22 items. Clocks left alone.
+	"$$ncu" --clock-control none --csv --kernel-name-base demangled -k regex:reduce_kernel \
+	  --metrics $(NCU_REDUCTION_METRICS) "$(GPU_TESTS)" --gtest_filter='ReductionProfile*' \
+	  | grep '^"' > "$(FRESH)/logs/$$slug-reduction-ncu.csv"
+	echo "Profiles: $(FRESH)/logs/$$slug-reduction-race-demonstration.log, $(FRESH)/logs/$$slug-reduction-ncu.csv"
+	echo "  (copy them to $(RECORDED)/logs/ with the measurement file to record them)"
 
 docs: build
 	@$(PRELUDE)
