@@ -39,7 +39,17 @@ ELEMENTWISE_CEILINGS = [
 ]
 
 
-def snippet_steps(root: Path, chapter: str) -> list[dict]:
+REDUCTION_TIMINGS = [
+    {"id": "single_cold", "label": "FIXTURE: events around one call; L2 flushed before each sample",
+     "l2": "flushed", "launches_per_sample": 1},
+]
+REDUCTION_CEILINGS = [{"id": "device_copy", "title": "FIXTURE: device-to-device copy"}]
+REDUCTION_BASELINES = [{"id": "cub_device_reduce_sum", "title": "FIXTURE: a library sum"}]
+REDUCTION_SIZES = [{"n": 4194304, "problem": "2^22 int"}, {"n": 268435456, "problem": "2^28 int"}]
+
+
+def snippet_steps(root: Path, chapter: str, launcher: str = "update",
+                  sizes: list[dict] | None = None) -> list[dict]:
     """Registry step entries for the snippet files of a chapter (ids from file names)."""
     steps = []
     for path in sorted((root / "snippets" / chapter).glob("[0-9][0-9]_*.cuh")):
@@ -51,10 +61,10 @@ def snippet_steps(root: Path, chapter: str) -> list[dict]:
             "title": (brief.group(1).strip() if brief else path.stem),
             "file": path.relative_to(root).as_posix(),
             "namespace": ns.group(1) if ns else f"stepwise::{chapter}",
-            "launcher": "update",
+            "launcher": launcher,
             "same_operation": "lookup" not in path.stem,
             "beyond_article": False,
-            "sizes": [{"n": 4194304, "problem": "2048 x 2048 float"}],
+            "sizes": sizes or [{"n": 4194304, "problem": "2048 x 2048 float"}],
         })
     return steps
 
@@ -82,14 +92,15 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
     chapters = []
     for ch in registry["chapters"]:
         rows_s, rows_c, rows_b = [], [], []
+        sizes = list(dict.fromkeys(size["n"] for s in ch["steps"] for size in s["sizes"]))
         for t_index, t in enumerate(ch["timings"]):
             scale = 1.0 + t_index
             for ref_kind, entries, out in (("c", ch["ceilings"], rows_c), ("b", ch["baselines"], rows_b)):
                 for i, e in enumerate(entries):
-                    n = ch["steps"][0]["sizes"][0]["n"]
-                    nbytes = None if e["id"] == "empty_launch" else 8 * n
-                    out.append({"id": e["id"], "title": e["title"],
-                                **_stats(n, t["id"], 0.01 * scale * (i + 1), nbytes)})
+                    for n in sizes:  # every size of the chapter, as the timing program writes them
+                        nbytes = None if e["id"] == "empty_launch" else 8 * n
+                        out.append({"id": e["id"], "title": e["title"],
+                                    **_stats(n, t["id"], 0.01 * scale * (i + 1), nbytes)})
             for i, s in enumerate(ch["steps"]):
                 for size in s["sizes"]:
                     median = 0.1 * scale / (i + 1)

@@ -5,6 +5,7 @@ real conf/conf.py, conf/Doxyfile and the stepwise_docs extension.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -221,3 +222,179 @@ def test_doxygen_warning_fails_the_build(project):
     proc = build_docs(*project_args(project))
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].startswith("build_docs.py: error: doxygen failed")
+
+
+# -- several sizes, a library baseline, Nsight Compute counts, chapters without a page ------
+
+def _two_size_project(project: Path) -> tuple[int, int]:
+    """Rewrite the FIXTURE project: the demo steps at two sizes, a CUB-named baseline."""
+    small, large = 1048576, 4194304
+    reg = synth.fixture_registry()
+    chapter = reg["chapters"][0]
+    chapter["baselines"] = [{"id": "cub_fixture_sum", "title": "FIXTURE baseline: a library call"}]
+    for step in chapter["steps"]:
+        step["sizes"] = [{"n": small, "problem": "2^20 float (fixture)"},
+                         {"n": large, "problem": "2^22 float (fixture)"}]
+    synth.write_json(project / "registry.json", reg)
+    synth.write_json(project / "measurements" / "fixture-gpu.json",
+                     synth.measurement_for(reg, project))
+    return small, large
+
+
+@needs_doxygen
+def test_two_sizes_each_table_and_plot_with_the_baseline(project):
+    small, large = _two_size_project(project)
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + f"""
+## Sizes
+
+```{{stepwise-table}} demo
+:n: {large}
+:timing: batch
+```
+
+The second step at the large size: {{stepwise-number}}`demo/02_vector/vs_baseline#{large}` as
+fast as the library, {{stepwise-number}}`demo/02_vector/time_vs_baseline@single_cold#{large}` its
+time cold.
+""")
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    # stepwise-table without :n: shows both sizes (x 2 timings), with :timing: twice more, and
+    # the :n: one: 2 x 2 + 2 x 1 + 1
+    assert html.count('class="stepwise-data stepwise-measurements') == 7
+    assert text.count("(2^22 float (fixture))") >= 4 and "(2^20 float (fixture))" in text
+    assert "vs CUB" in text and "1\u00d7 (itself)" in text
+    assert "dotted line: cub_fixture_sum (library baseline)" in text
+    # one plot per size, each with the baseline's line in its data
+    images = sorted((project / "build" / "docs" / "html" / "_images").glob("stepwise-demo-*.png"))
+    assert {p.name.split("-")[2] for p in images} == {str(small), str(large)}
+    alts = re.findall(r'<img alt="(Bar chart[^"]*)"', html)
+    assert len(alts) == 2 and all(a.count("baseline cub_fixture_sum") == 2 for a in alts)
+    # synth's FIXTURE medians: steps 0.1/(i+1) x scale ms, the baseline 0.01 x scale ms
+    assert "0.200\u00d7 as fast as the library" in text
+    assert "5.00\u00d7 its time cold" in text
+
+
+@needs_doxygen
+def test_the_step_summary_shows_every_size_and_the_baseline(project):
+    small, large = _two_size_project(project)
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
+    summaries = re.findall(r'stepwise-step-table.*?</table>', html, re.S)
+    assert len(summaries) == 2
+    for table in summaries:
+        cells = " ".join(re.sub(r"<[^>]+>", " ", table).split())
+        assert "vs CUB" in cells
+        assert "batch, 2^20 float (fixture)" in cells and "single_cold, 2^22 float (fixture)" in cells
+
+
+@needs_doxygen
+def test_registry_chapter_without_a_page_fails_strict(project):
+    reg = synth.fixture_registry()
+    extra = json.loads(json.dumps(reg["chapters"][0]))
+    extra["id"], extra["title"] = "orphan", "FIXTURE chapter nobody wrote"
+    reg["chapters"].append(extra)
+    synth.write_json(project / "registry.json", reg)
+    synth.write_json(project / "measurements" / "fixture-gpu.json",
+                     synth.measurement_for(reg, project))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0
+    assert "chapter 'orphan'" in proc.stderr
+    assert "01_naive, 02_vector" in proc.stderr and "stepwise-step" in proc.stderr
+    # without --strict it is a warning, and the site is built
+    proc = build_docs(*project_args(project))
+    assert proc.returncode == 0, proc.stderr
+    assert "chapter 'orphan'" in proc.stderr
+
+
+@needs_doxygen
+def test_ncu_table_and_numbers(project):
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert html.count('class="stepwise-data stepwise-ncu') == 1
+    assert "Nsight Compute counts per step (sums over all launches of one call)" in text
+    # FIXTURE counts: naive has two launches, (32 x 100000 + 16 x 1000) / 101000 / 32 active
+    assert "The first step\u2019s FIXTURE counts: 99.5 % warp execution efficiency over 2 launches" in text
+    assert "100 % in its first" in text
+    assert "8,224" in text and "12.28" in text
+    # the file's name starts with the fixture run's GPU slug and chapter: the run is claimed
+    assert ("Nsight Compute counts, FIXTURE GPU (not a measurement), same session as the "
+            "measurements (commit f1xture (dirty)); file fixture-gpu-demo-ncu.csv.") in text
+    # each step of the table links to its section
+    assert re.search(r'stepwise-ncu.*?href="#one-float-per-thread"', html, re.S)
+
+
+@needs_doxygen
+def test_ncu_counts_of_another_run_are_not_claimed(project):
+    logs = project / "measurements" / "logs"
+    (logs / "fixture-gpu-demo-ncu.csv").rename(logs / "elsewhere-demo-ncu.csv")
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text().replace("fixture-gpu-demo-ncu.csv", "elsewhere-demo-ncu.csv"))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = " ".join(re.sub(r"<[^>]+>", " ", (project / "build" / "docs" / "html" / "index.html")
+                           .read_text(encoding="utf-8")).split())
+    assert "Nsight Compute counts from elsewhere-demo-ncu.csv" in text
+    assert "were not taken in the run whose measurements this page shows" in text
+    assert "same session" not in text
+
+
+@needs_doxygen
+@pytest.mark.parametrize("edit, needle", [
+    (lambda t: t.replace("void naive::", "void mystery::"), "not one of chapter 'demo'"),
+    (lambda t: "\n".join(l for l in t.splitlines() if "dram__bytes" not in l) + "\n",
+     "has no dram__bytes_read.sum"),
+    (None, "does not exist"),
+])
+def test_ncu_problems_fail_strict(project, edit, needle):
+    csv_file = project / "measurements" / "logs" / "fixture-gpu-demo-ncu.csv"
+    if edit is None:
+        csv_file.unlink()
+    else:
+        csv_file.write_text(edit(csv_file.read_text()))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0
+    assert needle in proc.stderr and "fixture-gpu-demo-ncu.csv" in proc.stderr
+
+
+@needs_doxygen
+def test_ncu_number_without_a_table_fails(project):
+    page = project / "docs" / "index.md"
+    text = page.read_text()
+    start = text.index("```{stepwise-ncu}")
+    end = text.index("```", text.index("\n", start)) + 3
+    page.write_text(text[:start] + text[end:])
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0
+    assert "no `stepwise-ncu demo FILE` directive before it" in proc.stderr
+
+
+@needs_doxygen
+def test_ncu_options(project):
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + """
+```{stepwise-ncu} demo ../measurements/logs/fixture-gpu-demo-ncu.csv
+:launches: first
+:steps: 02_vector
+:columns: ld_requests warp_efficiency
+:caption: FIXTURE subset
+```
+""")
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
+    table = html[html.index("FIXTURE subset"):]
+    table = table[:table.index("</table>")]
+    cells = " ".join(re.sub(r"<[^>]+>", " ", table).split())
+    assert "02_vector" in cells and "01_naive" not in cells
+    assert "global load requests" in cells and "warp execution efficiency" in cells
+    assert "DRAM read" not in cells and "2,048" in cells
+    page.write_text(page.read_text().replace(":columns: ld_requests warp_efficiency",
+                                             ":columns: ld_requests colour"))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0 and "unknown column 'colour'" in proc.stderr

@@ -180,3 +180,98 @@ def test_provenance_fresh_and_clean(project):
 def test_bad_source_is_rejected(project):
     with pytest.raises(DataError, match="fresh.*recorded"):
         Dataset.load(project / "registry.json", project / "measurements", project, source="cached")
+
+
+# -- library baselines: "vs <library>" columns, shares by rate, role fields ---------------
+
+def test_vs_baseline_cells_and_column(dataset):
+    chapter = dataset.chapter("demo")
+    first, second = fmt.step_rows(chapter, "batch", N)
+    key = fmt.baseline_column("lib_scale")
+    # FIXTURE medians: baseline 0.0125 ms, steps 0.1 and 0.02 ms
+    assert first.cells[key].text == "0.125\u00d7"
+    assert second.cells[key].text == "0.625\u00d7"
+    assert "stepwise-beats-baseline" not in second.cells[key].classes
+    assert "1.60\u00d7 lib_scale\u2019s time" in second.cells[key].title
+    refs = fmt.reference_rows(chapter, "batch", N)
+    assert [r.cells[key].text for r in refs] == [fmt.DASH, fmt.DASH, "1\u00d7 (itself)"]
+    cols = fmt.used_columns([first, second] + refs, chapter)
+    keys = [k for k, _ in cols]
+    assert keys.index(key) == keys.index("share") + 1
+    assert dict(cols)[key] == "vs lib_scale"  # no known library prefix: the id
+    assert key not in [k for k, _ in fmt.used_columns([first, second] + refs)]
+
+
+def test_a_step_faster_than_the_baseline_is_marked(project):
+    data = synth.fixture_measurement()
+    for r in data["chapters"][0]["baselines"]:
+        r["median_ms"] = 0.05
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    chapter = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    cell = fmt.step_rows(chapter, "batch", N)[1].cells[fmt.baseline_column("lib_scale")]
+    assert cell.text == "2.50\u00d7" and "stepwise-beats-baseline" in cell.classes
+
+
+def test_baseline_labels():
+    from types import SimpleNamespace
+
+    one = SimpleNamespace(baselines=[{"id": "cub_device_reduce_sum"}, {"id": "cublas_sgemm"}])
+    assert fmt.baseline_label(one, "cub_device_reduce_sum") == "CUB"
+    assert fmt.baseline_label(one, "cublas_sgemm") == "cuBLAS"
+    two = SimpleNamespace(baselines=[{"id": "cub_device_reduce_sum"}, {"id": "cub_device_sum_v2"}])
+    assert fmt.baseline_label(two, "cub_device_sum_v2") == "cub_device_sum_v2"  # ambiguous
+    assert fmt.baseline_label(SimpleNamespace(baselines=[{"id": "mylib_x"}]), "mylib_x") == "mylib_x"
+
+
+def test_share_of_the_mark_compares_rates_where_bytes_differ():
+    # a sum reads n x 4 bytes; its ceiling, a copy, reads and writes them: twice the bytes
+    copy = {"median_ms": 2.0, "gbps": 1000.0}
+    reads_half_the_bytes_in_half_the_time = {"median_ms": 1.0, "gbps": 1000.0}
+    assert fmt.share_of_mark(copy, reads_half_the_bytes_in_half_the_time) == pytest.approx(1.0)
+    assert fmt.share_of_mark({"median_ms": 2.0, "gbps": None}, {"median_ms": 1.0, "gbps": 5.0}) == 2.0
+    assert fmt.share_of_mark(None, copy) is None
+
+
+def test_baseline_share_uses_rates(project):
+    data = synth.fixture_measurement()
+    for r in data["chapters"][0]["baselines"]:
+        r["bytes"] //= 2
+        r["gbps"] /= 2  # the baseline counts half the bytes in the same time
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    chapter = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    lib = fmt.reference_rows(chapter, "batch", N)[2]
+    assert lib.cells["share"].text == "40.0 %"  # not the time ratio, 80 %
+    assert fmt.single_value(chapter, "lib_scale", "share", "batch", N) == "40.0 %"
+
+
+def test_single_values_against_other_rows(dataset):
+    ch = dataset.chapter("demo")
+    assert fmt.single_value(ch, "02_vector", "speedup_over:01_naive", "batch", N) == "5.00\u00d7"
+    assert fmt.single_value(ch, "02_vector", "time_over:01_naive", "batch", N) == "0.200\u00d7"
+    assert fmt.single_value(ch, "02_vector", "vs_baseline", "batch", N) == "0.625\u00d7"
+    assert fmt.single_value(ch, "02_vector", "time_vs_baseline", "batch", N) == "1.60\u00d7"
+    assert fmt.single_value(ch, "02_vector", "speedup_over:lib_scale", "single_cold", N) == "0.500\u00d7"
+    assert fmt.single_value(ch, "lib_scale", "time_over:inplace_read_write", "batch", N) == "1.25\u00d7"
+    assert fmt.field_description("speedup_over:01_naive").endswith(", 01_naive")
+    with pytest.raises(DataError, match="no step, ceiling or baseline 'nope'"):
+        fmt.single_value(ch, "02_vector", "speedup_over:nope", "batch", N)
+    with pytest.raises(DataError, match="unknown field"):
+        fmt.single_value(ch, "02_vector", "time_over:", "batch", N)
+    with pytest.raises(DataError, match="unknown field"):
+        fmt.single_value(ch, "02_vector", "faster_than:01_naive", "batch", N)
+    with pytest.raises(LookupError):
+        fmt.single_value(ch, "02_vector", "speedup_over:01_naive", "batch", 7)
+
+
+def test_vs_baseline_needs_a_baseline(project):
+    reg = synth.fixture_registry()
+    reg["chapters"][0]["baselines"] = []
+    synth.write_json(project / "registry.json", reg)
+    data = synth.fixture_measurement()
+    data["chapters"][0]["baselines"] = []
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ch = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    with pytest.raises(DataError, match="has no baseline"):
+        fmt.single_value(ch, "02_vector", "vs_baseline", "batch", N)
+    cols = [k for k, _ in fmt.used_columns(fmt.step_rows(ch, "batch", N), ch)]
+    assert not any(k.startswith("vs:") for k in cols)

@@ -6,19 +6,34 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     One line: GPU, date, commit, and whether the numbers were measured in
     this build or are recorded ones.
 ``stepwise-table CHAPTER`` (options ``:timing:``, ``:n:``)
-    One table per timing (and problem size): steps, then ceilings and
-    baselines, each number from the measurement file.
+    One table per timing and problem size (``:n:`` picks one size): steps,
+    then ceilings and baselines, each number from the measurement file. A
+    chapter with library baselines gets one "vs <library>" column per
+    baseline (the library's median time over the step's, same run).
 ``stepwise-plot CHAPTER`` (option ``:n:``)
-    Median time per step, one series per timing, log scale, min–max error
-    bars, a dashed line for the chapter's ceiling.
+    Median time per step, one figure per problem size, one series per
+    timing, log scale, min–max error bars, a dashed line for the chapter's
+    ceiling and a dotted one per library baseline.
 ``stepwise-step CHAPTER STEP``
     A step's summary row, full source, download link, diff against the
     previous step and its launcher's Doxygen documentation (via Breathe).
 ``stepwise-run`` / ``stepwise-timings CHAPTER`` / ``stepwise-accuracy CHAPTER``
     The run's GPU, clocks and stopping rule; a chapter's timings and
     ceilings; a chapter's accuracy table.
+``stepwise-ncu CHAPTER CSVFILE`` (options ``:launches: all|first``,
+``:steps: ID ...``, ``:caption:``)
+    Nsight Compute counts per step from ``ncu --csv`` output (path relative
+    to the page): load requests and sectors, store sectors, warp execution
+    efficiency, bank conflicts, instructions, DRAM bytes (see :mod:`.ncu`;
+    strict parsing, every problem is a build error).
 
-Role: ``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS).
+Roles: ``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS;
+also ``speedup_over:ROW`` and ``time_over:ROW``), and
+``{stepwise-ncu-number}`CHAPTER/STEP/FIELD[@first]``` (see ncu.FIELDS; reads the
+file of the last ``stepwise-ncu`` directive for that chapter on the page).
+
+Strict builds (Sphinx ``-W``) also fail when a registry chapter has no page, or
+a step no ``stepwise-step`` section.
 
 Configuration (conf.py; conf/conf.py fills them from environment variables):
 ``stepwise_registry``, ``stepwise_measurements``, ``stepwise_source``

@@ -197,6 +197,42 @@ def ratio(numerator_row: dict | None, denominator_row: dict | None) -> float | N
     return numerator_row["median_ms"] / denominator_row["median_ms"]
 
 
+def share_of_mark(mark_row: dict | None, row: dict | None) -> float | None:
+    """A row's share of the ceiling row, as the timing program computes ``share_of_ceiling``.
+
+    The row's GB/s over the ceiling's where both have one (they may count different bytes:
+    a reduction reads n items, the copy that is its ceiling reads and writes them), else the
+    ceiling's time over the row's.
+    """
+    if mark_row is None or row is None:
+        return None
+    if mark_row.get("gbps") and row.get("gbps") is not None:
+        return row["gbps"] / mark_row["gbps"]
+    return ratio(mark_row, row)
+
+
+# Library names for the "vs <library>" columns, by the prefix of a baseline's id.
+LIBRARIES = {"cub": "CUB", "cublas": "cuBLAS", "cublaslt": "cuBLASLt", "thrust": "Thrust",
+             "cufft": "cuFFT", "cusparse": "cuSPARSE", "cutlass": "CUTLASS", "cudnn": "cuDNN"}
+
+
+def baseline_label(chapter: Chapter, baseline_id: str) -> str:
+    """``cub_device_reduce_sum`` -> ``"CUB"``; the id itself where the library is unknown or
+    where two baselines of the chapter share the library."""
+    def library(bid: str) -> str | None:
+        return LIBRARIES.get(bid.split("_", 1)[0].lower())
+
+    name = library(baseline_id)
+    if name is None or sum(library(b["id"]) == name for b in chapter.baselines) > 1:
+        return baseline_id
+    return name
+
+
+def baseline_column(baseline_id: str) -> str:
+    """The key of a chapter's "vs <baseline>" column in Row.cells."""
+    return f"vs:{baseline_id}"
+
+
 def _time_cells(row: dict | None) -> dict[str, Cell]:
     if row is None:
         return {"median": Cell(DASH), "spread": Cell(DASH), "gbps": Cell(DASH), "gflops": Cell(DASH)}
@@ -234,11 +270,16 @@ def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
             notes.append("missing: not measured in this file")
             for key in ("vs_prev", "vs_first", "share", "accuracy", "tests"):
                 cells[key] = Cell(DASH)
+            for baseline in chapter.baselines:
+                cells[baseline_column(baseline["id"])] = Cell(DASH)
         else:
             cells["vs_prev"] = Cell(format_speedup(ratio(prev, row)) if index else DASH, ["stepwise-num"])
             cells["vs_first"] = Cell(format_speedup(ratio(first, row)) if index else DASH,
                                      ["stepwise-num"])
             cells["share"] = Cell(format_share(row["share_of_ceiling"]), ["stepwise-num"])
+            for baseline in chapter.baselines:
+                cells[baseline_column(baseline["id"])] = _vs_baseline_cell(
+                    chapter, baseline, row, chapter.baseline_row(baseline["id"], n, timing))
             acc = format_ulp(row["accuracy"])
             acc_classes = ["stepwise-num"]
             acc_title = f"max relative error {format_rel(row['accuracy'].get('max_rel'))}"
@@ -267,6 +308,19 @@ def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
     return rows
 
 
+def _vs_baseline_cell(chapter: Chapter, baseline: dict, row: dict, base_row: dict | None) -> Cell:
+    """The baseline's median over the row's: above 1x the row is faster than the library."""
+    value = ratio(base_row, row)
+    if value is None:
+        return Cell(DASH, title=f"{baseline['id']} was not measured at this size and timing")
+    label = baseline_label(chapter, baseline["id"])
+    classes = ["stepwise-num"] + (["stepwise-beats-baseline"] if value >= 1.0 else [])
+    return Cell(format_speedup(value), classes,
+                f"{label}’s median time over this row’s, same run, size and timing "
+                f"(above 1×: faster than {label}); this row takes "
+                f"{sig(1.0 / value)}× {label}’s time")
+
+
 def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
     """Ceiling rows, then baseline rows, for one table."""
     out: list[Row] = []
@@ -278,10 +332,14 @@ def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
             cells = _time_cells(row)
             for key in ("vs_prev", "vs_first", "accuracy", "tests"):
                 cells[key] = Cell(DASH)
+            for baseline in chapter.baselines:
+                own = kind == "baseline" and baseline["id"] == entry["id"] and row is not None
+                cells[baseline_column(baseline["id"])] = Cell(
+                    "1× (itself)" if own else DASH, ["stepwise-num"] if own else [])
             if kind == "ceiling" and entry["id"] == chapter.share_of:
                 cells["share"] = Cell("100 % (the mark)" if row else DASH, ["stepwise-num"])
             elif kind == "baseline":
-                cells["share"] = Cell(format_share(ratio(mark, row)), ["stepwise-num"])
+                cells["share"] = Cell(format_share(share_of_mark(mark, row)), ["stepwise-num"])
             else:
                 cells["share"] = Cell(DASH)
             notes = [] if row else ["missing: not measured in this file"]
@@ -290,13 +348,17 @@ def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
     return out
 
 
-def used_columns(rows: list[Row]) -> list[tuple[str, str]]:
-    """Drop the GB/s or GFLOP/s column where no row has a value."""
+def used_columns(rows: list[Row], chapter: Chapter | None = None) -> list[tuple[str, str]]:
+    """The table's columns: drop GB/s or GFLOP/s where no row has a value; with a chapter,
+    one "vs <library>" column per baseline after the share of the ceiling."""
     cols = []
     for key, label in COLUMNS:
         if key in ("gbps", "gflops") and all(r.cells[key].text == DASH for r in rows):
             continue
         cols.append((key, label))
+        if key == "share" and chapter is not None:
+            cols += [(baseline_column(b["id"]), f"vs {baseline_label(chapter, b['id'])}")
+                     for b in chapter.baselines]
     return cols
 
 
@@ -322,19 +384,50 @@ FIELDS = {
     "max_rel": "max relative error",
     "second_application_max_rel": "max relative error after a second application",
     "tests": "tests",
+    "vs_baseline": "the chapter's first library baseline's median time over this row's "
+                   "(above 1x: faster than the library)",
+    "time_vs_baseline": "this row's median time as a multiple of the chapter's first library "
+                        "baseline's (below 1x: faster than the library)",
 }
+#: Fields that name another row of the same chapter: ``speedup_over:ROW`` is ROW's median time
+#: over this row's; ``time_over:ROW`` is this row's median time over ROW's.
+ROW_FIELDS = {
+    "speedup_over": "speedup over another row (its median time over this row's)",
+    "time_over": "this row's median time as a multiple of another row's",
+}
+
+
+def field_description(field_name: str) -> str:
+    head, _, other = field_name.partition(":")
+    if other and head in ROW_FIELDS:
+        return f"{ROW_FIELDS[head]}, {other}"
+    return FIELDS[field_name]
 
 
 def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n: int) -> str:
     """One number, formatted; raises DataError/KeyError/LookupError on bad input."""
     from .data import DataError
 
-    if field_name not in FIELDS:
-        raise DataError(f"unknown field {field_name!r} (known: {', '.join(FIELDS)})")
+    head, _, other_id = field_name.partition(":")
+    if other_id and head in ROW_FIELDS:
+        pass
+    elif field_name not in FIELDS:
+        raise DataError(f"unknown field {field_name!r} (known: {', '.join(FIELDS)}, "
+                        f"{', '.join(k + ':ROW' for k in ROW_FIELDS)})")
     chapter.timing(timing)
     kind, row = chapter.any_row(row_id, n, timing)
     if row is None:
         raise LookupError(f"{chapter.id}/{row_id}: no row for n={n} timing={timing}")
+    if field_name in ("vs_baseline", "time_vs_baseline"):
+        if not chapter.baselines:
+            raise DataError(f"field {field_name!r}: chapter {chapter.id!r} has no baseline")
+        head, other_id = ("speedup_over" if field_name == "vs_baseline" else "time_over",
+                          chapter.baselines[0]["id"])
+    if other_id:
+        _other_kind, other = chapter.any_row(other_id, n, timing)
+        if other is None:
+            raise LookupError(f"{chapter.id}/{other_id}: no row for n={n} timing={timing}")
+        return format_speedup(ratio(other, row) if head == "speedup_over" else ratio(row, other))
     if field_name == "median":
         return format_time(row["median_ms"])
     if field_name == "min":
@@ -357,7 +450,7 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
         return str(row["throttled_samples"])
     if kind != "steps":
         if field_name == "share" and kind == "baselines":
-            return format_share(ratio(chapter.ceiling_row(chapter.share_of, n, timing), row))
+            return format_share(share_of_mark(chapter.ceiling_row(chapter.share_of, n, timing), row))
         raise DataError(f"field {field_name!r} applies to steps only, and {row_id!r} is a "
                         f"{kind[:-1]}")
     if field_name == "share":

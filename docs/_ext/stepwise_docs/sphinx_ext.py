@@ -15,7 +15,7 @@ from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
-from . import fmt
+from . import fmt, ncu
 from .data import DEFAULT_SCHEMA, Chapter, DataError, Dataset
 from .plot import alt_text, plot_data, render
 
@@ -142,20 +142,33 @@ def _merge(app, env, docnames, other) -> None:
 
 
 def _check_consistency(app, env) -> None:
-    """Every step of a chapter that the site shows must have a section."""
+    """Every step of every registry chapter must have a section on some page.
+
+    A chapter none of whose steps has a section has no page at all: one warning names the
+    chapter and its steps. Otherwise each step without a section is named. (Warnings are
+    fatal in the strict build, which runs Sphinx with -W.)
+    """
     dataset = dataset_of(env)
     steps = _env_steps(env)
-    shown = sorted({c for chapters in _env_chapters_used(env).values() for c in chapters})
-    for chapter_id in shown:
-        if chapter_id not in dataset.chapters:
+    for chapter_id, chapter in dataset.chapters.items():
+        missing = [s for s in chapter.steps if (chapter_id, s["id"]) not in steps]
+        if not missing:
             continue
-        for step in dataset.chapter(chapter_id).steps:
-            if (chapter_id, step["id"]) not in steps:
-                logger.warning(
-                    f"stepwise: step {chapter_id}/{step['id']} ({step['file']}) is in the step "
-                    "registry but no page has a `stepwise-step` section for it",
-                    type="stepwise", subtype="no_section",
-                )
+        if len(missing) == len(chapter.steps):
+            logger.warning(
+                f"stepwise: chapter {chapter_id!r} ({chapter.title}) is in the step registry but "
+                f"no page has a `stepwise-step` section for any of its steps "
+                f"({', '.join(s['id'] for s in missing)}); write docs/{chapter_id}.md with one "
+                f"`stepwise-step {chapter_id} STEP` per step and add it to the index's toctree",
+                type="stepwise", subtype="no_page",
+            )
+            continue
+        for step in missing:
+            logger.warning(
+                f"stepwise: step {chapter_id}/{step['id']} ({step['file']}) is in the step "
+                "registry but no page has a `stepwise-step` section for it",
+                type="stepwise", subtype="no_section",
+            )
 
 
 def _resolve_refs(app: Sphinx, doctree: nodes.document, fromdocname: str) -> None:
@@ -252,7 +265,7 @@ def _step_cell(chapter: Chapter, row: fmt.Row) -> nodes.entry:
 def measurement_table(chapter: Chapter, timing: dict, n: int, problem: str,
                       multiple_sizes: bool) -> nodes.table:
     rows = fmt.step_rows(chapter, timing["id"], n) + fmt.reference_rows(chapter, timing["id"], n)
-    cols = fmt.used_columns(rows)
+    cols = fmt.used_columns(rows, chapter)
     header = ["step"] + [label for _key, label in cols]
     body = [[_step_cell(chapter, r)] + [_fmt_cell(r.cells[k]) for k, _l in cols] for r in rows]
     row_classes = [r.classes for r in rows]
@@ -265,10 +278,16 @@ def measurement_table(chapter: Chapter, timing: dict, n: int, problem: str,
 def _legend(chapter: Chapter) -> nodes.paragraph:
     ceiling = next((c["title"] for c in chapter.ceilings if c["id"] == chapter.share_of),
                    chapter.share_of)
-    text = (f"Speedups are ratios of medians from the same run. Share of ceiling: the time of "
-            f"the ceiling \u201c{ceiling}\u201d over the step\u2019s time (100 % = as fast as "
-            "the ceiling). \u201c\u2260 op\u201d marks a step that does not compute the same "
-            "function as the original for every input.")
+    text = (f"Speedups are ratios of medians from the same run. Share of ceiling: the "
+            f"step\u2019s GB/s over the GB/s of the ceiling \u201c{ceiling}\u201d (where both "
+            "count the same bytes, the ceiling\u2019s time over the step\u2019s; 100 % = as fast "
+            "as the ceiling).")
+    for baseline in chapter.baselines:
+        label = fmt.baseline_label(chapter, baseline["id"])
+        text += (f" vs {label}: the median time of {baseline['title']} ({baseline['id']}) over "
+                 f"the step\u2019s, same run, size and timing (above 1\u00d7: faster than {label}).")
+    text += (" \u201c\u2260 op\u201d marks a step that does not compute the same function as "
+             "the original for every input.")
     return nodes.paragraph("", text, classes=["stepwise-legend"])
 
 
@@ -361,9 +380,11 @@ class PlotDirective(_Base):
             image = nodes.image(uri=uri, alt=alt_text(data), classes=["stepwise-plot"])
             figure += image
             series = "; ".join(f"{t['id']}: {t['label']}" for t in chapter.timings)
+            dotted = "".join(f"; dotted line: {b['id']} (library baseline)"
+                             for b in chapter.baselines)
             caption = nodes.caption(
                 "", f"Median time per step ({problem}), log scale; bars span min\u2013max; "
-                f"dashed lines: {chapter.share_of}. Series \u2014 {series}.")
+                f"dashed lines: {chapter.share_of}{dotted}. Series \u2014 {series}.")
             figure += caption
             legend = nodes.legend()
             legend += provenance_node(self.dataset)
@@ -453,6 +474,9 @@ class StepDirective(_Base):
         header = ["timing", "median time (min\u2013max)", "GB/s", "GFLOP/s", "vs previous",
                   "vs first", "share of ceiling"]
         keys = ["median", "gbps", "gflops", "vs_prev", "vs_first", "share"]
+        for baseline in chapter.baselines:
+            header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
+            keys.append(fmt.baseline_column(baseline["id"]))
         body, classes, found = [], [], []
         multi = len(step["sizes"]) > 1
         for size in step["sizes"]:
@@ -706,6 +730,190 @@ class RunDirective(_Base):
 
 
 # ---------------------------------------------------------------------------
+# Nsight Compute counts
+# ---------------------------------------------------------------------------
+
+_NCU_CACHE: dict[tuple[str, int, int], list] = {}
+
+
+def _ncu_launches(path: Path) -> list:
+    """The launches of a CSV file, parsed once per content (keyed by path, size and mtime)."""
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _NCU_CACHE:
+        _NCU_CACHE[key] = ncu.load_csv(path)
+    return _NCU_CACHE[key]
+
+
+def ncu_provenance(dataset: Dataset, csv_path: Path, chapter_id: str) -> str:
+    """Where the counts come from; the GPU and commit only where the file name allows the claim."""
+    name = csv_path.name
+    if dataset.measurements is not None and ncu.same_session(csv_path, dataset.gpu,
+                                                             dataset.source, chapter_id):
+        dirty = " (dirty)" if dataset.run.get("dirty") else ""
+        return (f"Nsight Compute counts, {dataset.gpu['name']}, same session as the measurements "
+                f"(commit {dataset.run['commit']}{dirty}); file {name}.")
+    return (f"Nsight Compute counts from {name}, recorded with the sources. "
+            "They were not taken in the run whose measurements this page shows, and the file "
+            "does not record the GPU\u2019s name or the commit.")
+
+
+NCU_COLUMNS = [
+    ("launches", "launches"),
+    ("ld_requests", "global load requests"),
+    ("ld_sectors", "global load sectors"),
+    ("sectors_per_request", "sectors per request"),
+    ("st_sectors", "global store sectors"),
+    ("warp_efficiency", "warp execution efficiency"),
+    ("bank_conflicts", "shared bank conflicts (ld+st)"),
+    ("instructions", "warp instructions executed"),
+    ("instructions_per_warp", "instructions per warp"),
+    ("dram_bytes", "DRAM read"),
+]
+
+
+class NcuDirective(_Base):
+    """``stepwise-ncu CHAPTER CSVFILE``: Nsight Compute counts per step, from ``ncu --csv``.
+
+    Options: ``:launches: all`` (default: sums over every launch of the step's call) or
+    ``first`` (the first launch only: the pass over the input); ``:steps:`` a space-separated
+    subset of the chapter's step ids; ``:columns:`` a space-separated subset of the columns
+    (field names of :data:`ncu.FIELDS`, default all); ``:caption:`` the table's title.
+    """
+
+    required_arguments = 2
+    option_spec = {
+        "launches": lambda arg: directives.choice(arg, ("all", "first")),
+        "steps": directives.unchanged_required,
+        "columns": directives.unchanged_required,
+        "caption": directives.unchanged_required,
+    }
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        rel, path = self.env.relfn2path(self.arguments[1])
+        path = Path(path)
+        self.env.note_dependency(rel)
+        first_only = self.options.get("launches", "all") == "first"
+        try:
+            counts = ncu.step_counts(chapter, _ncu_launches(path) if path.is_file()
+                                     else ncu.load_csv(path), path, first_only)
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+        if "steps" in self.options:
+            wanted = self.options["steps"].split()
+            for step_id in wanted:
+                try:
+                    chapter.step(step_id)
+                except DataError as exc:
+                    raise self.error(f"{self.name}: {exc}") from None
+            counts = [c for c in counts if c.step["id"] in wanted]
+        columns = NCU_COLUMNS
+        if "columns" in self.options:
+            names = self.options["columns"].split()
+            unknown = [n for n in names if n not in ncu.FIELDS]
+            if unknown:
+                raise self.error(f"{self.name}: unknown column {unknown[0]!r} "
+                                 f"(known: {', '.join(ncu.FIELDS)})")
+            labels = dict(NCU_COLUMNS)
+            columns = [(n, labels[n]) for n in names]
+        self.env.temp_data.setdefault("stepwise_ncu", {})[chapter.id] = str(path)
+
+        body, classes = [], []
+        for c in counts:
+            ref = stepwise_stepref("", "", nodes.literal("", c.step["id"]), chapter=chapter.id,
+                                   step=c.step["id"], reftitle=c.step["title"])
+            row = [_cell(nodes.paragraph("", "", ref))]
+            for key, _label in columns:
+                text = ncu.format_field(c, key)
+                para = nodes.paragraph("", text)
+                if key == "dram_bytes":
+                    para = nodes.paragraph("", "", tooltip(
+                        text, f"{ncu.format_count(c.value(key))} bytes"))
+                row.append(_cell(para, ["stepwise-num"]))
+            body.append(row)
+            classes.append(["stepwise-stale"] if chapter.states[c.step["id"]].stale else [])
+        which = ("first launch of each step" if first_only else
+                 "sums over all launches of one call")
+        title = self.options.get("caption", f"Nsight Compute counts per step ({which})")
+        out = nodes.container(classes=["stepwise-table-block"])
+        out += _table(["step"] + [label for _k, label in columns], body,
+                      ["stepwise-data", "stepwise-ncu"], title, classes)
+        out += nodes.paragraph("", ncu_provenance(self.dataset, path, chapter.id),
+                               classes=["stepwise-provenance"])
+        legend = {
+            ("launches",):
+                "Launches: the kernel launches of the step\u2019s call in the file.",
+            ("ld_requests", "sectors_per_request"):
+                "Requests: warp-level global load instructions as the L1 sees them.",
+            ("ld_sectors", "st_sectors", "sectors_per_request"):
+                "Sectors: the 32-byte pieces of memory the loads (or stores) touched, 4 per "
+                "request when 32 lanes read 32 consecutive 4-byte words, 16 for 16-byte vector "
+                "loads.",
+            ("warp_efficiency",):
+                "Warp execution efficiency: the average number of active threads per executed "
+                "warp instruction, over 32, weighted by each launch\u2019s instruction count.",
+            ("bank_conflicts",):
+                "Shared bank conflicts: Nsight Compute\u2019s count of shared-memory bank "
+                "conflicts, loads plus stores.",
+            ("instructions_per_warp",):
+                "Instructions per warp: warp instructions executed over warps launched.",
+            ("dram_bytes",):
+                "DRAM read: bytes read from device memory (the L2 cache serves the rest).",
+        }
+        text = ("Counts of the first launch only. " if first_only else
+                "Counts are sums over the launches. ")
+        shown = {k for k, _l in columns}
+        text += " ".join(v for keys, v in legend.items() if shown.intersection(keys))
+        out += nodes.paragraph("", text, classes=["stepwise-legend"])
+        return [out]
+
+
+class NcuNumberRole(SphinxRole):
+    """``{stepwise-ncu-number}`reduction/04_interleaved_pairs/ld_sectors[@first]```.
+
+    Reads the CSV file of the last ``stepwise-ncu`` directive for that chapter earlier on the
+    same page; fields are those of :data:`ncu.FIELDS`.
+    """
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        text = self.text.strip()
+        first_only = text.endswith("@first")
+        text = text.removesuffix("@first")
+        parts = text.split("/")
+
+        def fail(message: str):
+            msg = self.inliner.reporter.error(f"stepwise-ncu-number {self.text!r}: {message}",
+                                              line=self.lineno)
+            return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
+
+        if len(parts) != 3:
+            return fail("expected CHAPTER/STEP/FIELD[@first]")
+        chapter_id, step_id, field_name = parts
+        if field_name not in ncu.FIELDS:
+            return fail(f"unknown field {field_name!r} (known: {', '.join(ncu.FIELDS)})")
+        dataset = dataset_of(self.env)
+        path = self.env.temp_data.get("stepwise_ncu", {}).get(chapter_id)
+        if path is None:
+            return fail(f"no `stepwise-ncu {chapter_id} FILE` directive before it on this page")
+        try:
+            chapter = dataset.chapter(chapter_id)
+            chapter.step(step_id)
+            counts = ncu.step_counts(chapter, _ncu_launches(Path(path)), Path(path), first_only)
+        except DataError as exc:
+            return fail(str(exc))
+        _env_chapters_used(self.env).setdefault(self.env.docname, set()).add(chapter.id)
+        self.env.note_dependency(path)
+        count = next(c for c in counts if c.step["id"] == step_id)
+        value = ncu.format_field(count, field_name)
+        which = "first launch" if first_only else "all launches of one call"
+        where = ncu_provenance(dataset, Path(path), chapter_id)
+        node = tooltip(value, f"{ncu.FIELDS[field_name]}, {chapter_id}/{step_id}, {which}; {where}",
+                       ["stepwise-number"])
+        return [node], []
+
+
+# ---------------------------------------------------------------------------
 # Role: one number
 # ---------------------------------------------------------------------------
 
@@ -747,8 +955,8 @@ class NumberRole(SphinxRole):
         state = chapter.states.get(row_id)
         if state is not None and state.stale:
             classes.append("stepwise-stale")
-        node = tooltip(value, f"{fmt.FIELDS[field_name]}, {chapter_id}/{row_id}, timing {timing}, "
-                              f"n = {n}; {fmt.provenance(dataset)}", classes)
+        node = tooltip(value, f"{fmt.field_description(field_name)}, {chapter_id}/{row_id}, "
+                              f"timing {timing}, n = {n}; {fmt.provenance(dataset)}", classes)
         return [node], []
 
 
@@ -773,7 +981,9 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("stepwise-timings", TimingsDirective)
     app.add_directive("stepwise-accuracy", AccuracyDirective)
     app.add_directive("stepwise-run", RunDirective)
+    app.add_directive("stepwise-ncu", NcuDirective)
     app.add_role("stepwise-number", NumberRole())
+    app.add_role("stepwise-ncu-number", NcuNumberRole())
 
     app.connect("builder-inited", _on_builder_inited)
     app.connect("env-purge-doc", _purge)

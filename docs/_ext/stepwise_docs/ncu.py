@@ -1,0 +1,317 @@
+"""Nsight Compute counts of a chapter's kernels, read from ``ncu --csv`` output (no Sphinx here).
+
+The file is what ``ncu --csv --print-units base --metrics ...`` prints: one row per
+(kernel launch, metric), with the columns ``ID`` (launches numbered in order),
+``Kernel Name`` (demangled, e.g. ``void neighbored_pairs::reduce_kernel<int>(T1 *, T1 *, int)``),
+``Grid Size``, ``Block Size``, ``Metric Name``, ``Metric Unit`` and ``Metric Value``
+(with thousands separators: ``16,783,616``).
+
+Parsing is strict, because these numbers are printed on the site as evidence: a missing
+file or column, a value that is not a number, a scaled unit (``Kbyte``), a kernel whose
+namespace is not one of the chapter's steps, a launch without one of the metrics below, or
+a step with no launch at all is a :class:`NcuError` that names the file, line or launch.
+
+Kernels are matched to steps by namespace: the scope of the kernel's name
+(``neighbored_pairs`` above; Nsight Compute may print it shortened or in full) must be the
+end of exactly one registry step's ``namespace`` (``stepwise::reduction::neighbored_pairs``).
+A step's counts are the sums over all of its launches in the file (the profiled test calls
+each step once, so that is one call: the pass over the input and the passes over the block
+sums), or over its first launch only (``first_only``): the pass over the input.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .data import Chapter, DataError, _display
+
+#: The metrics every launch must have, and what the site calls them.
+METRICS = {
+    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": "global load requests",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": "global load sectors",
+    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": "global store sectors",
+    "smsp__thread_inst_executed_per_inst_executed.ratio": "active threads per warp instruction",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "shared-memory bank conflicts (loads)",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "shared-memory bank conflicts (stores)",
+    "smsp__inst_executed.sum": "warp instructions executed",
+    "dram__bytes_read.sum": "DRAM bytes read",
+}
+#: Units accepted as they are; anything else (Kbyte, Msector, ...) means ncu scaled the value.
+BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread"}
+REQUIRED_COLUMNS = ("ID", "Kernel Name", "Grid Size", "Block Size", "Metric Name", "Metric Value")
+
+#: The fields a step's counts have (the stepwise-ncu-number role and the table use these).
+FIELDS = {
+    "launches": "kernel launches",
+    "ld_requests": "global load requests",
+    "ld_sectors": "global load sectors (32 bytes each)",
+    "sectors_per_request": "global load sectors per request",
+    "st_sectors": "global store sectors (32 bytes each)",
+    "warp_efficiency": "warp execution efficiency (average active threads per executed warp "
+                       "instruction, over 32)",
+    "bank_conflicts": "shared-memory bank conflicts, loads and stores",
+    "instructions": "warp instructions executed",
+    "instructions_per_warp": "warp instructions executed per warp launched",
+    "dram_bytes": "DRAM bytes read",
+}
+
+
+class NcuError(DataError):
+    """A problem with a Nsight Compute CSV file; one line that names the file."""
+
+
+@dataclass
+class Launch:
+    """One kernel launch of the file and its metrics."""
+
+    id: int
+    kernel: str
+    threads: int  # grid size x block size
+    line: int  # first line of the file that mentions it
+    metrics: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def warps(self) -> int:
+        return -(-self.threads // 32)
+
+
+@dataclass
+class StepCounts:
+    """What Nsight Compute counted for one step (summed over the launches used)."""
+
+    step: dict
+    launches: list[Launch]
+
+    def total(self, metric: str) -> float:
+        return sum(launch.metrics[metric] for launch in self.launches)
+
+    def value(self, name: str) -> float:
+        if name == "launches":
+            return len(self.launches)
+        if name == "ld_requests":
+            return self.total("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
+        if name == "ld_sectors":
+            return self.total("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
+        if name == "sectors_per_request":
+            requests = self.value("ld_requests")
+            return self.value("ld_sectors") / requests if requests else float("nan")
+        if name == "st_sectors":
+            return self.total("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+        if name == "warp_efficiency":
+            # Instruction-weighted: the average number of active threads over every warp
+            # instruction the step's launches executed, as a fraction of 32.
+            inst = self.total("smsp__inst_executed.sum")
+            if not inst:
+                return float("nan")
+            threads = sum(launch.metrics["smsp__thread_inst_executed_per_inst_executed.ratio"]
+                          * launch.metrics["smsp__inst_executed.sum"] for launch in self.launches)
+            return threads / inst / 32.0
+        if name == "bank_conflicts":
+            return (self.total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum")
+                    + self.total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"))
+        if name == "instructions":
+            return self.total("smsp__inst_executed.sum")
+        if name == "instructions_per_warp":
+            warps = sum(launch.warps for launch in self.launches)
+            return self.value("instructions") / warps if warps else float("nan")
+        if name == "dram_bytes":
+            return self.total("dram__bytes_read.sum")
+        raise NcuError(f"unknown Nsight Compute field {name!r} (known: {', '.join(FIELDS)})")
+
+
+# ---------------------------------------------------------------------------
+# Reading the file
+# ---------------------------------------------------------------------------
+
+def parse_number(text: str) -> float:
+    """``"16,783,616"`` -> 16783616.0, ``"23.84"`` -> 23.84; anything else raises ValueError."""
+    cleaned = text.strip()
+    if re.fullmatch(r"[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?", cleaned):
+        cleaned = cleaned.replace(",", "")
+    if not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?", cleaned):
+        raise ValueError(f"not a number: {text!r}")
+    return float(cleaned)
+
+
+def _dims(text: str) -> int:
+    """``"(256, 1, 1)"`` -> 256."""
+    parts = re.fullmatch(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", text.strip())
+    if not parts:
+        raise ValueError(f"not a (x, y, z) size: {text!r}")
+    x, y, z = (int(p) for p in parts.groups())
+    return x * y * z
+
+
+def load_csv(path: Path) -> list[Launch]:
+    """Every launch of a ``ncu --csv`` file, in ID order, each with every metric of :data:`METRICS`."""
+    path = Path(path)
+    where = f"Nsight Compute file {_display(path)}"
+    if not path.exists():
+        raise NcuError(f"{where} does not exist")
+    if not path.is_file():
+        raise NcuError(f"{where} is not a file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise NcuError(f"{where} cannot be read: {exc}") from None
+    lines = text.splitlines(keepends=True)
+    # ncu prints its own "==PROF==" / "==WARNING==" lines before the table unless they were
+    # sent to a log file; nothing else may precede the header.
+    skip = 0
+    while skip < len(lines) and lines[skip].startswith("=="):
+        skip += 1
+    if skip == len(lines) or not lines[skip].strip():
+        raise NcuError(f"{where} has no CSV header (expected the output of ncu --csv)")
+    reader = csv.reader(io.StringIO("".join(lines[skip:])))
+    header = next(reader)
+    missing = [c for c in REQUIRED_COLUMNS if c not in header]
+    if missing:
+        raise NcuError(f"{where}: line {skip + 1} is not an ncu --csv header: no column "
+                       f"{', '.join(repr(c) for c in missing)}")
+    col = {name: header.index(name) for name in header}
+    unit_col = col.get("Metric Unit")
+    launches: dict[int, Launch] = {}
+    for offset, row in enumerate(reader):
+        line = skip + 2 + offset
+        if not row or all(not cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise NcuError(f"{where}: line {line} has {len(row)} fields, the header {len(header)}")
+        try:
+            launch_id = int(row[col["ID"]])
+            threads = _dims(row[col["Grid Size"]]) * _dims(row[col["Block Size"]])
+        except ValueError as exc:
+            raise NcuError(f"{where}: line {line}: {exc}") from None
+        kernel = row[col["Kernel Name"]]
+        launch = launches.get(launch_id)
+        if launch is None:
+            launch = launches[launch_id] = Launch(launch_id, kernel, threads, line)
+        elif launch.kernel != kernel or launch.threads != threads:
+            raise NcuError(f"{where}: line {line}: launch ID {launch_id} was {launch.kernel!r} "
+                           f"on line {launch.line}, here {kernel!r}")
+        metric = row[col["Metric Name"]]
+        if metric not in METRICS:
+            continue  # other metrics may be in the file; only these are shown
+        unit = row[unit_col].strip() if unit_col is not None else ""
+        if unit not in BASE_UNITS:
+            raise NcuError(f"{where}: line {line}: {metric} is in {unit!r}, a scaled unit; "
+                           "profile with ncu --print-units base")
+        try:
+            value = parse_number(row[col["Metric Value"]])
+        except ValueError as exc:
+            raise NcuError(f"{where}: line {line}: {metric} of launch {launch_id}: {exc}") from None
+        if metric in launch.metrics and launch.metrics[metric] != value:
+            raise NcuError(f"{where}: line {line}: launch {launch_id} has two values for {metric}")
+        launch.metrics[metric] = value
+    if not launches:
+        raise NcuError(f"{where} holds no kernel launches")
+    for launch in launches.values():
+        absent = [m for m in METRICS if m not in launch.metrics]
+        if absent:
+            raise NcuError(f"{where}: launch {launch.id} ({launch.kernel}, line {launch.line}) "
+                           f"has no {absent[0]}" + (f" (and {len(absent) - 1} more metrics)"
+                                                    if len(absent) > 1 else "")
+                           + "; profile with --metrics " + ",".join(METRICS))
+    return [launches[i] for i in sorted(launches)]
+
+
+# ---------------------------------------------------------------------------
+# Kernels to steps
+# ---------------------------------------------------------------------------
+
+def kernel_scope(name: str) -> list[str]:
+    """The namespaces of a demangled kernel name: ``void a::b::k<int>(int *)`` -> ``["a", "b"]``."""
+    text = name.replace("(anonymous namespace)", "{anonymous}")
+    depth = 0
+    out = []
+    for ch in text:  # drop template arguments and everything from the parameter list on
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    qualified = "".join(out).strip().split()[-1] if "".join(out).strip() else ""
+    parts = qualified.split("::")
+    return [p for p in parts[:-1] if p]
+
+
+def step_of(chapter: Chapter, kernel: str) -> dict | None:
+    """The one step of ``chapter`` whose namespace ends with the kernel's scope (None: none)."""
+    scope = kernel_scope(kernel)
+    if not scope:
+        return None
+    found = [s for s in chapter.steps if s["namespace"].split("::")[-len(scope):] == scope]
+    if len(found) > 1:
+        raise NcuError(f"kernel {kernel!r} matches steps {', '.join(s['id'] for s in found)} "
+                       f"of chapter {chapter.id!r}")
+    return found[0] if found else None
+
+
+def step_counts(chapter: Chapter, launches: list[Launch], path: Path,
+                first_only: bool = False) -> list[StepCounts]:
+    """Per registry step, in registry order, the launches that belong to it."""
+    where = f"Nsight Compute file {_display(Path(path))}"
+    by_step: dict[str, list[Launch]] = {s["id"]: [] for s in chapter.steps}
+    for launch in launches:
+        step = step_of(chapter, launch.kernel)
+        if step is None:
+            namespaces = ", ".join(s["namespace"] for s in chapter.steps)
+            raise NcuError(f"{where}: launch {launch.id} (line {launch.line}) runs "
+                           f"{launch.kernel!r}, whose namespace is not one of chapter "
+                           f"{chapter.id!r}'s steps ({namespaces})")
+        by_step[step["id"]].append(launch)
+    empty = [s["id"] for s in chapter.steps if not by_step[s["id"]]]
+    if empty:
+        raise NcuError(f"{where} has no kernel launch of {chapter.id} step(s) {', '.join(empty)}")
+    return [StepCounts(s, by_step[s["id"]][:1] if first_only else by_step[s["id"]])
+            for s in chapter.steps]
+
+
+def same_session(csv_path: Path, gpu: dict, source: str, chapter_id: str) -> bool:
+    """Whether the page may say the counts come from the measurement file's GPU and session.
+
+    Only for recorded measurements, and only where the CSV's file name is the measurement
+    file's GPU slug, then the chapter: ``<slug>-<chapter>-...`` (for example
+    ``nvidia-h100-80gb-hbm3-reduction-ncu.csv``), as the recorded logs beside the measurement
+    files are named. Fresh measurements were taken in this build, and the recorded counts
+    were not.
+    """
+    slug = gpu.get("slug", "")
+    return (bool(slug) and source == "recorded"
+            and Path(csv_path).name.startswith(f"{slug}-{chapter_id}-"))
+
+
+# ---------------------------------------------------------------------------
+# Formatting
+# ---------------------------------------------------------------------------
+
+def format_count(value: float) -> str:
+    """An integer count with thousands separators: ``4177920`` -> ``"4,177,920"``."""
+    if value != value:  # NaN
+        return "\u2014"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:,.2f}"
+
+
+def format_field(counts: StepCounts, name: str) -> str:
+    from .fmt import format_bytes, sig
+
+    value = counts.value(name)
+    if value != value:
+        return "\u2014"
+    if name == "sectors_per_request":
+        return sig(value)
+    if name == "instructions_per_warp":
+        return sig(value, 4)
+    if name == "warp_efficiency":
+        return f"{sig(100.0 * value)} %"
+    if name == "dram_bytes":
+        return format_bytes(int(value))
+    return format_count(value)
