@@ -74,7 +74,7 @@ def test_step_rows_speedups_and_share(dataset):
     assert second.cells["vs_first"].text == "5.00\u00d7"
     assert first.cells["share"].text == "10.0 %" and second.cells["share"].text == "50.0 %"
     assert first.cells["gbps"].text == "83.9"
-    assert second.badges == ["beyond the article"]
+    assert second.badges == ["beyond the sources"]
     assert "\u2260 op" in second.cells["accuracy"].text  # same_operation false
     assert "\u2260 op" not in first.cells["accuracy"].text
     assert first.cells["tests"].text == "7/7 passed" and first.cells["tests"].sub == "on this GPU"

@@ -264,7 +264,7 @@ def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
         notes: list[str] = []
         badges: list[str] = []
         if step.get("beyond_article"):
-            badges.append("beyond the article")
+            badges.append("beyond the sources")
         if row is None:
             classes.append("stepwise-missing")
             notes.append("missing: not measured in this file")
