@@ -10,4 +10,18 @@ void check_cuda(cudaError_t code, const char* expression, const char* file, int 
     }
 }
 
+std::string cuda_unavailable_reason()
+{
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error == cudaErrorInsufficientDriver) {
+        return "no NVIDIA driver, or one older than CUDA runtime " + std::to_string(CUDART_VERSION / 1000) + "." +
+               std::to_string(CUDART_VERSION % 1000 / 10) + " (cudaErrorInsufficientDriver)";
+    }
+    if (error != cudaSuccess) {
+        return std::string(cudaGetErrorName(error)) + ": " + cudaGetErrorString(error);
+    }
+    return count == 0 ? "no CUDA device" : "";
+}
+
 }  // namespace stepwise

@@ -21,6 +21,9 @@ private:
 //! @brief Throws CudaError unless `code` is cudaSuccess.
 void check_cuda(cudaError_t code, const char* expression, const char* file, int line);
 
+//! @brief Empty when a CUDA device can be used, else one line saying why not.
+std::string cuda_unavailable_reason();
+
 }  // namespace stepwise
 
 //! Checks a CUDA return code; throws stepwise::CudaError naming the call on failure.

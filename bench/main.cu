@@ -22,11 +22,8 @@ using stepwise::Options;
 //! Exits with a one-line reason unless a CUDA device can be used.
 int probe(bool quiet)
 {
-    int count = 0;
-    const cudaError_t error = cudaGetDeviceCount(&count);
-    if (error != cudaSuccess || count == 0) {
-        std::fprintf(stderr, "stepwise_bench: no usable CUDA GPU (%s)\n",
-                     error != cudaSuccess ? cudaGetErrorString(error) : "no device");
+    if (const std::string reason = stepwise::cuda_unavailable_reason(); !reason.empty()) {
+        std::fprintf(stderr, "stepwise_bench: no usable CUDA GPU (%s)\n", reason.c_str());
         return 1;
     }
     if (!quiet) {

@@ -1,6 +1,8 @@
 // What every GPU test needs: a skip with the reason when there is no GPU, and fresh seeds.
 #pragma once
 
+#include "cuda_check.hpp"
+
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -9,17 +11,6 @@
 #include <string>
 
 namespace stepwise::testing {
-
-//! Empty when a CUDA device can be used, else why not.
-inline std::string gpu_unavailable_reason()
-{
-    int count = 0;
-    const cudaError_t error = cudaGetDeviceCount(&count);
-    if (error != cudaSuccess) {
-        return cudaGetErrorString(error);
-    }
-    return count == 0 ? "no CUDA device" : "";
-}
 
 //! A new seed for every test run; tests print it with SCOPED_TRACE so a failure can be replayed.
 inline std::uint64_t fresh_seed()
@@ -33,7 +24,7 @@ inline std::uint64_t fresh_seed()
 //! Skips the current test, with a one-line reason, when no CUDA GPU is usable.
 #define STEPWISE_SKIP_WITHOUT_GPU()                                                              \
     do {                                                                                         \
-        if (const std::string reason = ::stepwise::testing::gpu_unavailable_reason(); !reason.empty()) { \
+        if (const std::string reason = ::stepwise::cuda_unavailable_reason(); !reason.empty()) { \
             GTEST_SKIP() << "no usable CUDA GPU: " << reason;                                    \
         }                                                                                        \
     } while (0)
