@@ -88,6 +88,17 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
 nlohmann::json timing_row(const RowTiming& timing, std::int64_t n, const std::string& timing_id,
                           std::optional<std::int64_t> bytes, std::optional<std::int64_t> flops);
 
+//! @brief The registry entry of the step `id`.
+//! @throws std::out_of_range for a step the chapter does not have
+const StepEntry& find_step(const ChapterEntry& chapter, const std::string& id);
+
+//! @brief Adds a ceiling's or baseline's id and title to its timed row.
+void add_reference_fields(nlohmann::json& row, const ReferenceEntry& reference);
+
+//! @brief Adds what every step row carries besides its timing: the registry's id, title, file and flags,
+//!        the source hash, the problem at the row's `n`, and the step's GoogleTest counts.
+void add_step_fields(nlohmann::json& row, const StepEntry& step, const TestCounts& tests);
+
 //! @brief The chapter's object without rows: id, title, share_of, timings.
 nlohmann::json chapter_header(const ChapterEntry& chapter);
 

@@ -85,8 +85,7 @@ public:
                 nlohmann::json row = timing_row(t, num_items, mode.id,
                                                 moves_data ? std::optional(bytes_per_launch) : std::nullopt,
                                                 std::nullopt);
-                row["id"] = ceiling.id;
-                row["title"] = ceiling.title;
+                add_reference_fields(row, ceiling);
                 chapter["ceilings"].push_back(row);
             }
         }
@@ -95,8 +94,7 @@ public:
             if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
                 continue;
             }
-            const StepEntry& registry_step =
-                *std::find_if(entry_.steps.begin(), entry_.steps.end(), [&](const StepEntry& s) { return s.id == step.id; });
+            const StepEntry& registry_step = find_step(entry_, step.id);
             DeviceBuffer<unsigned char> d_workspace(step.workspace_bytes);
             if (step.prepare != nullptr) {
                 STEPWISE_CUDA_CHECK(step.prepare(d_workspace.data(), stream));
@@ -125,20 +123,13 @@ public:
             const TestCounts tests = context.tests_of(entry_, registry_step);
 
             for (nlohmann::json& row : rows) {
-                row["id"] = step.id;
-                row["title"] = step.title;
-                row["file"] = step.file;
-                row["source_sha256"] = source_sha256(step.file);
-                row["problem"] = registry_step.sizes.front().problem;
-                row["same_operation"] = step.same_operation;
-                row["beyond_article"] = step.beyond_article;
+                add_step_fields(row, registry_step, tests);
                 row["validated"] = first.within_tolerance();
                 row["validation"] = first.describe(assignment_dimx);
                 row["accuracy"] = {{"tolerance_ulp", step.tolerance_ulp},
                                    {"max_ulp", first.max_ulp},
                                    {"max_rel", first.max_rel},
                                    {"second_application_max_rel", second}};
-                row["tests"] = {{"passed", tests.passed}, {"failed", tests.failed}, {"skipped", tests.skipped}};
                 chapter["steps"].push_back(row);
             }
         }

@@ -27,6 +27,39 @@ std::string source_sha256(const std::string& file)
     throw std::out_of_range("no source hash for " + file + " (is it under snippets/?)");
 }
 
+const StepEntry& find_step(const ChapterEntry& chapter, const std::string& id)
+{
+    for (const StepEntry& step : chapter.steps) {
+        if (step.id == id) {
+            return step;
+        }
+    }
+    throw std::out_of_range("chapter " + chapter.id + " has no step " + id);
+}
+
+void add_reference_fields(nlohmann::json& row, const ReferenceEntry& reference)
+{
+    row["id"] = reference.id;
+    row["title"] = reference.title;
+}
+
+void add_step_fields(nlohmann::json& row, const StepEntry& step, const TestCounts& tests)
+{
+    const std::int64_t n = row.at("n").get<std::int64_t>();
+    const auto size = std::find_if(step.sizes.begin(), step.sizes.end(), [&](const ProblemSize& p) { return p.n == n; });
+    if (size == step.sizes.end()) {
+        throw std::out_of_range("step " + step.id + " has no size n = " + std::to_string(n));
+    }
+    row["id"] = step.id;
+    row["title"] = step.title;
+    row["file"] = step.file;
+    row["source_sha256"] = source_sha256(step.file);
+    row["problem"] = size->problem;
+    row["same_operation"] = step.same_operation;
+    row["beyond_article"] = step.beyond_article;
+    row["tests"] = {{"passed", tests.passed}, {"failed", tests.failed}, {"skipped", tests.skipped}};
+}
+
 nlohmann::json chapter_header(const ChapterEntry& chapter)
 {
     nlohmann::json timings = nlohmann::json::array();

@@ -69,14 +69,12 @@ public:
                                                                 cudaMemcpyDeviceToDevice, stream);
                                      }),
                 n, mode.id, 2 * bytes, std::nullopt);
-            copy_row["id"] = entry_.ceilings.front().id;
-            copy_row["title"] = entry_.ceilings.front().title;
+            add_reference_fields(copy_row, entry_.ceilings.front());
             chapter["ceilings"].push_back(copy_row);
 
             nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false, restore,
                                                  d_input, d_scratch, d_out, n, expected, bytes, mode);
-            cub_row["id"] = entry_.baselines.front().id;
-            cub_row["title"] = entry_.baselines.front().title;
+            add_reference_fields(cub_row, entry_.baselines.front());
             chapter["baselines"].push_back(cub_row);
 
             for (const reduction::Step& step : reduction::steps()) {
@@ -85,17 +83,8 @@ public:
                 }
                 nlohmann::json row = measure_sum(context, step.id, step.sum_int, step.destroys_input, restore,
                                                  d_input, d_scratch, d_out, n, expected, bytes, mode);
-                const StepEntry& registry_step = *std::find_if(entry_.steps.begin(), entry_.steps.end(),
-                                                               [&](const StepEntry& s) { return s.id == step.id; });
-                const TestCounts tests = context.tests_of(entry_, registry_step);
-                row["id"] = step.id;
-                row["title"] = step.title;
-                row["file"] = step.file;
-                row["source_sha256"] = source_sha256(step.file);
-                row["problem"] = size_text(n);
-                row["same_operation"] = true;
-                row["beyond_article"] = registry_step.beyond_article;
-                row["tests"] = {{"passed", tests.passed}, {"failed", tests.failed}, {"skipped", tests.skipped}};
+                const StepEntry& registry_step = find_step(entry_, step.id);
+                add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
                 chapter["steps"].push_back(row);
             }
         }

@@ -52,6 +52,25 @@ TEST(Registry, UnhashedFilesAreAnError)
     EXPECT_THROW(source_sha256("snippets/elementwise/99_missing.cuh"), std::out_of_range);
 }
 
+TEST(Rows, StepFieldsComeFromTheRegistryAtTheRowsSize)
+{
+    const auto chapters = make_chapters();
+    const ChapterEntry& reduction = chapters.at(1)->entry();
+    const StepEntry& step = find_step(reduction, "17_single_pass");
+    nlohmann::json row = {{"n", 268435456}};
+    add_step_fields(row, step, TestCounts{7, 0, 1});
+    EXPECT_EQ(row.at("id"), "17_single_pass");
+    EXPECT_EQ(row.at("file"), "snippets/reduction/17_single_pass.cuh");
+    EXPECT_EQ(row.at("source_sha256"), source_sha256(step.file));
+    EXPECT_EQ(row.at("problem"), "2^28 int");
+    EXPECT_EQ(row.at("beyond_article"), true);
+    EXPECT_EQ(row.at("tests").at("passed"), 7);
+    EXPECT_EQ(row.at("tests").at("skipped"), 1);
+    nlohmann::json unknown_size = {{"n", 3}};
+    EXPECT_THROW(add_step_fields(unknown_size, step, TestCounts{}), std::out_of_range);
+    EXPECT_THROW(find_step(reduction, "99_nothing"), std::out_of_range);
+}
+
 TEST(Selection, EmptyMeansEverything)
 {
     const auto chapters = make_chapters();
