@@ -13,9 +13,10 @@ SHELL := /bin/bash
 BUILD_DIR        ?= build
 MEASURE          ?= auto
 CUDA_ARCH        ?=
-RACECHECK_FILTER ?= -*RaceDemonstration*
+RACECHECK_FILTER ?= -*RaceDemonstration*:DynamicParallelism*
 BOOTSTRAP        ?= yes
 SKIP_BUILD       ?= no
+COMMIT           ?=
 PORT             ?= 8000
 
 # The CUDA toolkit's usual home, after whatever PATH already has (so CMake finds nvcc and
@@ -35,11 +36,6 @@ REPORTS    := $(BUILD_DIR)/test-reports
 FRESH      := $(BUILD_DIR)/measurements
 RECORDED   := docs/measurements
 SITE_FILE  := $(BUILD_DIR)/site-dir.txt
-NCU_REDUCTION_METRICS := l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum,l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum,$\
-  l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum,smsp__thread_inst_executed_per_inst_executed.ratio,$\
-  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,$\
-  smsp__inst_executed.sum,dram__bytes_read.sum
-
 CMAKE_CONFIGURE := cmake -S . -B "$(BUILD_DIR)" -G Ninja -DCMAKE_BUILD_TYPE=Release \
                    $(if $(CUDA_ARCH),-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH))
 
@@ -69,8 +65,8 @@ Stepwise CUDA — make targets
                    check of the built site; prints a PASS/FAIL summary (what CI runs: .ci/run)
   make measure     build, then on a usable GPU: GPU tests, compute-sanitizer memcheck/racecheck,
                    and the timing program -> $(FRESH)/<gpu-slug>.json
-  make profile     on a GPU: the reduction chapter's racecheck report of the volatile last warp and
-                   Nsight Compute counts of its kernels -> $(FRESH)/logs/ (copy to $(RECORDED)/logs/)
+  make profile     on a GPU: the Nsight Compute counts and racecheck reports the chapters argue from
+                   (conf/profile.py) -> $(FRESH)/logs/ (copy to $(RECORDED)/logs/)
   make serve       serve the last built site at http://127.0.0.1:$(PORT)/
   make check-site  run only the headless-browser check on the last built site
   make build       bootstrap, configure (first time), compile everything, write $(REGISTRY)
@@ -85,9 +81,12 @@ Variables (set on the command line, e.g. make docs MEASURE=no):
   MEASURE           make docs: auto = measure if a GPU is usable, else recorded; yes = must measure;
                     no = recorded numbers only (now: $(MEASURE))
   CUDA_ARCH         passed as -DCMAKE_CUDA_ARCHITECTURES, e.g. 90 or native (now: $(or $(CUDA_ARCH),unset: CMake picks))
-  RACECHECK_FILTER  gtest filter for the racecheck run, to leave out races shown on purpose (now: $(RACECHECK_FILTER))
+  RACECHECK_FILTER  gtest filter for the racecheck run, to leave out races shown on purpose and dynamic
+                    parallelism, which racecheck does not support (memcheck does) (now: $(RACECHECK_FILTER))
   BOOTSTRAP         no = skip conf/bootstrap.sh, you installed the dependencies yourself (now: $(BOOTSTRAP))
   SKIP_BUILD        make measure: yes = use $(BUILD_DIR) as it is (built on another machine) (now: $(SKIP_BUILD))
+  COMMIT            make measure: the commit to name in the measurement file, for a tree copied from a clean
+                    checkout of it to a machine whose git does not know it (now: $(or $(COMMIT),unset: git's HEAD))
   PORT              make serve's port (now: $(PORT))
 endef
 export HELP_TEXT
@@ -112,12 +111,8 @@ build: bootstrap
 	fi
 	run cmake --build "$(BUILD_DIR)"
 	[ -x "$(BENCH)" ] || die "make build: the build did not produce $(BENCH)"
-	# The step registry, printed without a GPU; a failure leaves no half-written file.
-	if ! run "$(BENCH)" --list --json > "$(REGISTRY).tmp"; then
-	  rm -f "$(REGISTRY).tmp"
-	  die "make build: '$(BENCH) --list --json' failed"
-	fi
-	mv -f "$(REGISTRY).tmp" "$(REGISTRY)"
+	# The build writes the step registry, with every kernel's compiled resources (bench/CMakeLists.txt).
+	[ -f "$(REGISTRY)" ] || die "make build: the build did not write $(REGISTRY)"
 	echo "Registry: $(REGISTRY)"
 
 measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
@@ -137,6 +132,7 @@ measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	  [ -n "$$sanitizer" ] || { [ -x "$$c" ] && sanitizer=$$c; } || true
 	done
 	if [ -n "$$sanitizer" ]; then
+	  export STEPWISE_UNDER_SANITIZER=1  # tests that compare register counts skip themselves (instrumentation)
 	  echo "+ $$sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) > $(REPORTS)/memcheck.log 2>&1" >&2
 	  if ! "$$sanitizer" --tool memcheck --error-exitcode 1 "$(GPU_TESTS)" > "$(REPORTS)/memcheck.log" 2>&1; then
 	    tail -n 25 "$(REPORTS)/memcheck.log"; failed+=("memcheck ($(REPORTS)/memcheck.log)")
@@ -150,9 +146,14 @@ measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	  echo "compute-sanitizer not found (PATH, /usr/local/cuda): memcheck and racecheck NOT run"
 	fi
 	# 3. Timing. Only this run's file stays in $(FRESH).
-	commit=$$(git rev-parse --verify -q --short=12 HEAD 2>/dev/null || echo unknown)
 	dirty=()  # --dirty only where git knows the commit and sees changes to it
-	if [ "$$commit" != unknown ] && [ -n "$$(git status --porcelain 2>/dev/null || true)" ]; then dirty=(--dirty); fi
+	if [ -n "$(COMMIT)" ]; then  # a tree copied from a clean checkout of COMMIT, whose git here does not know it
+	  [[ "$(COMMIT)" =~ ^[0-9a-f]{7,40}$$ ]] || die "make measure: COMMIT must be a commit hash (7 to 40 hex digits), not '$(COMMIT)'"
+	  commit=$(COMMIT)
+	else
+	  commit=$$(git rev-parse --verify -q --short=12 HEAD 2>/dev/null || echo unknown)
+	  if [ "$$commit" != unknown ] && [ -n "$$(git status --porcelain 2>/dev/null || true)" ]; then dirty=(--dirty); fi
+	fi
 	rm -f "$(FRESH)"/*.json
 	run "$(BENCH)" --gtest-report "$(REPORTS)/gpu_tests.json" --out-dir "$(FRESH)" \
 	    --commit "$$commit" "$${dirty[@]}" || failed+=("timing program")
@@ -174,20 +175,10 @@ profile: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	@$(PRELUDE)
 	probe
 	[ "$$probe_ok" = 1 ] || die "make profile: no usable CUDA GPU ($$probe_msg)"
-	sanitizer=$$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-	ncu=$$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-	[ -x "$$sanitizer" ] || die "make profile: compute-sanitizer not found (PATH, /usr/local/cuda/bin)"
-	[ -x "$$ncu" ] || die "make profile: ncu (Nsight Compute) not found (PATH, /usr/local/cuda/bin)"
-	slug=$$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 | tr 'A-Z' 'a-z' | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$$//')
-	mkdir -p "$(FRESH)/logs"
-	# The racecheck report of the volatile-only last warp (the reduction chapter shows it).
-	"$$sanitizer" --tool racecheck "$(GPU_TESTS)" --gtest_filter='ReductionRaceDemonstration*' \
-	  > "$(FRESH)/logs/$$slug-reduction-race-demonstration.log" 2>&1
-	# Nsight Compute counts of every reduction kernel, each step run once at 2^22 items. Clocks left alone.
-	"$$ncu" --clock-control none --csv --kernel-name-base demangled -k regex:reduce_kernel \
-	  --metrics $(NCU_REDUCTION_METRICS) "$(GPU_TESTS)" --gtest_filter='ReductionProfile*' \
-	  | grep '^"' > "$(FRESH)/logs/$$slug-reduction-ncu.csv"
-	echo "Profiles: $(FRESH)/logs/$$slug-reduction-race-demonstration.log, $(FRESH)/logs/$$slug-reduction-ncu.csv"
+	# Nsight Compute counts and racecheck reports of the chapters that argue from them (conf/profile.py; clocks
+	# are left alone). Plain python3: a GPU machine need not have the docs' virtualenv.
+	py=python3; [ ! -x "$(PY)" ] || py="$(PY)"
+	run "$$py" conf/profile.py --registry "$(REGISTRY)" --gpu-tests "$(GPU_TESTS)" --out-dir "$(FRESH)/logs"
 	echo "  (copy them to $(RECORDED)/logs/ with the measurement file to record them)"
 
 docs: build

@@ -1,6 +1,7 @@
 // What every chapter of the timing program provides: its registry entry and its measurement.
 #pragma once
 
+#include "resources.hpp"
 #include "sampler.hpp"
 
 #include <nlohmann/json.hpp>
@@ -25,11 +26,15 @@ struct StepEntry {
     bool same_operation = true;
     bool beyond_article = false;
     std::vector<ProblemSize> sizes;
+    std::vector<KernelEntry> kernels;  //!< what the launcher launches, with its block shapes
+    nlohmann::json tiling = nullptr;   //!< how the step tiles the work (the SGEMM chapter's bounds), or null
 };
 
 //! @brief A ceiling or a library baseline.
 struct ReferenceEntry {
     std::string id, title;
+    //! The problem sizes it is measured at; empty: every size of the chapter.
+    std::vector<std::int64_t> sizes = {};
 };
 
 //! @brief A chapter as the registry lists it.
@@ -37,6 +42,12 @@ struct ChapterEntry {
     std::string id, title;
     std::string share_of;          //!< the ceiling whose rate is 100% in the share column
     std::string gtest_prefix;      //!< GoogleTest suites of this chapter start with this
+    //! The profiler evidence `make profile` takes (conf/profile.py); empty: none.
+    struct Profile {
+        std::string ncu_tests;                  //!< gtest filter of the test that runs every step once
+        std::string ncu_kernels;                //!< ncu's -k argument selecting the steps' kernels
+        std::string race_demonstration_tests;   //!< gtest filter of a test to run under racecheck
+    } profile;
     std::vector<TimingMode> timings;
     std::vector<ReferenceEntry> ceilings, baselines;
     std::vector<StepEntry> steps;
@@ -75,6 +86,24 @@ std::unique_ptr<Chapter> make_elementwise_chapter();
 //! @brief The parallel reduction chapter.
 std::unique_ptr<Chapter> make_reduction_chapter();
 
+//! @brief The matrix transpose chapter.
+std::unique_ptr<Chapter> make_transpose_chapter();
+
+//! @brief The y-twist chapter.
+std::unique_ptr<Chapter> make_twist_chapter();
+
+//! @brief The SGEMM chapter.
+std::unique_ptr<Chapter> make_sgemm_chapter();
+
+//! @brief The warp-divergence chapter.
+std::unique_ptr<Chapter> make_divergence_chapter();
+
+//! @brief The occupancy chapter.
+std::unique_ptr<Chapter> make_occupancy_chapter();
+
+//! @brief The dynamic-parallelism chapter.
+std::unique_ptr<Chapter> make_dynamic_parallelism_chapter();
+
 // ---- helpers shared by the chapters (measurement.cpp) ----
 
 //! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
@@ -82,7 +111,14 @@ std::unique_ptr<Chapter> make_reduction_chapter();
 std::string source_sha256(const std::string& file);
 
 //! @brief The registry's JSON (what `--list --json` prints).
-nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters);
+//! @param compiled the kernels of the build's ptxas reports: each step kernel's entry then carries the compiler's
+//!        counts and its theoretical occupancy (empty: it does not)
+//! @throws std::runtime_error when reports are given and a step's kernel is in none of them
+nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters,
+                             const std::vector<CompiledKernel>& compiled = {});
+
+//! @brief The resources of a step's kernels as the CUDA runtime reports them on the current device.
+nlohmann::json step_runtime_resources(const StepEntry& step);
 
 //! @brief The fields every timed row has (see conf/measurement.schema.json, "timing_stats").
 nlohmann::json timing_row(const RowTiming& timing, std::int64_t n, const std::string& timing_id,

@@ -23,6 +23,8 @@ std::string usage()
 {
     return "usage: stepwise_bench [options]\n"
            "  --list [--json]          print the chapters and steps (no GPU needed)\n"
+           "  --ptxas-report FILE      with --list --json: add each kernel's registers, shared and local memory\n"
+           "                           and occupancy from this compiler report (repeatable)\n"
            "  --probe                  exit 0 if a usable CUDA GPU is present, else 1 with the reason\n"
            "  --chapter ID             measure this chapter (repeatable; default: all)\n"
            "  --step ID|CHAPTER/ID     measure only this step (repeatable)\n"
@@ -57,6 +59,8 @@ Options parse_command_line(const std::vector<std::string>& args)
             o.chapters.push_back(value());
         } else if (flag == "--step") {
             o.steps.push_back(value());
+        } else if (flag == "--ptxas-report") {
+            o.ptxas_reports.push_back(value());
         } else if (flag == "--gtest-report") {
             o.gtest_report = value();
         } else if (flag == "--out") {
@@ -90,6 +94,9 @@ Options parse_command_line(const std::vector<std::string>& args)
     }
     if (o.json && !o.list) {
         throw UsageError("--json only goes with --list");
+    }
+    if (!o.ptxas_reports.empty() && !o.json) {
+        throw UsageError("--ptxas-report only goes with --list --json");
     }
     if (!o.out_file.empty() && !o.out_dir.empty()) {
         throw UsageError("give --out or --out-dir, not both");

@@ -27,6 +27,7 @@ struct Options {
     std::string out_file;
     std::string out_dir;
     std::string gtest_report;
+    std::vector<std::string> ptxas_reports;  //!< with --list: the build's compiler reports (resources per kernel)
     std::string commit = "unknown";
     bool dirty = false;
     std::optional<std::uint64_t> seed;

@@ -36,19 +36,28 @@ public:
     std::size_t size() const noexcept { return count_; }
     std::size_t bytes() const noexcept { return count_ * sizeof(T); }
 
+    //! Copies `host` to the device and waits until it has landed: cudaMemcpy from pageable memory may return
+    //! before its DMA completes, and a non-blocking stream would not wait for it.
     void upload(const std::vector<T>& host)
     {
         check_size(host.size());
         STEPWISE_CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+        STEPWISE_CUDA_CHECK(cudaStreamSynchronize(0));
     }
+    //! Copies the device data to the host. Synchronize the stream that wrote them first.
     std::vector<T> download() const
     {
         std::vector<T> host(count_);
         STEPWISE_CUDA_CHECK(cudaMemcpy(host.data(), data_, bytes(), cudaMemcpyDeviceToHost));
         return host;
     }
-    //! Fills every byte with `byte` (poisoning: 0xFF makes every float a NaN).
-    void fill_bytes(int byte) { STEPWISE_CUDA_CHECK(cudaMemset(data_, byte, bytes())); }
+    //! Fills every byte with `byte` (poisoning: 0xFF makes every float a NaN), in order with the other work of
+    //! `stream`. The stream matters: a stream created with cudaStreamNonBlocking does not wait for work of the
+    //! legacy default stream (0), so poisoning there could land after a kernel on such a stream wrote its output.
+    void fill_bytes(int byte, cudaStream_t stream)
+    {
+        STEPWISE_CUDA_CHECK(cudaMemsetAsync(data_, byte, bytes(), stream));
+    }
 
 private:
     void check_size(std::size_t n) const

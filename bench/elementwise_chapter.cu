@@ -4,6 +4,7 @@
 #include "device_buffer.hpp"
 #include "elementwise_reference.hpp"
 #include "elementwise_steps.hpp"
+#include "floor_kernels.hpp"
 
 #include <algorithm>
 
@@ -38,7 +39,7 @@ public:
         };
         for (const elementwise::Step& s : elementwise::steps()) {
             entry_.steps.push_back({s.id, s.title, s.file, s.name_space, "update", s.same_operation, s.beyond_article,
-                                    {{num_items, "2048 x 2048 float"}}});
+                                    {{num_items, "2048 x 2048 float"}}, s.kernels});
         }
     }
 
@@ -67,7 +68,7 @@ public:
 
         const auto ceiling_launch = [&](const std::string& id) -> std::function<cudaError_t()> {
             if (id == "inplace_read_write") {
-                return [&] { return elementwise::inplace_read_write(d_data.data(), d_data.size(), 1.0f, stream); };
+                return [&] { return inplace_read_write(d_data.data(), d_data.size(), 1.0f, stream); };
             }
             if (id == "device_copy") {
                 return [&] {
@@ -75,7 +76,7 @@ public:
                                            stream);
                 };
             }
-            return [&] { return elementwise::empty_launch(stream); };
+            return [&] { return empty_launch(stream); };
         };
         for (const ReferenceEntry& ceiling : entry_.ceilings) {
             for (const TimingMode& mode : entry_.timings) {

@@ -1,6 +1,8 @@
 // The element-wise chapter's step registry: the one list of its steps, for the tests and the timing program.
 #pragma once
 
+#include "resources.hpp"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -23,15 +25,10 @@ struct Step {
     std::size_t workspace_bytes;                               //!< device workspace the step needs
     cudaError_t (*prepare)(void* d_workspace, cudaStream_t);   //!< fills the workspace (null: nothing to do)
     cudaError_t (*update)(float* d_data, int dimx, int dimy, const void* d_workspace, cudaStream_t);
+    std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes
 };
 
 //! @brief Every step, in teaching order.
 const std::vector<Step>& steps();
-
-//! @brief The in-place floor: reads and writes every float4 of `d_data` once (multiplies by `scale`).
-cudaError_t inplace_read_write(float* d_data, std::size_t num_items, float scale, cudaStream_t stream);
-
-//! @brief An empty kernel: one block of one thread that does nothing.
-cudaError_t empty_launch(cudaStream_t stream);
 
 }  // namespace stepwise::elementwise

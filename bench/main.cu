@@ -4,6 +4,7 @@
 #include "command_line.hpp"
 #include "cuda_check.hpp"
 #include "nvml.hpp"
+#include "resources.hpp"
 
 #include <cuda_runtime.h>
 
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <sstream>
 
 namespace {
 
@@ -59,6 +61,55 @@ nlohmann::json read_gtest_report(const std::string& path)
     } catch (const nlohmann::json::exception& e) {
         throw stepwise::UsageError("the GoogleTest report " + path + " is not JSON: " + e.what());
     }
+}
+
+//! What the SGEMM chapter's bounds and roofline are computed from: the device's limits, its boost clock and the
+//! fp32 FMA units per SM of its architecture (a table, not a device property; null where unknown).
+nlohmann::json device_limits(const cudaDeviceProp& prop, const stepwise::Nvml& nvml)
+{
+    std::optional<double> max_clock = nvml.max_sm_clock_mhz();
+    if (!max_clock) {
+        int khz = 0;
+        if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) == cudaSuccess && khz > 0) {
+            max_clock = khz / 1000.0;
+        }
+    }
+    const std::optional<int> lanes = stepwise::fp32_lanes_per_sm(prop.major, prop.minor);
+    return {{"max_sm_clock_mhz", max_clock ? nlohmann::json(*max_clock) : nlohmann::json(nullptr)},
+            {"fp32_lanes_per_sm", lanes ? nlohmann::json(*lanes) : nlohmann::json(nullptr)},
+            {"registers_per_sm", prop.regsPerMultiprocessor},
+            {"max_registers_per_thread", 255},
+            {"shared_memory_per_sm_bytes", prop.sharedMemPerMultiprocessor},
+            {"shared_memory_per_block_optin_bytes", prop.sharedMemPerBlockOptin},
+            {"max_threads_per_sm", prop.maxThreadsPerMultiProcessor},
+            {"shared_memory_banks", 32},
+            {"shared_memory_bank_bytes", 4}};
+}
+
+//! Every kernel of the given ptxas reports (the build writes one per CUDA source of the timing program).
+std::vector<stepwise::CompiledKernel> read_ptxas_reports(const std::vector<std::string>& paths)
+{
+    std::vector<stepwise::CompiledKernel> out;
+    for (const std::string& path : paths) {
+        std::ifstream in(path);
+        if (!in) {
+            throw stepwise::UsageError("cannot read the ptxas report " + path);
+        }
+        std::ostringstream text;
+        text << in.rdbuf();
+        try {
+            for (auto& k : stepwise::parse_ptxas_report(text.str(), path)) {
+                out.push_back(std::move(k));
+            }
+        } catch (const std::runtime_error& e) {
+            throw stepwise::UsageError(e.what());
+        }
+    }
+    if (!paths.empty() && out.empty()) {
+        throw stepwise::UsageError("the ptxas reports list no kernel at all (was the timing program compiled with "
+                                   "--resource-usage?)");
+    }
+    return out;
 }
 
 void write_atomically(const std::filesystem::path& path, const std::string& text)
@@ -124,6 +175,10 @@ int measure(const Options& options, const std::vector<std::unique_ptr<stepwise::
             std::fprintf(stderr, "stepwise_bench: measuring %s (%zu steps)\n", s.chapter->entry().id.c_str(),
                          s.step_ids.size());
             nlohmann::json chapter = s.chapter->measure(context, s.step_ids);
+            for (auto& row : chapter.at("steps")) {
+                row["resources"] =
+                    stepwise::step_runtime_resources(stepwise::find_step(s.chapter->entry(), row.at("id")));
+            }
             for (const auto& row : chapter.at("steps")) {
                 if (!row.at("validated").get<bool>()) {
                     all_valid = false;
@@ -152,6 +207,7 @@ int measure(const Options& options, const std::vector<std::unique_ptr<stepwise::
           {"cuda_runtime", version_text(runtime_version)},
           {"cuda_driver", version_text(driver_version)},
           {"sm_clock_mhz", {{"before", or_null(clock_before)}, {"after", or_null(nvml.sm_clock_mhz())}}},
+          {"limits", device_limits(prop, nvml)},
           {"temperature_c", {{"before", or_null(temperature_before)}, {"after", or_null(nvml.temperature_c())}}}}},
         {"run",
          {{"date", utc_now()},
@@ -196,8 +252,15 @@ int main(int argc, char** argv)
             return probe(false);
         }
         if (options.list) {
-            const nlohmann::json registry = stepwise::registry_json(chapters);
-            if (options.json) {
+            nlohmann::json registry;
+            try {
+                registry = stepwise::registry_json(chapters, read_ptxas_reports(options.ptxas_reports));
+            } catch (const std::runtime_error& e) {
+                throw stepwise::UsageError(e.what());
+            }
+            if (options.json && !options.out_file.empty()) {
+                write_atomically(options.out_file, registry.dump(2));
+            } else if (options.json) {
                 std::cout << registry.dump(2) << '\n';
             } else {
                 for (const auto& c : registry.at("chapters")) {

@@ -13,7 +13,13 @@ std::vector<std::unique_ptr<Chapter>> make_chapters()
 {
     std::vector<std::unique_ptr<Chapter>> chapters;
     chapters.push_back(make_elementwise_chapter());
+    chapters.push_back(make_transpose_chapter());
+    chapters.push_back(make_twist_chapter());
     chapters.push_back(make_reduction_chapter());
+    chapters.push_back(make_sgemm_chapter());
+    chapters.push_back(make_divergence_chapter());
+    chapters.push_back(make_occupancy_chapter());
+    chapters.push_back(make_dynamic_parallelism_chapter());
     return chapters;
 }
 
@@ -72,16 +78,28 @@ nlohmann::json chapter_header(const ChapterEntry& chapter)
     return {{"id", chapter.id}, {"title", chapter.title}, {"share_of", chapter.share_of}, {"timings", timings}};
 }
 
-nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters)
+nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters,
+                             const std::vector<CompiledKernel>& compiled)
 {
     nlohmann::json out = {{"schema", 1}, {"generator", "stepwise_bench"}, {"chapters", nlohmann::json::array()}};
     for (const auto& chapter : chapters) {
         const ChapterEntry& c = chapter->entry();
         nlohmann::json j = chapter_header(c);
+        j["profile"] = nullptr;
+        if (!c.profile.ncu_tests.empty() || !c.profile.race_demonstration_tests.empty()) {
+            const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+            j["profile"] = {{"ncu_tests", or_null(c.profile.ncu_tests)},
+                            {"ncu_kernels", or_null(c.profile.ncu_kernels)},
+                            {"race_demonstration_tests", or_null(c.profile.race_demonstration_tests)}};
+        }
         for (const char* kind : {"ceilings", "baselines"}) {
             j[kind] = nlohmann::json::array();
             for (const ReferenceEntry& r : std::string(kind) == "ceilings" ? c.ceilings : c.baselines) {
-                j[kind].push_back({{"id", r.id}, {"title", r.title}});
+                nlohmann::json entry = {{"id", r.id}, {"title", r.title}};
+                if (!r.sizes.empty()) {
+                    entry["sizes"] = r.sizes;  // measured at these sizes only
+                }
+                j[kind].push_back(entry);
             }
         }
         j["steps"] = nlohmann::json::array();
@@ -90,7 +108,11 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
             for (const ProblemSize& p : s.sizes) {
                 sizes.push_back({{"n", p.n}, {"problem", p.problem}});
             }
-            j["steps"].push_back({{"id", s.id},
+            nlohmann::json kernels = nlohmann::json::array();
+            for (const KernelEntry& k : s.kernels) {
+                kernels.push_back(kernel_registry_json(s.name_space, k, compiled));
+            }
+            nlohmann::json step = {{"id", s.id},
                                   {"title", s.title},
                                   {"file", s.file},
                                   {"namespace", s.name_space},
@@ -98,9 +120,27 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
                                   {"source_sha256", source_sha256(s.file)},
                                   {"same_operation", s.same_operation},
                                   {"beyond_article", s.beyond_article},
-                                  {"sizes", sizes}});
+                                  {"sizes", sizes},
+                                  {"kernels", kernels}};
+            if (!s.tiling.is_null()) {
+                step["tiling"] = s.tiling;
+            }
+            j["steps"].push_back(std::move(step));
         }
         out["chapters"].push_back(j);
+    }
+    if (!compiled.empty()) {
+        out["compiled_by"] = {{"compiler", std::string("nvcc ") + STEPWISE_NVCC_VERSION},
+                              {"report", "nvcc --resource-usage (ptxas) of the timing program's sources"}};
+    }
+    return out;
+}
+
+nlohmann::json step_runtime_resources(const StepEntry& step)
+{
+    nlohmann::json out = nlohmann::json::array();
+    for (const KernelEntry& k : step.kernels) {
+        out.push_back(runtime_resources_json(k));
     }
     return out;
 }

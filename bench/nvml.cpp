@@ -79,6 +79,11 @@ std::optional<double> Nvml::device_query(const char* function, int kind) const
 
 std::optional<double> Nvml::sm_clock_mhz() const { return device_query("nvmlDeviceGetClockInfo", nvml_clock_sm); }
 
+std::optional<double> Nvml::max_sm_clock_mhz() const
+{
+    return device_query("nvmlDeviceGetMaxClockInfo", nvml_clock_sm);
+}
+
 std::optional<double> Nvml::temperature_c() const
 {
     return device_query("nvmlDeviceGetTemperature", nvml_temperature_gpu);

@@ -21,6 +21,8 @@ public:
     const std::string& unavailable_reason() const { return reason_; }
     std::optional<std::string> driver_version() const;
     std::optional<double> sm_clock_mhz() const;
+    //! The highest SM clock the GPU may run at (its boost clock), in MHz.
+    std::optional<double> max_sm_clock_mhz() const;
     std::optional<double> temperature_c() const;
 
 private:

@@ -24,12 +24,14 @@ public:
         entry_.title = "Parallel reduction: from neighbored pairs to faster than CUB";
         entry_.share_of = "device_copy";
         entry_.gtest_prefix = "Reduction";
+        entry_.profile = {"ReductionProfile.*", "regex:reduce_kernel", "ReductionRaceDemonstration.*"};
         entry_.timings = {{"single_cold", "events around one call (all its launches); L2 flushed before each sample",
                            true, 1}};
         entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of the same bytes (reads and writes them)"}};
         entry_.baselines = {{"cub_device_reduce_sum", "cub::DeviceReduce::Sum (CUDA 13 CCCL)"}};
         for (const reduction::Step& s : reduction::steps()) {
-            StepEntry step{s.id, s.title, s.file, s.name_space, "sum", true, std::string(s.source) == "beyond", {}};
+            StepEntry step{s.id, s.title, s.file, s.name_space, "sum", true, std::string(s.source) == "beyond", {},
+                           s.kernels};
             for (const int n : measured_sizes) {
                 step.sizes.push_back({n, size_text(n)});
             }
@@ -113,7 +115,7 @@ private:
         if (destroys_input) {
             restore();
         }
-        d_out.fill_bytes(0xFF);
+        d_out.fill_bytes(0xFF, stream);
         STEPWISE_CUDA_CHECK(call());
         STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
         const int got = d_out.download().front();

@@ -20,6 +20,8 @@
 
 #include <cub/device/device_reduce.cuh>
 
+#include <string>
+
 namespace stepwise::reduction {
 namespace {
 
@@ -40,8 +42,19 @@ cudaError_t cub_sum_of(void* d_temp_storage, std::size_t& temp_storage_bytes, T*
 
 }  // namespace
 
-#define STEPWISE_IN_PLACE(ns) ns::sum<int>, ns::sum<float>
-#define STEPWISE_READING(ns) reading<int, ns::sum<int>>, reading<float, ns::sum<float>>
+// The int and float instantiations of a step's kernel, `reduce_kernel<T>` or `reduce_kernel<block_threads, T>`.
+#define STEPWISE_KERNELS(ns)                                                                                     \
+    {kernel_entry("reduce_kernel<int>", ns::reduce_kernel<int>, dim3(ns::block_threads)),                        \
+     kernel_entry("reduce_kernel<float>", ns::reduce_kernel<float>, dim3(ns::block_threads))}
+#define STEPWISE_SIZED_KERNELS(ns)                                                                               \
+    {kernel_entry("reduce_kernel<" + std::to_string(ns::block_threads) + ", int>",                               \
+                  ns::reduce_kernel<ns::block_threads, int>, dim3(ns::block_threads)),                           \
+     kernel_entry("reduce_kernel<" + std::to_string(ns::block_threads) + ", float>",                             \
+                  ns::reduce_kernel<ns::block_threads, float>, dim3(ns::block_threads))}
+#define STEPWISE_IN_PLACE(ns) ns::sum<int>, ns::sum<float>, STEPWISE_KERNELS(ns)
+#define STEPWISE_READING(ns) reading<int, ns::sum<int>>, reading<float, ns::sum<float>>, STEPWISE_KERNELS(ns)
+#define STEPWISE_READING_SIZED(ns) \
+    reading<int, ns::sum<int>>, reading<float, ns::sum<float>>, STEPWISE_SIZED_KERNELS(ns)
 
 const std::vector<Step>& steps()
 {
@@ -78,22 +91,25 @@ const std::vector<Step>& steps()
          "Harris 5", false, STEPWISE_READING(unrolled_last_warp_shared)},
         {"13_completely_unrolled", "Completely unrolled, block size as a template parameter",
          "snippets/reduction/13_completely_unrolled.cuh", "stepwise::reduction::completely_unrolled", "Harris 6",
-         false, STEPWISE_READING(completely_unrolled)},
+         false, STEPWISE_READING_SIZED(completely_unrolled)},
         {"14_multiple_elements_per_thread", "Multiple elements per thread",
          "snippets/reduction/14_multiple_elements_per_thread.cuh", "stepwise::reduction::multiple_elements_per_thread",
-         "Harris 7", false, STEPWISE_READING(multiple_elements_per_thread)},
+         "Harris 7", false, STEPWISE_READING_SIZED(multiple_elements_per_thread)},
         {"15_warp_shuffle", "Warp shuffles instead of the shared-memory tree", "snippets/reduction/15_warp_shuffle.cuh",
-         "stepwise::reduction::warp_shuffle", "beyond", false, STEPWISE_READING(warp_shuffle)},
+         "stepwise::reduction::warp_shuffle", "beyond", false, STEPWISE_READING_SIZED(warp_shuffle)},
         {"16_vector_loads", "16-byte loads, one resident wave of blocks", "snippets/reduction/16_vector_loads.cuh",
-         "stepwise::reduction::vector_loads", "beyond", false, STEPWISE_READING(vector_loads)},
+         "stepwise::reduction::vector_loads", "beyond", false, STEPWISE_READING_SIZED(vector_loads)},
         {"17_single_pass", "One launch: the last block adds the block sums", "snippets/reduction/17_single_pass.cuh",
-         "stepwise::reduction::single_pass", "beyond", false, STEPWISE_READING(single_pass)},
+         "stepwise::reduction::single_pass", "beyond", false, STEPWISE_READING_SIZED(single_pass)},
     };
     return all;
 }
 
 #undef STEPWISE_IN_PLACE
 #undef STEPWISE_READING
+#undef STEPWISE_READING_SIZED
+#undef STEPWISE_KERNELS
+#undef STEPWISE_SIZED_KERNELS
 
 cudaError_t cub_sum(void* d_temp_storage, std::size_t& temp_storage_bytes, int* d_in, int* d_out, int num_items,
                     cudaStream_t stream)

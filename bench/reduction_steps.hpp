@@ -1,6 +1,8 @@
 // The reduction chapter's step registry: the one list of its steps, for the tests and the timing program.
 #pragma once
 
+#include "resources.hpp"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -23,6 +25,7 @@ struct Step {
     bool destroys_input;       //!< reduces in place in global memory, as the 003 article's kernels
     SumFunction<int> sum_int;
     SumFunction<float> sum_float;
+    std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes
 };
 
 //! @brief Every step, in teaching order.

@@ -46,7 +46,11 @@ double Sampler::one_sample(const std::string& what, const TimingMode& mode, cons
 RowTiming Sampler::time(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
                         const std::function<cudaError_t()>& launch)
 {
-    for (int i = 0; i < warmup_samples_; ++i) {
+    const auto warmup_begin = std::chrono::steady_clock::now();
+    for (int i = 0; !warmup_done(i, warmup_samples_,
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_begin).count(),
+                                 rule_.max_seconds_per_row);
+         ++i) {
         one_sample(what, mode, reset, launch);
         if (const auto mhz = nvml_.sm_clock_mhz()) {
             highest_clock_mhz_ = std::max(highest_clock_mhz_, *mhz);

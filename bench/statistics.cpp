@@ -49,6 +49,11 @@ bool StoppingRule::done(const std::vector<double>& kept_ms, double elapsed_secon
     return s.rel_noise / std::sqrt(static_cast<double>(s.samples)) < target_rel_stderr;
 }
 
+bool warmup_done(int taken, int wanted, double elapsed_seconds, double max_seconds_per_row)
+{
+    return taken >= wanted || (taken >= 1 && elapsed_seconds >= 0.5 * max_seconds_per_row);
+}
+
 bool is_throttled(double sample_clock_mhz, double highest_clock_mhz, double threshold)
 {
     return sample_clock_mhz < threshold * highest_clock_mhz;

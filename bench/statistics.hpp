@@ -32,6 +32,11 @@ struct StoppingRule {
     bool done(const std::vector<double>& kept_ms, double elapsed_seconds) const;
 };
 
+//! @brief Whether the warm-up of a row is over: `wanted` samples taken, or (after at least one) half of the row's
+//!        time limit spent, so that a step taking a large fraction of a second per sample is not warmed up for
+//!        longer than it is measured.
+bool warmup_done(int taken, int wanted, double elapsed_seconds, double max_seconds_per_row);
+
 //! @brief True when a sample ran with the SM clock below `threshold` times the run's highest clock.
 bool is_throttled(double sample_clock_mhz, double highest_clock_mhz, double threshold);
 

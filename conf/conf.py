@@ -11,10 +11,14 @@ STEPWISE_STRICT         ``1``: a stale or missing measurement stops the build
 STEPWISE_DOXYGEN_XML    Doxygen's XML output directory (read by Breathe)
 STEPWISE_REPO_ROOT      the repository the registry's file paths are relative to
                         (default: the parent of this directory)
+STEPWISE_SASS_DIR       where the chapters' SASS reports are, ``<chapter>.json``
+                        (written by conf/sass_report.py at build time; build_docs.py does
+                        not set it: the default is the registry's folder + ``/sass``,
+                        build/sass/)
 
 Each can also be overridden with ``-D name=value`` (``stepwise_registry``,
 ``stepwise_measurements``, ``stepwise_source``, ``stepwise_strict``,
-``stepwise_repo_root``).
+``stepwise_repo_root``, ``stepwise_sass_dir``).
 """
 from __future__ import annotations
 
@@ -74,6 +78,9 @@ stepwise_source = os.environ.get("STEPWISE_SOURCE", "recorded")
 stepwise_strict = os.environ.get("STEPWISE_STRICT", "0") not in ("", "0", "false", "no")
 stepwise_repo_root = os.environ.get("STEPWISE_REPO_ROOT", str(REPO_ROOT))
 stepwise_measurement_schema = str(CONF_DIR / "measurement.schema.json")
+# The build's SASS reports (conf/sass_report.py), one <chapter>.json per chapter that has one.
+stepwise_sass_dir = os.environ.get(
+    "STEPWISE_SASS_DIR", str(Path(stepwise_registry).resolve().parent / "sass") if stepwise_registry else "")
 
 # -- sphinx-copybutton -------------------------------------------------------
 copybutton_exclude = ".linenos, .gp, .go"

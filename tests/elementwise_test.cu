@@ -2,6 +2,7 @@
 #include "device_buffer.hpp"
 #include "elementwise_reference.hpp"
 #include "elementwise_steps.hpp"
+#include "floor_kernels.hpp"
 #include "gpu_test_support.hpp"
 
 #include "../snippets/elementwise/06_float4.cuh"
@@ -58,7 +59,7 @@ protected:
             ASSERT_EQ(step.prepare(d_workspace.data(), 0), cudaSuccess);
         }
         DeviceBuffer<float> d_data(input.size() + guard_floats);
-        d_data.fill_bytes(0xFF);  // every float a NaN
+        d_data.fill_bytes(0xFF, 0);  // every float a NaN
         ASSERT_EQ(cudaMemcpy(d_data.data(), input.data(), input.size() * sizeof(float), cudaMemcpyHostToDevice),
                   cudaSuccess);
         after.clear();
@@ -244,7 +245,7 @@ TEST(ElementwiseCeilings, InPlaceReadWriteTouchesEveryElementAndNothingElse)
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::vector<float> input = uniform_input(1000, 37, 1.f, 100.f, fresh_seed());
     DeviceBuffer<float> d_data(input.size() + guard_floats);
-    d_data.fill_bytes(0xFF);
+    d_data.fill_bytes(0xFF, 0);
     ASSERT_EQ(cudaMemcpy(d_data.data(), input.data(), input.size() * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
     ASSERT_EQ(inplace_read_write(d_data.data(), input.size(), 2.f, 0), cudaSuccess);

@@ -42,11 +42,11 @@ protected:
         DeviceBuffer<T> d_in(input.size());
         d_in.upload(input);
         DeviceBuffer<T> d_out(1);
-        d_out.fill_bytes(0xFF);
+        d_out.fill_bytes(0xFF, 0);
         std::size_t temp_bytes = 0;
         ASSERT_EQ(sum(nullptr, temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0), cudaSuccess);
         DeviceBuffer<unsigned char> d_temp(temp_bytes);
-        d_temp.fill_bytes(0xFF);  // a step must not rely on a zeroed workspace
+        d_temp.fill_bytes(0xFF, 0);  // a step must not rely on a zeroed workspace
         ASSERT_EQ(sum(d_temp.data(), temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -145,7 +145,7 @@ TEST_P(ReductionStepTest, RepeatedCallsOnOneWorkspaceAgree)
     DeviceBuffer<unsigned char> d_temp(temp_bytes);
     for (int call = 0; call < 3; ++call) {
         d_in.upload(input);
-        d_out.fill_bytes(0xFF);
+        d_out.fill_bytes(0xFF, 0);
         ASSERT_EQ(step.sum_int(d_temp.data(), temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -171,7 +171,7 @@ TEST(ReductionProfile, EveryStepOnceAtHarrisSizeIsExact)
         ASSERT_EQ(step.sum_int(nullptr, temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0),
                   cudaSuccess);
         DeviceBuffer<unsigned char> d_temp(temp_bytes);
-        d_out.fill_bytes(0xFF);
+        d_out.fill_bytes(0xFF, 0);
         ASSERT_EQ(step.sum_int(d_temp.data(), temp_bytes, d_in.data(), d_out.data(), static_cast<int>(input.size()), 0),
                   cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);

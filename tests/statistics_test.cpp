@@ -73,6 +73,16 @@ TEST(StoppingRule, StopsAtTheTimeLimitOrTheSampleLimit)
     EXPECT_TRUE(rule.done(std::vector<double>(5, 1.0), 2.0));
 }
 
+TEST(Warmup, TakesTheWantedSamplesOrHalfTheRowsTimeLimit)
+{
+    EXPECT_FALSE(warmup_done(0, 3, 0.0, 1.0));
+    EXPECT_FALSE(warmup_done(2, 3, 0.1, 1.0));
+    EXPECT_TRUE(warmup_done(3, 3, 0.1, 1.0));
+    EXPECT_TRUE(warmup_done(1, 3, 0.5, 1.0));   // one slow sample already took half the limit
+    EXPECT_FALSE(warmup_done(0, 3, 10.0, 1.0)); // but at least one warm-up sample
+    EXPECT_TRUE(warmup_done(0, 0, 0.0, 1.0));   // --warmup-samples 0
+}
+
 TEST(Throttle, ASampleBelowTheThresholdOfTheHighestClockIsThrottled)
 {
     EXPECT_TRUE(is_throttled(1700, 1980, 0.9));

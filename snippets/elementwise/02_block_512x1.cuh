@@ -13,6 +13,8 @@
 
 namespace stepwise::elementwise::block_512x1 {
 
+constexpr int block_x = 512;  //!< threads per block along x, the launch shape of the update kernel
+
 //! @brief `v + sqrt(log(v) + 1)`: the update of an odd column.
 __device__ __forceinline__ float odd_column_update(float v) { return v + sqrtf(logf(v) + 1.f); }
 
@@ -42,7 +44,6 @@ static __global__ void update_kernel(float* d_data, int dimx, int dimy)
 //! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
 inline cudaError_t update(float* d_data, int dimx, int dimy, cudaStream_t stream = 0)
 {
-    constexpr int block_x = 512;
     if (d_data == nullptr || dimx <= 0 || dimy <= 0 || dimy > 65535) {
         return cudaErrorInvalidValue;
     }

@@ -12,6 +12,8 @@
 
 namespace stepwise::elementwise::split_odd_even {
 
+constexpr int block_x = 512;  //!< threads per block along x, the launch shape of both kernels
+
 //! @brief `v + sqrt(log(v) + 1)`: the update of an odd column.
 __device__ __forceinline__ float odd_column_update(float v) { return v + sqrtf(logf(v) + 1.f); }
 
@@ -51,7 +53,6 @@ static __global__ void update_even_columns_kernel(float* d_data, int dimx, int d
 //! @return `cudaErrorInvalidValue` if a precondition fails, else the first launch error
 inline cudaError_t update(float* d_data, int dimx, int dimy, cudaStream_t stream = 0)
 {
-    constexpr int block_x = 512;
     if (d_data == nullptr || dimx <= 0 || dimy <= 0 || dimy > 65535) {
         return cudaErrorInvalidValue;
     }

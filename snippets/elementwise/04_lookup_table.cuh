@@ -18,6 +18,8 @@
 
 namespace stepwise::elementwise::lookup_table {
 
+constexpr int block_x = 512;  //!< threads per block along x, the launch shape of the update kernel
+
 constexpr int table_first_value = 10;                 //!< smallest input the table covers
 constexpr int table_values = 256;                     //!< inputs 10..265
 constexpr int table_entries = 2 * table_values;       //!< even columns first, then odd columns
@@ -78,7 +80,6 @@ static __global__ void update_kernel(float* d_data, const float* __restrict__ d_
 //! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
 inline cudaError_t update(float* d_data, int dimx, int dimy, const float* d_table, cudaStream_t stream = 0)
 {
-    constexpr int block_x = 512;
     if (d_data == nullptr || d_table == nullptr || dimx <= 0 || dimy <= 0 || dimy > 65535) {
         return cudaErrorInvalidValue;
     }

@@ -13,6 +13,8 @@
 
 namespace stepwise::elementwise::float2_2x2 {
 
+constexpr int block_x = 256;  //!< threads per block along x, the launch shape of the update kernel
+
 //! @brief `v + sqrt(log(v) + 1)`: the update of an odd column.
 __device__ __forceinline__ float odd_column_update(float v) { return v + sqrtf(logf(v) + 1.f); }
 
@@ -57,7 +59,6 @@ static __global__ void update_kernel(float* d_data, int dimx, int dimy)
 //! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
 inline cudaError_t update(float* d_data, int dimx, int dimy, cudaStream_t stream = 0)
 {
-    constexpr int block_x = 256;
     constexpr int rows_per_thread = 2;
     static_assert(alignof(float2) == 2 * sizeof(float), "a float2 covers one even and one odd column");
     if (d_data == nullptr || dimx <= 0 || dimx % 2 != 0 || dimy <= 0 || dimy > 65535 * rows_per_thread ||

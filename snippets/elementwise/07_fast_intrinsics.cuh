@@ -18,6 +18,8 @@
 
 namespace stepwise::elementwise::fast_intrinsics {
 
+constexpr int block_x = 256;  //!< threads per block along x, the launch shape of the update kernel
+
 //! @brief `v + sqrt(log(v) + 1)` with the approximate logarithm.
 __device__ __forceinline__ float odd_column_update(float v) { return v + sqrtf(__logf(v) + 1.f); }
 
@@ -61,7 +63,6 @@ static __global__ void update_kernel(float4* d_quads, std::size_t num_quads)
 //! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
 inline cudaError_t update(float* d_data, int dimx, int dimy, cudaStream_t stream = 0)
 {
-    constexpr int block_x = 256;
     static_assert(sizeof(float4) == 4 * sizeof(float), "a float4 covers columns 4k .. 4k+3");
     if (d_data == nullptr || dimx <= 0 || dimx % 4 != 0 || dimy <= 0 ||
         reinterpret_cast<std::size_t>(d_data) % alignof(float4) != 0) {

@@ -47,6 +47,43 @@ REDUCTION_CEILINGS = [{"id": "device_copy", "title": "FIXTURE: device-to-device 
 REDUCTION_BASELINES = [{"id": "cub_device_reduce_sum", "title": "FIXTURE: a library sum"}]
 REDUCTION_SIZES = [{"n": 4194304, "problem": "2^22 int"}, {"n": 268435456, "problem": "2^28 int"}]
 
+#: FIXTURE device limits (gpu.limits) for every FIXTURE measurement file.
+FIXTURE_LIMITS = {"max_sm_clock_mhz": 1000, "fp32_lanes_per_sm": 128, "registers_per_sm": 65536,
+                  "max_registers_per_thread": 255, "shared_memory_per_sm_bytes": 233472,
+                  "shared_memory_per_block_optin_bytes": 232448, "max_threads_per_sm": 2048,
+                  "shared_memory_banks": 32, "shared_memory_bank_bytes": 4}
+FIXTURE_SM_COUNT = 100
+
+# An SGEMM-like chapter: steps with a "tiling", rows with FLOPs, an FMA ceiling and a copy.
+GEMM_TIMINGS = [
+    {"id": "single_cold", "label": "FIXTURE: events around one launch; L2 flushed before each sample",
+     "l2": "flushed", "launches_per_sample": 1},
+]
+GEMM_CEILINGS = [{"id": "fma_peak", "title": "FIXTURE: n^3 FMAs in registers"},
+                 {"id": "device_copy", "title": "FIXTURE: device-to-device copy of A, B and C"}]
+GEMM_BASELINES = [{"id": "cublas_sgemm", "title": "FIXTURE: a library SGEMM, fp32"},
+                  {"id": "cublas_sgemm_tf32", "title": "FIXTURE: a library SGEMM, TF32"}]
+#: FIXTURE rates at large n: the FMA ceiling (GFLOP/s) and the copy (GB/s, read + written).
+GEMM_FMA_GFLOPS = 20000.0
+GEMM_COPY_GBPS = 2000.0
+#: The FIXTURE gemm chapter of tests/docs/fixtures/project: tiling and sizes of its steps.
+GEMM_TILINGS = {
+    "01_naive": dict(block_m=32, block_n=32, block_k=0, warp_m=0, warp_n=0, thread_m=1, thread_n=1,
+                     threads=1024, stages=0),
+    "02_register_blocking": dict(block_m=64, block_n=64, block_k=8, warp_m=0, warp_n=0, thread_m=4,
+                                 thread_n=4, threads=256, stages=0),
+    "03_autotuned": dict(block_m=128, block_n=128, block_k=16, warp_m=64, warp_n=32, thread_m=8,
+                         thread_n=8, threads=256, stages=3),
+    "04_tf32": dict(block_m=128, block_n=128, block_k=32, warp_m=64, warp_n=64, thread_m=0, thread_n=0,
+                    threads=128, stages=2),
+}
+GEMM_SIZES = {"01_naive": [128, 256, 512, 1000], "02_register_blocking": [128, 256, 512],
+              "03_autotuned": [128, 256, 512], "04_tf32": [128, 256, 512]}
+#: FIXTURE DRAM bytes (read, written) per step in the gemm chapter's FIXTURE Nsight Compute file.
+GEMM_DRAM = {"01_naive": (201326592, 1048576), "02_register_blocking": (6291456, 1048576),
+             "03_autotuned": (3145728, 1048576), "04_tf32": (3145728, 1048576)}
+GEMM_PROFILED_N = 512
+
 
 def snippet_steps(root: Path, chapter: str, launcher: str = "update",
                   sizes: list[dict] | None = None) -> list[dict]:
@@ -65,7 +102,29 @@ def snippet_steps(root: Path, chapter: str, launcher: str = "update",
             "same_operation": "lookup" not in path.stem,
             "beyond_article": False,
             "sizes": sizes or [{"n": 4194304, "problem": "2048 x 2048 float"}],
+            "kernels": [fixture_kernel()],
         })
+    return steps
+
+
+def fixture_kernel(name: str = "update_kernel", registers: int = 16) -> dict:
+    """A registry kernel entry with made-up (FIXTURE) compiler counts."""
+    return {"name": name, "block": [256, 1, 1], "block_threads": 256, "dynamic_shared_bytes": 0,
+            "compiled": [{"arch": "sm_90", "registers": registers, "barriers": 0, "static_shared_bytes": 0,
+                          "stack_frame_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0,
+                          "occupancy": {"blocks_per_sm": 8, "active_warps": 64, "max_warps": 64,
+                                        "fraction": 1.0, "limited_by": ["warps"]}}]}
+
+
+def gemm_steps(root: Path) -> list[dict]:
+    """Registry entries of the FIXTURE gemm chapter (snippets/gemm/*.cuh), with tilings."""
+    steps = snippet_steps(root, "gemm", "sgemm")
+    for step in steps:
+        step["tiling"] = dict(GEMM_TILINGS[step["id"]])
+        step["sizes"] = [{"n": n, "problem": f"{n}^3 fp32 (fixture)"} for n in GEMM_SIZES[step["id"]]]
+        step["same_operation"] = "tf32" not in step["id"]
+        step["beyond_article"] = "tf32" in step["id"]
+        step["kernels"] = [fixture_kernel("sgemm_kernel", 32 if step["id"] == "01_naive" else 128)]
     return steps
 
 
@@ -86,11 +145,152 @@ def _stats(n: int, timing: str, median: float, nbytes: int | None) -> dict:
             "flops": None, "gflops": None}
 
 
+def is_gemm(chapter: dict) -> bool:
+    """An SGEMM-like chapter: its steps carry a tiling, its rows FLOPs."""
+    return any("tiling" in s for s in chapter["steps"])
+
+
+def _gemm_stats(n: int, timing: str, fraction: float) -> dict:
+    """FIXTURE timing stats of a row doing 2 n^3 FLOPs at ``fraction`` of the FIXTURE FMA ceiling
+    (smaller sizes run a little slower)."""
+    flops = 2 * n ** 3
+    gflops = GEMM_FMA_GFLOPS * fraction * n / (n + 64)
+    median = flops / (gflops * 1e6)
+    return {**_stats(n, timing, median, None), "flops": flops, "gflops": gflops}
+
+
+def _gemm_fraction(chapter: dict, step: dict) -> float:
+    """FIXTURE share of the FMA ceiling: a ladder over the fp32 steps, 2x for the others."""
+    if not step.get("same_operation", True):
+        return 2.0
+    fp32 = [s["id"] for s in chapter["steps"] if s.get("same_operation", True)]
+    i = fp32.index(step["id"])
+    return 0.02 + 0.88 * i / max(len(fp32) - 1, 1)
+
+
+def _gemm_chosen_step(chapter: dict) -> dict:
+    tiled = [s for s in chapter["steps"] if s.get("tiling") and s["tiling"]["block_m"] > 0]
+    named = [s for s in tiled if s["id"].endswith("autotuned")]
+    if named:
+        return named[0]
+    return [s for s in tiled if s.get("same_operation", True)][-1]
+
+
+def config_id(config: dict) -> str:
+    return ("bm{block_m}_bn{block_n}_bk{block_k}_wm{warp_m}_wn{warp_n}_tm{thread_m}_tn{thread_n}"
+            "_s{stages}_mb{min_blocks}").format(**config)
+
+
+def gemm_autotune_rows(chapter: dict, timing: str) -> list[dict]:
+    """FIXTURE autotuning rows: the chosen step's tiling (chosen) and two variants, at its largest
+    size (4096 where it has it)."""
+    step = _gemm_chosen_step(chapter)
+    sizes = [size["n"] for size in step["sizes"]]
+    n = 4096 if 4096 in sizes else max(sizes)
+    chosen = {**step["tiling"], "min_blocks": 2}
+    variants = [(chosen, 1.0, True),
+                ({**chosen, "stages": chosen["stages"] + 1}, 0.8, False),
+                ({**chosen, "block_k": 2 * chosen["block_k"] or 8}, 0.7, False)]
+    rows = []
+    for config, factor, is_chosen in variants:
+        cid = config_id(config)
+        threads = config["threads"]
+        rows.append({
+            "id": cid, "config": config,
+            **_gemm_stats(n, timing, _gemm_fraction(chapter, step) * factor),
+            "validated": True, "validation": "FIXTURE: within the FIXTURE tolerance of the FIXTURE reference",
+            "accuracy": {"max_rel": 1e-6, "tolerance_rel": 1e-5},
+            "resources": [{"kernel": f"sgemm_kernel<{cid}>", "block": [threads, 1, 1], "registers": 128,
+                           "static_shared_bytes": 0, "local_bytes": 0,
+                           "blocks_per_sm": max(1, 2048 // threads // 4),
+                           "occupancy": max(1, 2048 // threads // 4) * threads / 2048}],
+            "chosen": is_chosen,
+        })
+    return rows
+
+
+def _gemm_chapter(ch: dict, root: Path) -> dict:
+    """A FIXTURE measurement chapter for an SGEMM-like registry chapter."""
+    rows_s, rows_c, rows_b = [], [], []
+    sizes = list(dict.fromkeys(size["n"] for s in ch["steps"] for size in s["sizes"]))
+    for t in ch["timings"]:
+        for n in sizes:
+            for c in ch["ceilings"]:
+                if c["id"] == "device_copy":
+                    nbytes = 2 * 3 * 4 * n * n
+                    rows_c.append({"id": c["id"], "title": c["title"],
+                                   **_stats(n, t["id"], nbytes / (GEMM_COPY_GBPS * 1e6), nbytes)})
+                else:
+                    rows_c.append({"id": c["id"], "title": c["title"], **_gemm_stats(n, t["id"], 1.0)})
+            for b in ch["baselines"]:
+                row = {"id": b["id"], "title": b["title"],
+                       **_gemm_stats(n, t["id"], 2.5 if "tf32" in b["id"] else 0.95)}
+                rows_b.append(row)
+        fma = {row["n"]: row for row in rows_c if row["id"] == "fma_peak" and row["timing"] == t["id"]}
+        for s in ch["steps"]:
+            same = s.get("same_operation", True)
+            for size in s["sizes"]:
+                stats = _gemm_stats(size["n"], t["id"], _gemm_fraction(ch, s))
+                mark = fma.get(size["n"])
+                rows_s.append({
+                    "id": s["id"], "title": s["title"], **stats,
+                    "file": s["file"], "source_sha256": source_sha256(root / s["file"]),
+                    "problem": size.get("problem", ""), "same_operation": same,
+                    "beyond_article": s.get("beyond_article", False),
+                    "share_of_ceiling": mark["median_ms"] / stats["median_ms"] if mark else None,
+                    "validated": True,
+                    "validation": "FIXTURE: within the FIXTURE tolerance of the FIXTURE reference",
+                    "accuracy": {"max_rel": 1e-6 if same else 1e-3,
+                                 "tolerance_rel": 1e-5 if same else 4e-3},
+                    "tests": {"passed": 3, "failed": 0, "skipped": 0},
+                })
+    return {"id": ch["id"], "title": ch["title"], "share_of": ch["share_of"], "timings": ch["timings"],
+            "ceilings": rows_c, "baselines": rows_b, "steps": rows_s,
+            "autotune": [r for t in ch["timings"] for r in gemm_autotune_rows(ch, t["id"])]}
+
+
+def ncu_csv(chapter: dict, dram: dict[str, tuple[int, int]]) -> str:
+    """A FIXTURE file in the format of ``ncu --csv --print-units base``: one launch per step,
+    every metric the docs read, DRAM bytes (read, written) from ``dram``."""
+    from stepwise_docs.ncu import METRICS
+
+    header = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream",
+              "Block Size", "Grid Size", "Device", "CC", "Section Name", "Metric Name", "Metric Unit",
+              "Metric Value"]
+    values = {"smsp__thread_inst_executed_per_inst_executed.ratio": ("", "32"),
+              "smsp__inst_executed.sum": ("inst", "1,000,000")}
+    lines = ["==FIXTURE== tests/docs fixture in the format of `ncu --csv --print-units base`: "
+             "made-up round numbers, not a measurement\n",
+             ",".join(f'"{h}"' for h in header) + "\n"]
+    for launch, step in enumerate(chapter["steps"]):
+        read, written = dram[step["id"]]
+        kernel = f"void {step['namespace']}::sgemm_kernel(int, int, int, float, const float *, const float *, float, float *)"
+        for metric in sorted(METRICS):
+            if metric == "dram__bytes_read.sum":
+                unit, value = "byte", f"{read:,}"
+            elif metric == "dram__bytes_write.sum":
+                unit, value = "byte", f"{written:,}"
+            else:
+                unit, value = values.get(metric, ("", "1,024"))
+            cells = [str(launch), "1", "fixture_tests", "127.0.0.1", kernel, "1", "7", "(256, 1, 1)",
+                     "(16, 16, 1)", "0", "9.0", "Command line profiler metrics", metric, unit, value]
+            lines.append(",".join(f'"{c}"' for c in cells) + "\n")
+    return "".join(lines)
+
+
+def default_dram(chapter: dict, n: int = 4096) -> dict[str, tuple[int, int]]:
+    """FIXTURE DRAM bytes (read, written) for every step of a chapter: A and B read once, C written."""
+    return {s["id"]: (2 * 4 * n * n, 4 * n * n) for s in chapter["steps"]}
+
+
 def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00Z",
                     commit: str = "f1xture") -> dict:
     """A schema-valid FIXTURE measurement file covering every registry row."""
     chapters = []
     for ch in registry["chapters"]:
+        if is_gemm(ch):
+            chapters.append(_gemm_chapter(ch, root))
+            continue
         rows_s, rows_c, rows_b = [], [], []
         sizes = list(dict.fromkeys(size["n"] for s in ch["steps"] for size in s["sizes"]))
         for t_index, t in enumerate(ch["timings"]):
@@ -121,8 +321,9 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
     return {
         "schema": 1, "generator": "stepwise_bench",
         "gpu": {"name": FIXTURE_GPU, "slug": "fixture-gpu", "compute_capability": "9.0",
-                "sm_count": 100, "l2_bytes": 50331648, "driver": "FIXTURE", "cuda_runtime": "13.0",
-                "cuda_driver": "13.0", "sm_clock_mhz": {"before": 1000, "after": 1000}},
+                "sm_count": FIXTURE_SM_COUNT, "l2_bytes": 50331648, "driver": "FIXTURE",
+                "cuda_runtime": "13.0", "cuda_driver": "13.0",
+                "sm_clock_mhz": {"before": 1000, "after": 1000}, "limits": dict(FIXTURE_LIMITS)},
         "run": {"date": date, "commit": commit, "dirty": False,
                 "stopping_rule": {"min_samples": 10, "max_samples": 100, "target_rel_stderr": 0.01,
                                   "max_seconds_per_row": 1.0, "throttle_threshold": 0.9}},

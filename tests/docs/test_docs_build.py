@@ -134,7 +134,8 @@ def test_strict_build_passes_and_renders_everything(project):
     # step sections: source, download, diff, Breathe's launcher docs, marks
     assert "snippets/demo/01_naive.cuh" in html_text
     downloads = sorted(p.name for p in (index.parent / "_downloads").rglob("*.cuh"))
-    assert downloads == ["01_naive.cuh", "02_vector.cuh"]
+    assert downloads == ["01_naive.cuh", "01_naive.cuh", "02_register_blocking.cuh", "02_vector.cuh",
+                         "03_autotuned.cuh", "04_tf32.cuh"]  # the demo's steps and the gemm page's
     assert "What changed since 01_naive" in html_text
     assert "+++ snippets/demo/02_vector.cuh" in html_text
     assert 'id="_CPPv4N8stepwise4demo5naive6updateEPfi12cudaStream_t"' in html
@@ -323,8 +324,8 @@ def test_ncu_table_and_numbers(project):
     assert "100 % in its first" in text
     assert "8,224" in text and "12.28" in text
     # the file's name starts with the fixture run's GPU slug and chapter: the run is claimed
-    assert ("Nsight Compute counts, FIXTURE GPU (not a measurement), same session as the "
-            "measurements (commit f1xture (dirty)); file fixture-gpu-demo-ncu.csv.") in text
+    assert ("Nsight Compute counts, FIXTURE GPU (not a measurement), recorded with the "
+            "measurements (commit f1xture (dirty)) by make profile; file fixture-gpu-demo-ncu.csv.") in text
     # each step of the table links to its section
     assert re.search(r'stepwise-ncu.*?href="#one-float-per-thread"', html, re.S)
 
@@ -398,3 +399,174 @@ def test_ncu_options(project):
                                              ":columns: ld_requests colour"))
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode != 0 and "unknown column 'colour'" in proc.stderr
+
+
+# -- registers, memory and occupancy of every kernel --------------------------------------
+
+@needs_doxygen
+def test_resources_table_and_step_sections_show_every_kernel(project):
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
+    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    # the chapter's table (one row per kernel) and one table in each of the two step sections
+    assert html.count('class="stepwise-data stepwise-resources') == 3
+    assert "Registers, memory and theoretical occupancy of every kernel (FIXTURE nvcc, sm_90)" in text
+    assert "registers / thread" in text and "theoretical occupancy" in text and "limited by" in text
+    assert "100 % warps" in text  # occupancy and its limiter, from the FIXTURE counts
+    assert "32 B" in text  # 02_vector's FIXTURE stack frame
+    assert "Compiled by FIXTURE nvcc, sm_90" in text
+    assert "in the measured binary" not in text  # the FIXTURE run reported the same counts
+
+
+@needs_doxygen
+def test_a_measured_binary_with_other_counts_is_shown(project):
+    path = project / "measurements" / "fixture-gpu.json"
+    data = json.loads(path.read_text())
+    for row in data["chapters"][0]["steps"]:
+        if row["id"] == "01_naive":
+            row["resources"][0]["registers"] = 12
+    path.write_text(json.dumps(data))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
+    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    assert "registers: 12 in the measured binary on FIXTURE GPU (not a measurement)" in text
+
+
+def test_a_kernel_without_compiled_counts_fails_strict(project):
+    path = project / "registry.json"
+    registry = json.loads(path.read_text())
+    del registry["chapters"][0]["steps"][1]["kernels"][0]["compiled"]
+    path.write_text(json.dumps(registry))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert_one_line_error(proc, "no compiled resources: demo/02_vector", "scale_kernel", "build with make")
+
+
+def test_a_registry_without_kernels_is_rejected(project):
+    path = project / "registry.json"
+    registry = json.loads(path.read_text())
+    del registry["chapters"][0]["steps"][0]["kernels"]
+    path.write_text(json.dumps(registry))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert_one_line_error(proc, "is not a step registry", "kernels")
+
+
+# -- the SGEMM chapter's directives (the FIXTURE gemm chapter, docs/gemm.md) ------------------
+
+def _gemm_text(project: Path) -> tuple[str, str]:
+    html = (project / "build" / "docs" / "html" / "gemm.html").read_text(encoding="utf-8")
+    return html, " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+@needs_doxygen
+def test_gemm_page_shows_bounds_sweep_roofline_and_autotuning(project):
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html, text = _gemm_text(project)
+    images = project / "build" / "docs" / "html" / "_images"
+    # the bounds: this (FIXTURE) GPU's numbers, the fp32 factor, one row per tiled step
+    assert "12.8 \u00d7 10\u00b9\u00b2 FMAs per second, 25,600 GFLOP/s. That rate is computed, not measured" in text
+    assert "measured 2,000 GB/s at n = 1000" in text and "bm = bn \u2265" in text and "= 51.2 on this GPU" in text
+    assert "for fp32 the factor is 1" in text
+    bounds = html[html.index('stepwise-data stepwise-bounds'):]
+    bounds = " ".join(re.sub(r"<[^>]+>", " ", bounds[:bounds.index("</table>")]).split())
+    assert "3,200 GB/s \u2717" in bounds and "800 GB/s \u2713" in bounds  # naive violates, 128 x 128 holds
+    assert "256 B/clock \u2717" in bounds and "128 B/clock \u2713" in bounds and "24.0 B/clock \u2713" in bounds
+    assert "48.0 KiB \u2713" in bounds and "80 \u2713" in bounds and "20,480 \u2713" in bounds
+    assert "32 \u00d7 32 " in bounds and "128 \u00d7 128 \u00d7 16" in bounds
+    assert "FMA rate \u00d7 4 B \u00d7 (1/32 + 1/32) = 3,200 GB/s &gt; 2,000 GB/s: violated" in html
+    # the sweep: an image and a table with an empty cell where a step was not measured
+    assert len(list(images.glob("stepwise-sweep-gemm-*.png"))) == 1
+    assert re.search(r'<img alt="Line chart, logarithmic axes: GFLOP/s against n', html)
+    assert "GFLOP/s by size (single_cold)" in text and "n 01 02 03 04 cublas_sgemm cublas_sgemm_tf32" in text
+    assert "1000 376 17,857 46,992" in text
+    # the roofline: image, table, roofs labelled measured and computed, the TF32 step apart
+    assert len(list(images.glob("stepwise-roofline-gemm-*.png"))) == 1
+    assert "computed FMA peak 25,600 GFLOP/s" in html
+    assert "01_naive 1.33 356 2,653 13.4 % memory" in text
+    assert "03_autotuned 64.0 16,000 17,778 90.0 % compute" in text
+    assert "04_tf32 64.0 35,556 \u2014 \u2014 \u2260 op" in text
+    assert "recorded with the measurements" in text  # the CSV is the fixture run's GPU's
+    # the autotuning table: fastest first, the chosen row linked to its step, vs the first baseline
+    assert "Autotuning sweep on FIXTURE GPU (not a measurement), n = 512 (single_cold), fastest first" in text
+    assert re.search(r"bm128_bn128_bk16_wm64_wn32_tm8_tn8_s3_mb2 chosen: step 03_autotuned 128 \u00d7 128 "
+                     r"\u00d7 16 64 \u00d7 32 8 \u00d7 8 256 3 2 16,000 16\.8 \u00b5s 0\.947\u00d7 128 25\.0 %", text)
+    assert text.index("_s3_mb2 chosen") < text.index("_s4_mb2") < text.index("bk32_wm64")
+    assert re.search(r'stepwise-autotune-table.*?href="#autotuned"', html, re.S)
+    # numbers from the role, the accuracy table's tolerance and the table's marks
+    assert "ran at 16,000 GFLOP/s ( 16.0 TFLOP/s ), the library at 16,889 GFLOP/s : 0.947\u00d7" in text
+    assert "90.0 % of the FMA ceiling; the TF32 library 2.63\u00d7 the fp32 one" in text
+    assert "tolerance (relative)" in text and "rel 1.00e-3 \u2260 op" in text
+
+
+def _edit_fixture_measurement(project: Path, edit) -> None:
+    path = project / "measurements" / "fixture-gpu.json"
+    data = json.loads(path.read_text())
+    edit(data, next(c for c in data["chapters"] if c["id"] == "gemm"))
+    path.write_text(json.dumps(data))
+
+
+def _without_write_metric(project: Path) -> None:
+    csv_file = project / "measurements" / "logs" / "fixture-gpu-gemm-ncu.csv"
+    csv_file.write_text("".join(line for line in csv_file.read_text().splitlines(keepends=True)
+                                if "dram__bytes_write" not in line))
+
+
+def _csv_of_another_gpu(project: Path) -> None:
+    logs = project / "measurements" / "logs"
+    (logs / "fixture-gpu-gemm-ncu.csv").rename(logs / "other-gpu-gemm-ncu.csv")
+    page = project / "docs" / "gemm.md"
+    page.write_text(page.read_text().replace("fixture-gpu-gemm-ncu.csv", "other-gpu-gemm-ncu.csv"))
+
+
+@needs_doxygen
+@pytest.mark.parametrize("edit, needles", [
+    (lambda p: _edit_fixture_measurement(p, lambda d, g: d["gpu"].pop("limits")),
+     ["stepwise-tile-bounds", "has no gpu.limits"]),
+    (lambda p: _edit_fixture_measurement(p, lambda d, g: g["autotune"][1].update(chosen=True)),
+     ["stepwise-autotune", "2 autotuning rows at n=512 are chosen"]),
+    (lambda p: _edit_fixture_measurement(p, lambda d, g: g["autotune"][0].update(validated=False)),
+     ["stepwise-autotune", "was not validated"]),
+    (lambda p: _edit_fixture_measurement(p, lambda d, g: g.pop("autotune")),
+     ["stepwise-autotune", "has no autotuning rows"]),
+    (lambda p: _edit_fixture_measurement(
+        p, lambda d, g: [r.update(gflops=None) for r in g["ceilings"] if r["id"] == "fma_peak"]),
+     ["stepwise-roofline", "gemm/fma_peak n=512 timing=single_cold has no gflops"]),
+    (_without_write_metric, ["stepwise-roofline", "has no dram__bytes_write.sum", "re-run make profile"]),
+    (_csv_of_another_gpu, ["stepwise-roofline", "other-gpu-gemm-ncu.csv is not from the measurement file",
+                           "fixture-gpu-gemm-"]),
+])
+def test_gemm_directive_problems_fail_strict(project, edit, needles):
+    edit(project)
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr
+
+
+@needs_doxygen
+def test_gemm_directive_options(project):
+    page = project / "docs" / "gemm.md"
+    page.write_text(page.read_text() + """
+## Options
+
+```{stepwise-tile-bounds} gemm
+:n: 512
+:steps: 03_autotuned
+```
+
+```{stepwise-sweep} gemm
+:steps: 01_naive 03_autotuned
+:baselines: cublas_sgemm
+```
+""")
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html, text = _gemm_text(project)
+    assert "The SC\u201910 bounds for FIXTURE GPU (not a measurement), n = 512" in text
+    assert "n 01 03 cublas_sgemm 128" in text
+    assert len(list((project / "build" / "docs" / "html" / "_images").glob("stepwise-sweep-gemm-*.png"))) == 2
+    page.write_text(page.read_text().replace(":baselines: cublas_sgemm", ":baselines: mkl_sgemm"))
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0 and "stepwise-sweep: chapter 'gemm' has no baseline 'mkl_sgemm'" in proc.stderr

@@ -189,6 +189,29 @@ def test_missing_ceiling_row(project):
     assert "ceiling" in str(problems[0])
 
 
+def test_a_ceiling_measured_at_some_sizes_is_required_at_those_only(project):
+    """A registry reference with ``sizes`` (the dynamic-parallelism chapter's launch costs) needs rows
+    at those n only; at one of them, a missing row is still a problem."""
+    registry = synth.fixture_registry()
+    registry["chapters"][0]["ceilings"][1]["sizes"] = [1048576]
+    registry["chapters"][0]["steps"][1]["sizes"].append({"n": 4096, "problem": "64 x 64 float (fixture)"})
+    synth.write_json(project / "registry.json", registry)
+    data = synth.fixture_measurement()
+    for row in list(data["chapters"][0]["steps"]):
+        if row["id"] == registry["chapters"][0]["steps"][1]["id"]:
+            data["chapters"][0]["steps"].append({**row, "n": 4096})
+    inplace = [r for r in data["chapters"][0]["ceilings"] if r["id"] == "inplace_read_write"]
+    data["chapters"][0]["ceilings"] += [{**r, "n": 4096} for r in inplace]
+    data["chapters"][0]["baselines"] += [{**r, "n": 4096} for r in data["chapters"][0]["baselines"]]
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    assert load(project).problems() == []
+    data["chapters"][0]["ceilings"] = [r for r in data["chapters"][0]["ceilings"] if r["id"] != "empty_launch"]
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    problems = load(project).problems()
+    assert [p.step for p in problems] == ["empty_launch"]
+    assert "n=1048576" in str(problems[0]) and "n=4096" not in str(problems[0])
+
+
 def test_stale_hash_after_one_byte(project):
     snippet = project / "snippets" / "demo" / "02_vector.cuh"
     snippet.write_bytes(snippet.read_bytes() + b" ")

@@ -90,6 +90,36 @@ def _first_schema_error(instance: Any, schema: dict) -> str | None:
     return f"at {_json_pointer(best.absolute_path)}: {message}{more}"
 
 
+#: The fields of a step's ``tiling`` in the registry (and of an autotuning row's ``config``,
+#: which adds ``min_blocks``), in the order the tables show them.
+TILING_FIELDS = ("block_m", "block_n", "block_k", "warp_m", "warp_n", "thread_m", "thread_n",
+                 "threads", "stages")
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How a step tiles C = A B: a block computes block_m x block_n of C, block_k of K at a time,
+    a warp warp_m x warp_n of it and a thread thread_m x thread_n; 0 where a level does not apply
+    (no warp tiles, no shared memory, no thread tile of its own)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    warp_m: int
+    warp_n: int
+    thread_m: int
+    thread_n: int
+    threads: int
+    stages: int
+
+    @classmethod
+    def of(cls, entry: dict) -> "Tiling":
+        return cls(**{name: int(entry[name]) for name in TILING_FIELDS})
+
+    def as_dict(self) -> dict:
+        return {name: getattr(self, name) for name in TILING_FIELDS}
+
+
 # The registry is printed by the timing program; this is what the docs rely on.
 REGISTRY_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -121,7 +151,8 @@ REGISTRY_SCHEMA: dict = {
                         "type": "array",
                         "items": {
                             "type": "object",
-                            "required": ["id", "title", "file", "namespace", "launcher", "sizes"],
+                            "required": ["id", "title", "file", "namespace", "launcher", "sizes",
+                                         "kernels"],
                             "properties": {
                                 "id": {"type": "string", "minLength": 1},
                                 "title": {"type": "string"},
@@ -131,9 +162,12 @@ REGISTRY_SCHEMA: dict = {
                                 "source_sha256": {"type": "string"},
                                 "same_operation": {"type": "boolean"},
                                 "beyond_article": {"type": "boolean"},
+                                "tiling": {"$ref": "#/$defs/tiling"},
+                                "kernels": {"type": "array", "minItems": 1,
+                                            "items": {"$ref": "#/$defs/kernel"}},
                                 "sizes": {
                                     "type": "array",
-                                    "minItems": 1,
+                                    "description": "empty for a step that is not timed",
                                     "items": {
                                         "type": "object",
                                         "required": ["n"],
@@ -151,11 +185,52 @@ REGISTRY_SCHEMA: dict = {
         },
     },
     "$defs": {
+        "tiling": {
+            "type": "object",
+            "description": "how a step tiles C (the SGEMM chapter): integers, 0 where not applicable",
+            "required": list(TILING_FIELDS),
+            "properties": {name: {"type": "integer", "minimum": 0} for name in TILING_FIELDS},
+        },
         "ref": {
             "type": "object",
             "required": ["id", "title"],
-            "properties": {"id": {"type": "string"}, "title": {"type": "string"}},
-        }
+            "properties": {"id": {"type": "string"}, "title": {"type": "string"},
+                           "sizes": {"type": "array", "minItems": 1, "items": {"type": "integer"},
+                                     "description": "measured at these n only (absent: every size)"}},
+        },
+        "kernel": {
+            "type": "object",
+            "required": ["name", "block", "block_threads"],
+            "properties": {
+                "name": {"type": "string", "minLength": 1},
+                "block": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                          "minItems": 3, "maxItems": 3},
+                "block_threads": {"type": "integer", "minimum": 1},
+                "dynamic_shared_bytes": {"type": "integer", "minimum": 0},
+                "compiled": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "required": ["arch", "registers", "static_shared_bytes", "stack_frame_bytes",
+                                     "spill_store_bytes", "spill_load_bytes", "occupancy"],
+                        "properties": {
+                            "arch": {"type": "string"},
+                            "registers": {"type": "integer", "minimum": 0},
+                            "static_shared_bytes": {"type": "integer", "minimum": 0},
+                            "stack_frame_bytes": {"type": "integer", "minimum": 0},
+                            "spill_store_bytes": {"type": "integer", "minimum": 0},
+                            "spill_load_bytes": {"type": "integer", "minimum": 0},
+                            "occupancy": {
+                                "type": ["object", "null"],
+                                "required": ["blocks_per_sm", "active_warps", "max_warps", "fraction",
+                                             "limited_by"],
+                            },
+                        },
+                    },
+                },
+            },
+        },
     },
 }
 
@@ -219,6 +294,21 @@ def load_measurements(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> dict:
                         f"{row['id']} n={row['n']} timing={row['timing']}"
                     )
                 seen.add(key)
+        seen_tune: set[tuple] = set()
+        for ri, row in enumerate(chapter.get("autotune", [])):
+            where = f"/chapters/{ci}/autotune/{ri}"
+            if row["timing"] not in timing_ids:
+                raise DataError(
+                    f"measurement file {_display(path)}: at {where}: timing {row['timing']!r} "
+                    f"is not one of chapter {chapter['id']!r}'s timings {timing_ids}"
+                )
+            key = (row["id"], row["n"], row["timing"])
+            if key in seen_tune:
+                raise DataError(
+                    f"measurement file {_display(path)}: at {where}: a second autotuning row for "
+                    f"{row['id']} n={row['n']} timing={row['timing']}"
+                )
+            seen_tune.add(key)
     return data
 
 
@@ -253,7 +343,7 @@ def resolve_measurement_path(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> 
 class Problem:
     """A step whose numbers cannot be shown as current."""
 
-    kind: str  # "missing" | "stale" | "registry_stale" | "no_file"
+    kind: str  # "missing" | "stale" | "registry_stale" | "no_file" | "no_resources"
     chapter: str
     step: str
     file: str
@@ -292,6 +382,8 @@ class Chapter:
         self.ceilings: list[dict] = reg["ceilings"]
         self.baselines: list[dict] = reg["baselines"]
         self._rows: dict[tuple[str, str, int, str], dict] = {}
+        #: The measured configurations of the chapter's autotuning sweep (``autotune`` rows), if any.
+        self.autotune: list[dict] = list((measured or {}).get("autotune", []))
         if measured is not None:
             for kind in ("steps", "ceilings", "baselines"):
                 for row in measured[kind]:
@@ -321,6 +413,15 @@ class Chapter:
         ids = [s["id"] for s in self.steps]
         i = ids.index(self.step(step_id)["id"])
         return self.steps[i - 1] if i > 0 else None
+
+    def tiling(self, step_id: str) -> Tiling | None:
+        """The step's ``tiling`` from the registry, or None where it has none."""
+        entry = self.step(step_id).get("tiling")
+        return None if entry is None else Tiling.of(entry)
+
+    def autotune_rows(self, n: int, timing: str) -> list[dict]:
+        """The autotuning rows measured at one size and timing, in file order."""
+        return [r for r in self.autotune if r["n"] == n and r["timing"] == timing]
 
     def sizes(self) -> list[tuple[int, str]]:
         """Every problem size of the chapter, in the order the steps list them."""
@@ -413,6 +514,11 @@ class Dataset:
         return (self.measurements or {}).get("gpu", {})
 
     @property
+    def limits(self) -> dict | None:
+        """The GPU's limits (``gpu.limits``: clock, FMA lanes, registers, shared memory), if recorded."""
+        return self.gpu.get("limits")
+
+    @property
     def run(self) -> dict:
         return (self.measurements or {}).get("run", {})
 
@@ -450,6 +556,14 @@ class Dataset:
                         f"stale step registry: {where} ({step['file']} changed since the timing "
                         "program was built); rebuild it (make) and regenerate the registry",
                     ))
+                uncounted = [k["name"] for k in step["kernels"] if not k.get("compiled")]
+                if uncounted:
+                    out.append(Problem(
+                        "no_resources", chapter.id, step["id"], step["file"],
+                        f"no compiled resources: {where} ({step['file']}): the step registry has no "
+                        f"registers or occupancy for {', '.join(uncounted)}; build with make, which "
+                        "writes the registry from the compiler's --resource-usage reports",
+                    ))
                 if state.missing:
                     pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
                     out.append(Problem(
@@ -462,6 +576,7 @@ class Dataset:
                     missing = [
                         (n, t["id"])
                         for n, _ in chapter.sizes()
+                        if n in entry.get("sizes", [n])  # a reference measured at some sizes only
                         for t in chapter.timings
                         if chapter.any_row(entry["id"], n, t["id"])[1] is None
                     ]

@@ -373,6 +373,8 @@ FIELDS = {
     "spread": "min\u2013max",
     "gbps": "GB/s",
     "gflops": "GFLOP/s",
+    "tflops": "TFLOP/s",
+    "flops": "floating-point operations per launch",
     "bytes": "bytes moved per launch",
     "samples": "samples",
     "rel_noise": "relative noise",
@@ -383,6 +385,7 @@ FIELDS = {
     "max_ulp": "max error in ulp",
     "max_rel": "max relative error",
     "second_application_max_rel": "max relative error after a second application",
+    "wide_angle_max_ulp": "max error in ulp with angles up to 750 radians",
     "tests": "tests",
     "vs_baseline": "the chapter's first library baseline's median time over this row's "
                    "(above 1x: faster than the library)",
@@ -440,6 +443,10 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
         return format_rate(row["gbps"], "GB/s")
     if field_name == "gflops":
         return format_rate(row["gflops"], "GFLOP/s")
+    if field_name == "tflops":
+        return format_rate(None if row["gflops"] is None else row["gflops"] / 1e3, "TFLOP/s")
+    if field_name == "flops":
+        return DASH if row["flops"] is None else f"{row['flops']:,}"
     if field_name == "bytes":
         return format_bytes(row["bytes"])
     if field_name == "samples":
@@ -469,6 +476,9 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
         return DASH if value is None else format_ulp({"max_ulp": value})
     if field_name in ("max_rel", "second_application_max_rel"):
         return format_rel(row["accuracy"].get(field_name))
+    if field_name == "wide_angle_max_ulp":
+        value = row["accuracy"].get(field_name)
+        return DASH if value is None else format_ulp({"max_ulp": value})
     if field_name == "tests":
         return format_tests(row["tests"])[0]
     raise AssertionError(field_name)  # pragma: no cover

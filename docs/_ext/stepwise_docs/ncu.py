@@ -10,13 +10,28 @@ Parsing is strict, because these numbers are printed on the site as evidence: a 
 file or column, a value that is not a number, a scaled unit (``Kbyte``), a kernel whose
 namespace is not one of the chapter's steps, a launch without one of the metrics below, or
 a step with no launch at all is a :class:`NcuError` that names the file, line or launch.
+(A metric of :data:`LATE_METRICS`, added after files were recorded, may be missing from a
+launch; a field that needs it is then the error.)
 
 Kernels are matched to steps by namespace: the scope of the kernel's name
 (``neighbored_pairs`` above; Nsight Compute may print it shortened or in full) must be the
 end of exactly one registry step's ``namespace`` (``stepwise::reduction::neighbored_pairs``).
+Where several steps share the namespace (a chapter whose steps are block shapes of one
+templated kernel, such as ``stepwise::occupancy::sum_matrix_2d::sum_matrix_kernel<32, 16>``),
+the launch's ``Block Size`` picks the one step whose registry kernels have that block shape.
+A kernel printed without namespaces (``void sum_matrix_kernel<32, 16>(const float *, ...)``, as
+Nsight Compute 2025 prints some templated kernels) is matched by its name, template arguments
+included, against the registry kernels' ``name``.
 A step's counts are the sums over all of its launches in the file (the profiled test calls
 each step once, so that is one call: the pass over the input and the passes over the block
-sums), or over its first launch only (``first_only``): the pass over the input.
+sums), or over its first launch only (``first_only``): the pass over the input. Ratios
+(sectors per request, warp execution efficiency, branch uniformity) are taken of those sums;
+the achieved occupancy, a per-launch average, is the mean over the launches weighted by each
+launch's warps.
+
+Units: counts are plain numbers, sectors, bytes, instructions or ``branches``; the achieved
+occupancy is in ``%`` (``sm__warps_active.avg.pct_of_peak_sustained_active``), which
+:meth:`StepCounts.value` returns as a fraction like the other ratios.
 """
 from __future__ import annotations
 
@@ -33,14 +48,31 @@ METRICS = {
     "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum": "global load requests",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum": "global load sectors",
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum": "global store sectors",
+    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum": "global store requests",
     "smsp__thread_inst_executed_per_inst_executed.ratio": "active threads per warp instruction",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum": "shared-memory bank conflicts (loads)",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum": "shared-memory bank conflicts (stores)",
     "smsp__inst_executed.sum": "warp instructions executed",
     "dram__bytes_read.sum": "DRAM bytes read",
+    "dram__bytes_write.sum": "DRAM bytes written",
+    "smsp__sass_branch_targets.sum": "branch targets",
+    "smsp__sass_branch_targets_threads_divergent.sum": "divergent branch targets",
+    "smsp__sass_branch_targets_threads_uniform.sum": "uniform branch targets",
+    "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved occupancy",
 }
+#: Metrics added after files were recorded: a launch may lack them, and only a field that needs
+#: one fails (naming the file and launch; re-run ``make profile``).
+LATE_METRICS = (
+    "dram__bytes_write.sum",
+    "smsp__sass_branch_targets.sum",
+    "smsp__sass_branch_targets_threads_divergent.sum",
+    "smsp__sass_branch_targets_threads_uniform.sum",
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+)
 #: Units accepted as they are; anything else (Kbyte, Msector, ...) means ncu scaled the value.
-BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread"}
+#: ``branches`` is the unit ncu (CUDA 13.0, on an H100) prints for the branch-target counts,
+#: ``%`` that of a ``pct_of_peak`` metric (both with ``--print-units base``).
+BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread", "branches", "%"}
 REQUIRED_COLUMNS = ("ID", "Kernel Name", "Grid Size", "Block Size", "Metric Name", "Metric Value")
 
 #: The fields a step's counts have (the stepwise-ncu-number role and the table use these).
@@ -50,12 +82,21 @@ FIELDS = {
     "ld_sectors": "global load sectors (32 bytes each)",
     "sectors_per_request": "global load sectors per request",
     "st_sectors": "global store sectors (32 bytes each)",
+    "st_requests": "global store requests",
+    "st_sectors_per_request": "global store sectors per request",
     "warp_efficiency": "warp execution efficiency (average active threads per executed warp "
                        "instruction, over 32)",
     "bank_conflicts": "shared-memory bank conflicts, loads and stores",
     "instructions": "warp instructions executed",
     "instructions_per_warp": "warp instructions executed per warp launched",
-    "dram_bytes": "DRAM bytes read",
+    "dram_read_bytes": "DRAM bytes read",
+    "dram_write_bytes": "DRAM bytes written",
+    "dram_bytes": "DRAM bytes read and written",
+    "branch_targets": "branch targets of the branch instructions the warps executed",
+    "divergent_branches": "divergent branch targets (of branches that split a warp's active threads)",
+    "branch_uniformity": "branch uniformity (uniform branch targets over all branch targets)",
+    "achieved_occupancy": "achieved occupancy (active warps per SM over the maximum, averaged over "
+                          "the step's launches weighted by their warps)",
 }
 
 
@@ -72,6 +113,16 @@ class Launch:
     threads: int  # grid size x block size
     line: int  # first line of the file that mentions it
     metrics: dict[str, float] = field(default_factory=dict)
+    file: str = ""  # the file it was read from, for messages
+    block: tuple[int, int, int] = (0, 0, 0)  # the launch's block shape (x, y, z), from "Block Size"
+
+    def metric(self, name: str) -> float:
+        """One metric; a late metric the file lacks is a NcuError that names the file and launch."""
+        if name not in self.metrics:
+            raise NcuError(f"Nsight Compute file {self.file or '(unknown)'}: launch {self.id} "
+                           f"({self.kernel}, line {self.line}) has no {name}: the file was recorded "
+                           "before it was profiled; re-run make profile")
+        return self.metrics[name]
 
     @property
     def warps(self) -> int:
@@ -86,7 +137,7 @@ class StepCounts:
     launches: list[Launch]
 
     def total(self, metric: str) -> float:
-        return sum(launch.metrics[metric] for launch in self.launches)
+        return sum(launch.metric(metric) for launch in self.launches)
 
     def value(self, name: str) -> float:
         if name == "launches":
@@ -100,6 +151,11 @@ class StepCounts:
             return self.value("ld_sectors") / requests if requests else float("nan")
         if name == "st_sectors":
             return self.total("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+        if name == "st_requests":
+            return self.total("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
+        if name == "st_sectors_per_request":
+            requests = self.value("st_requests")
+            return self.value("st_sectors") / requests if requests else float("nan")
         if name == "warp_efficiency":
             # Instruction-weighted: the average number of active threads over every warp
             # instruction the step's launches executed, as a fraction of 32.
@@ -117,8 +173,27 @@ class StepCounts:
         if name == "instructions_per_warp":
             warps = sum(launch.warps for launch in self.launches)
             return self.value("instructions") / warps if warps else float("nan")
-        if name == "dram_bytes":
+        if name == "dram_read_bytes":
             return self.total("dram__bytes_read.sum")
+        if name == "dram_write_bytes":
+            return self.total("dram__bytes_write.sum")
+        if name == "dram_bytes":
+            return self.total("dram__bytes_read.sum") + self.total("dram__bytes_write.sum")
+        if name == "branch_targets":
+            return self.total("smsp__sass_branch_targets.sum")
+        if name == "divergent_branches":
+            return self.total("smsp__sass_branch_targets_threads_divergent.sum")
+        if name == "branch_uniformity":
+            targets = self.value("branch_targets")
+            uniform = self.total("smsp__sass_branch_targets_threads_uniform.sum")
+            return uniform / targets if targets else float("nan")
+        if name == "achieved_occupancy":
+            # A per-launch average: the mean over the launches, weighted by their warps.
+            metric = "sm__warps_active.avg.pct_of_peak_sustained_active"
+            warps = sum(launch.warps for launch in self.launches)
+            if not warps:
+                return float("nan")
+            return sum(launch.metric(metric) * launch.warps for launch in self.launches) / warps / 100.0
         raise NcuError(f"unknown Nsight Compute field {name!r} (known: {', '.join(FIELDS)})")
 
 
@@ -136,12 +211,18 @@ def parse_number(text: str) -> float:
     return float(cleaned)
 
 
-def _dims(text: str) -> int:
-    """``"(256, 1, 1)"`` -> 256."""
+def _shape(text: str) -> tuple[int, int, int]:
+    """``"(32, 16, 1)"`` -> ``(32, 16, 1)``."""
     parts = re.fullmatch(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", text.strip())
     if not parts:
         raise ValueError(f"not a (x, y, z) size: {text!r}")
     x, y, z = (int(p) for p in parts.groups())
+    return x, y, z
+
+
+def _dims(text: str) -> int:
+    """``"(256, 1, 1)"`` -> 256."""
+    x, y, z = _shape(text)
     return x * y * z
 
 
@@ -182,14 +263,16 @@ def load_csv(path: Path) -> list[Launch]:
             raise NcuError(f"{where}: line {line} has {len(row)} fields, the header {len(header)}")
         try:
             launch_id = int(row[col["ID"]])
-            threads = _dims(row[col["Grid Size"]]) * _dims(row[col["Block Size"]])
+            block = _shape(row[col["Block Size"]])
+            threads = _dims(row[col["Grid Size"]]) * block[0] * block[1] * block[2]
         except ValueError as exc:
             raise NcuError(f"{where}: line {line}: {exc}") from None
         kernel = row[col["Kernel Name"]]
         launch = launches.get(launch_id)
         if launch is None:
-            launch = launches[launch_id] = Launch(launch_id, kernel, threads, line)
-        elif launch.kernel != kernel or launch.threads != threads:
+            launch = launches[launch_id] = Launch(launch_id, kernel, threads, line, file=_display(path),
+                                                  block=block)
+        elif launch.kernel != kernel or launch.threads != threads or launch.block != block:
             raise NcuError(f"{where}: line {line}: launch ID {launch_id} was {launch.kernel!r} "
                            f"on line {launch.line}, here {kernel!r}")
         metric = row[col["Metric Name"]]
@@ -209,7 +292,7 @@ def load_csv(path: Path) -> list[Launch]:
     if not launches:
         raise NcuError(f"{where} holds no kernel launches")
     for launch in launches.values():
-        absent = [m for m in METRICS if m not in launch.metrics]
+        absent = [m for m in METRICS if m not in launch.metrics and m not in LATE_METRICS]
         if absent:
             raise NcuError(f"{where}: launch {launch.id} ({launch.kernel}, line {launch.line}) "
                            f"has no {absent[0]}" + (f" (and {len(absent) - 1} more metrics)"
@@ -241,12 +324,60 @@ def kernel_scope(name: str) -> list[str]:
     return [p for p in parts[:-1] if p]
 
 
-def step_of(chapter: Chapter, kernel: str) -> dict | None:
-    """The one step of ``chapter`` whose namespace ends with the kernel's scope (None: none)."""
+def unqualified_name(name: str) -> str:
+    """A demangled kernel name without return type, scope and parameters, template arguments
+    kept: ``void a::k<32, 16>(const float *)`` -> ``k<32, 16>``."""
+    depth, start, end = 0, 0, len(name)
+    for i, ch in enumerate(name):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            if ch == "(" and not name.startswith("(anonymous namespace)", i):
+                end = i
+                break
+            if ch == " " or (ch == ":" and name[i:i + 2] == "::"):
+                start = i + (2 if ch == ":" else 1)
+    return name[start:end].strip()
+
+
+def _compact(name: str) -> str:
+    return "".join(name.split())
+
+
+def _block_text(block) -> str:
+    return " x ".join(str(d) for d in block)
+
+
+def step_of(chapter: Chapter, kernel: str, block: tuple[int, int, int] | None = None) -> dict | None:
+    """The one step of ``chapter`` whose namespace ends with the kernel's scope (None: none).
+
+    Where several steps' namespaces match (steps that are block shapes of one templated kernel),
+    ``block``, the launch's block shape, keeps the steps one of whose registry kernels has that
+    ``block``; still several, or none, is a NcuError. A name printed without namespaces (Nsight
+    Compute does so for some templated kernels) is matched by its unqualified name, template
+    arguments included, against the registry kernels' names instead.
+    """
     scope = kernel_scope(kernel)
-    if not scope:
-        return None
-    found = [s for s in chapter.steps if s["namespace"].split("::")[-len(scope):] == scope]
+    if scope:
+        found = [s for s in chapter.steps if s["namespace"].split("::")[-len(scope):] == scope]
+    else:
+        # Nsight Compute prints some templated kernels without their namespaces
+        # ("void sum_matrix_kernel<32, 32>(const float *, ...)"): match the name itself, template
+        # arguments included, against the registry kernels' names.
+        wanted = _compact(unqualified_name(kernel))
+        found = [s for s in chapter.steps
+                 if any(_compact(k.get("name", "")) == wanted for k in s.get("kernels", []))]
+    if len(found) > 1 and block is not None:
+        shaped = [s for s in found
+                  if any(list(k.get("block", [])) == list(block) for k in s.get("kernels", []))]
+        if len(shaped) == 1:
+            return shaped[0]
+        which = "several" if shaped else "none"
+        raise NcuError(f"kernel {kernel!r} matches steps {', '.join(s['id'] for s in found)} "
+                       f"of chapter {chapter.id!r}, and {which} of them launch blocks of "
+                       f"{_block_text(block)} threads (the registry's kernels' block shapes)")
     if len(found) > 1:
         raise NcuError(f"kernel {kernel!r} matches steps {', '.join(s['id'] for s in found)} "
                        f"of chapter {chapter.id!r}")
@@ -259,18 +390,28 @@ def step_counts(chapter: Chapter, launches: list[Launch], path: Path,
     where = f"Nsight Compute file {_display(Path(path))}"
     by_step: dict[str, list[Launch]] = {s["id"]: [] for s in chapter.steps}
     for launch in launches:
-        step = step_of(chapter, launch.kernel)
+        try:
+            step = step_of(chapter, launch.kernel, launch.block)
+        except NcuError as exc:
+            raise NcuError(f"{where}: launch {launch.id} (line {launch.line}): {exc}") from None
         if step is None:
             namespaces = ", ".join(s["namespace"] for s in chapter.steps)
             raise NcuError(f"{where}: launch {launch.id} (line {launch.line}) runs "
-                           f"{launch.kernel!r}, whose namespace is not one of chapter "
-                           f"{chapter.id!r}'s steps ({namespaces})")
+                           f"{launch.kernel!r}, whose namespace (or, printed without one, whose name) "
+                           f"is not one of chapter {chapter.id!r}'s steps ({namespaces})")
         by_step[step["id"]].append(launch)
     empty = [s["id"] for s in chapter.steps if not by_step[s["id"]]]
     if empty:
         raise NcuError(f"{where} has no kernel launch of {chapter.id} step(s) {', '.join(empty)}")
     return [StepCounts(s, by_step[s["id"]][:1] if first_only else by_step[s["id"]])
             for s in chapter.steps]
+
+
+def same_gpu(csv_path: Path, gpu: dict, chapter_id: str) -> bool:
+    """Whether the file's name says it was profiled on the measurement file's GPU:
+    ``<slug>-<chapter>-...``, as ``make profile`` names it (the CSV itself does not name the GPU)."""
+    slug = gpu.get("slug", "")
+    return bool(slug) and Path(csv_path).name.startswith(f"{slug}-{chapter_id}-")
 
 
 def same_session(csv_path: Path, gpu: dict, source: str, chapter_id: str) -> bool:
@@ -306,12 +447,12 @@ def format_field(counts: StepCounts, name: str) -> str:
     value = counts.value(name)
     if value != value:
         return "\u2014"
-    if name == "sectors_per_request":
+    if name in ("sectors_per_request", "st_sectors_per_request"):
         return sig(value)
     if name == "instructions_per_warp":
         return sig(value, 4)
-    if name == "warp_efficiency":
+    if name in ("warp_efficiency", "branch_uniformity", "achieved_occupancy"):
         return f"{sig(100.0 * value)} %"
-    if name == "dram_bytes":
+    if name in ("dram_bytes", "dram_read_bytes", "dram_write_bytes"):
         return format_bytes(int(value))
     return format_count(value)

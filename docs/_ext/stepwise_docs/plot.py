@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 
 from .data import Chapter
@@ -136,3 +137,156 @@ def render(data: dict, out_dir: Path) -> Path:
     plt.close(fig)
     tmp.replace(path)
     return path
+
+
+# ---------------------------------------------------------------------------
+# The sweep over sizes and the roofline (stepwise-sweep, stepwise-roofline)
+# ---------------------------------------------------------------------------
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, format="png")
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def kind_image_name(kind: str, data: dict) -> str:
+    """``stepwise-<kind>-<chapter>-<digest>.png`` (distinct from the bar charts' names)."""
+    key = json.dumps({"kind": kind, "data": data, "style": STYLE_VERSION}, sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    return f"stepwise-{kind}-{data['chapter']}-{digest}.png"
+
+
+def _rate_text(value: float, unit: str) -> str:
+    from .fmt import sig
+
+    return f"{sig(value)} {unit}"
+
+
+def sweep_alt_text(data: dict) -> str:
+    parts = [f"Line chart, logarithmic axes: {data['unit']} against n (log2) for chapter "
+             f"{data['chapter']}, timing {data['timing']}."]
+    for s in data["series"]:
+        points = ", ".join(f"n = {n}: {_rate_text(v, data['unit'])}"
+                           for n, v in zip(data["sizes"], s["values"]) if v is not None)
+        parts.append(f"{'Baseline' if s['kind'] == 'baseline' else 'Step'} {s['id']}: "
+                     f"{points or 'not measured'}.")
+    return " ".join(parts)
+
+
+def render_sweep(data: dict, out_dir: Path) -> Path:
+    """Rate against n, log2 x axis: one solid line per step, a thick dashed one per baseline."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / kind_image_name("sweep", data)
+    if path.exists():
+        return path
+    plt = _pyplot()
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    fig, ax = plt.subplots(figsize=(9.0, 5.6), dpi=120)
+    cmap = plt.get_cmap("tab20")
+    steps = [s for s in data["series"] if s["kind"] == "step"]
+    for i, s in enumerate(data["series"]):
+        xs = [n for n, v in zip(data["sizes"], s["values"]) if v is not None]
+        ys = [v for v in s["values"] if v is not None]
+        if not xs:
+            continue
+        if s["kind"] == "baseline":
+            b = i - len(steps)
+            ax.plot(xs, ys, color=BASELINE_COLORS[b % len(BASELINE_COLORS)], linestyle="--",
+                    linewidth=2.4, marker="s", markersize=4, label=f"baseline {s['label']}")
+        else:
+            # tab20's dark shades first, then its light ones
+            ax.plot(xs, ys, color=cmap((2 * i) % 20 + (2 * i // 20) % 2), linestyle="-" if s["same_operation"] else ":",
+                    linewidth=1.4, marker="o", markersize=3.5,
+                    label=s["id"] + ("" if s["same_operation"] else " (\u2260 op)"))
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    # Every size is a tick; a size within a fifth of an octave of a power of two that is also
+    # measured (1000 beside 1024, 4095 beside 4096) gets an unlabelled one, so labels never collide.
+    sizes = data["sizes"]
+    crowded = [n for n in sizes if n & (n - 1) and any(
+        m != n and not m & (m - 1) and abs(math.log2(n / m)) < 0.2 for m in sizes)]
+    ax.xaxis.set_major_locator(FixedLocator([n for n in sizes if n not in crowded]))
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _p: f"{int(round(x))}"))
+    ax.xaxis.set_minor_locator(FixedLocator(crowded) if crowded else NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.tick_params(axis="both", labelsize=8)
+    ax.set_xlabel("n (log\u2082 scale)")
+    ax.set_ylabel(f"{data['unit']} (log scale)")
+    ax.set_title(f"{data['chapter']}: {data['unit']} against problem size ({data['timing']})", fontsize=10)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def roofline_alt_text(data: dict) -> str:
+    parts = [f"Roofline, logarithmic axes: GFLOP/s against FLOPs per DRAM byte, chapter "
+             f"{data['chapter']}, n = {data['n']}. Memory roof {_rate_text(data['bandwidth_gbps'], 'GB/s')} "
+             f"times the intensity; measured FMA ceiling {_rate_text(data['fma_ceiling_gflops'], 'GFLOP/s')}; "
+             f"computed FMA peak {_rate_text(data['peak_gflops'], 'GFLOP/s')}."]
+    for p in data["points"]:
+        parts.append(f"Step {p['id']}: {p['intensity']:.3g} FLOP/B, {_rate_text(p['gflops'], 'GFLOP/s')}"
+                     + ("" if p["same_operation"] else " (not the same operation)") + ".")
+    return " ".join(parts)
+
+
+def render_roofline(data: dict, out_dir: Path) -> Path:
+    """Log-log roofline: the memory roof, the measured and the computed compute roofs, one labelled
+    point per step (hollow diamonds for steps that are not the same operation)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / kind_image_name("roofline", data)
+    if path.exists():
+        return path
+    plt = _pyplot()
+
+    bw, ceiling, peak = data["bandwidth_gbps"], data["fma_ceiling_gflops"], data["peak_gflops"]
+    xs = [p["intensity"] for p in data["points"]]
+    ys = [p["gflops"] for p in data["points"]]
+    ridge = ceiling / bw
+    x_lo = min(xs + [ridge]) / 4
+    x_hi = max(xs + [ridge]) * 4
+    fig, ax = plt.subplots(figsize=(8.5, 5.6), dpi=120)
+    grid = [x_lo * (x_hi / x_lo) ** (i / 200) for i in range(201)]
+    ax.plot(grid, [min(bw * x, ceiling) for x in grid], color="#1f77b4", linewidth=2.0,
+            label=f"roof: measured copy {_rate_text(bw, 'GB/s')} \u00d7 intensity, "
+                  f"measured FMA ceiling {_rate_text(ceiling, 'GFLOP/s')}")
+    ax.axhline(peak, color="#d62728", linestyle="--", linewidth=1.2,
+               label=f"computed FMA peak {_rate_text(peak, 'GFLOP/s')} (computed, not measured)")
+    ax.plot(grid, [bw * x for x in grid], color="#1f77b4", linewidth=0.8, linestyle=":", alpha=0.6)
+    for p in data["points"]:
+        same = p["same_operation"]
+        ax.plot([p["intensity"]], [p["gflops"]], marker="o" if same else "D", markersize=6,
+                color="#2ca02c" if same else "#9467bd", markerfacecolor="#2ca02c" if same else "none",
+                linestyle="none")
+        ax.annotate(p["number"], (p["intensity"], p["gflops"]), textcoords="offset points",
+                    xytext=(5, 4), fontsize=8)
+    ax.plot([], [], marker="o", color="#2ca02c", linestyle="none", label="step (fp32)")
+    if not all(p["same_operation"] for p in data["points"]):
+        ax.plot([], [], marker="D", color="#9467bd", markerfacecolor="none", linestyle="none",
+                label="step, not the same operation (not bound by the fp32 roofs)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(min(ys + [bw * x_lo]) / 2, max(ys + [peak]) * 2)
+    ax.tick_params(axis="both", labelsize=8)
+    ax.set_xlabel("arithmetic intensity: FLOPs per DRAM byte (read + written; log scale)")
+    ax.set_ylabel("GFLOP/s (log scale)")
+    ax.set_title(f"{data['chapter']}: roofline at n = {data['n']} ({data['timing']})", fontsize=10)
+    ax.grid(which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False, ncol=1)
+    fig.tight_layout()
+    return _save(fig, path)

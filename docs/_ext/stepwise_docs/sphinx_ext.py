@@ -15,7 +15,7 @@ from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
-from . import fmt, ncu
+from . import fmt, ncu, resources, sass
 from .data import DEFAULT_SCHEMA, Chapter, DataError, Dataset
 from .plot import alt_text, plot_data, render
 
@@ -278,10 +278,16 @@ def measurement_table(chapter: Chapter, timing: dict, n: int, problem: str,
 def _legend(chapter: Chapter) -> nodes.paragraph:
     ceiling = next((c["title"] for c in chapter.ceilings if c["id"] == chapter.share_of),
                    chapter.share_of)
-    text = (f"Speedups are ratios of medians from the same run. Share of ceiling: the "
-            f"step\u2019s GB/s over the GB/s of the ceiling \u201c{ceiling}\u201d (where both "
-            "count the same bytes, the ceiling\u2019s time over the step\u2019s; 100 % = as fast "
-            "as the ceiling).")
+    marks = [r for r in (chapter.measured or {}).get("ceilings", []) if r["id"] == chapter.share_of]
+    if marks and all(r.get("gbps") is None for r in marks):
+        text = (f"Speedups are ratios of medians from the same run. Share of ceiling: the median "
+                f"time of the ceiling \u201c{ceiling}\u201d over the step\u2019s, same size (both do "
+                "the same work; 100 % = as fast as the ceiling).")
+    else:
+        text = (f"Speedups are ratios of medians from the same run. Share of ceiling: the "
+                f"step\u2019s GB/s over the GB/s of the ceiling \u201c{ceiling}\u201d (where both "
+                "count the same bytes, the ceiling\u2019s time over the step\u2019s; 100 % = as fast "
+                "as the ceiling).")
     for baseline in chapter.baselines:
         label = fmt.baseline_label(chapter, baseline["id"])
         text += (f" vs {label}: the median time of {baseline['title']} ({baseline['id']}) over "
@@ -289,6 +295,37 @@ def _legend(chapter: Chapter) -> nodes.paragraph:
     text += (" \u201c\u2260 op\u201d marks a step that does not compute the same function as "
              "the original for every input.")
     return nodes.paragraph("", text, classes=["stepwise-legend"])
+
+
+def resources_table(dataset: Dataset, chapter: Chapter, steps: list[dict], with_steps: bool,
+                    title: str | None) -> nodes.table:
+    """One row per kernel of the given steps: block, registers, memory, occupancy (see resources.py)."""
+    header = (["step"] if with_steps else []) + [
+        "kernel", "block", "registers / thread", "static shared / block", "local / thread",
+        "blocks / SM", "theoretical occupancy", "limited by"]
+    body, classes = [], []
+    for step in steps:
+        for row in resources.kernel_rows(dataset, chapter, step):
+            cells = []
+            if with_steps:
+                ref = stepwise_stepref("", "", nodes.literal("", step["id"]), chapter=chapter.id,
+                                       step=step["id"], reftitle=step["title"])
+                cells.append(_cell(nodes.paragraph("", "", ref)))
+            name = nodes.paragraph("", "", nodes.literal("", row.name))
+            for note in row.notes:
+                name += nodes.inline("", "\u26a0 " + note, classes=["stepwise-warning"])
+            if row.missing:
+                name += nodes.inline("", "\u26a0 no compiled counts: rebuild with make",
+                                     classes=["stepwise-warning"])
+            cells.append(_cell(name))
+            cells += [_cell(row.block, ["stepwise-num"]), _cell(row.registers, ["stepwise-num"]),
+                      _cell(row.shared, ["stepwise-num"]),
+                      _cell(row.local, ["stepwise-num"] + (["stepwise-attention"] if row.spills else [])),
+                      _cell(row.blocks_per_sm, ["stepwise-num"]), _cell(row.occupancy, ["stepwise-num"]),
+                      _cell(row.limited_by)]
+            body.append(cells)
+            classes.append(["stepwise-missing"] if row.missing else [])
+    return _table(header, body, ["stepwise-data", "stepwise-resources"], title, classes)
 
 
 # ---------------------------------------------------------------------------
@@ -439,10 +476,16 @@ class StepDirective(_Base):
             out.append(warn)
 
         out.append(self._summary(chapter, step))
-        out.extend(self._source(step, path))
+        out.append(self._resources(chapter, step))
         prev = chapter.previous_step(step["id"])
-        if prev is not None:
-            out.extend(self._diff(prev, step))
+        if prev is not None and prev["file"] == step["file"]:
+            # Steps that are launches of one source (block shapes of one template): the source is
+            # shown once, at the first step of the run.
+            out.append(self._same_source(chapter, prev, step))
+        else:
+            out.extend(self._source(step, path))
+            if prev is not None:
+                out.extend(self._diff(prev, step))
         if "no-api" not in self.options:
             out.extend(self._api(step))
         return out
@@ -522,6 +565,14 @@ class StepDirective(_Base):
         box += provenance_node(self.dataset)
         return box
 
+    def _resources(self, chapter: Chapter, step: dict) -> nodes.container:
+        box = nodes.container(classes=["stepwise-step-resources"])
+        box += resources_table(self.dataset, chapter, [step], False, None)
+        box += nodes.paragraph("", f"Compiled by {resources.compiled_by(self.dataset)}; occupancy at the "
+                               "launcher\u2019s block shape (see the chapter\u2019s resources table).",
+                               classes=["stepwise-provenance"])
+        return box
+
     def _literal(self, text: str, language: str, caption: str, linenos: bool,
                  source_path: str) -> nodes.container:
         literal = nodes.literal_block(text, text, source=source_path)
@@ -554,6 +605,19 @@ class StepDirective(_Base):
             para,
         ]
 
+    def _same_source(self, chapter: Chapter, prev: dict, step: dict) -> nodes.paragraph:
+        """One paragraph instead of source, download and diff (see :func:`same_source_parts`)."""
+        para = nodes.paragraph(classes=["stepwise-same-source"])
+        for kind, text in same_source_parts(prev, step):
+            if kind == "step":
+                para += stepwise_stepref("", "", nodes.literal("", text), chapter=chapter.id,
+                                         step=text, reftitle=prev["title"])
+            elif kind == "code":
+                para += nodes.literal("", text)
+            else:
+                para += nodes.Text(text)
+        return para
+
     def _diff(self, prev: dict, step: dict) -> list[nodes.Node]:
         repo = self.dataset.repo_root
         prev_path = repo / prev["file"]
@@ -581,7 +645,9 @@ class StepDirective(_Base):
             self.env.note_dependency(str(index.resolve()))
         from breathe.directives.function import DoxygenFunctionDirective
 
-        name = f"{step['namespace']}::{step['launcher']}"
+        # A launcher named with template arguments (sum_matrix<32, 16>) is documented as the template.
+        launcher = step["launcher"].split("<", 1)[0].strip()
+        name = f"{step['namespace']}::{launcher}"
         directive = DoxygenFunctionDirective(
             "doxygenfunction", [name], {}, StringList(), self.lineno, self.content_offset,
             self.block_text, self.state, self.state_machine)
@@ -590,6 +656,37 @@ class StepDirective(_Base):
         box += nodes.rubric("", "Launcher", classes=["stepwise-rubric"])
         box.extend(result)
         return [box]
+
+
+def same_source_parts(prev: dict, step: dict) -> list[tuple[str, str]]:
+    """The paragraph of a step whose file is the previous step's, as (kind, text) pieces.
+
+    ``Same source as 01_block_32x32 (snippets/occupancy/01_sum_matrix_2d.cuh); this step launches
+    sum_matrix<32, 16> with blocks of 32 × 16 threads.`` Kinds: ``text``, ``step`` (the previous
+    step's id, linked to its section) and ``code``. The block is the step's first kernel's.
+    """
+    parts = [("text", "Same source as "), ("step", prev["id"]), ("text", " ("), ("code", step["file"]),
+             ("text", "); this step launches "), ("code", step["launcher"])]
+    kernels = step.get("kernels") or []
+    if kernels and kernels[0].get("block"):
+        parts.append(("text", f" with blocks of {resources.block_text(kernels[0]['block'])} threads"))
+    parts.append(("text", "."))
+    return parts
+
+
+class ResourcesDirective(_Base):
+    """``stepwise-resources CHAPTER``: every step's kernels, their resources and occupancy."""
+
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        out = nodes.container(classes=["stepwise-table-block"])
+        out += resources_table(self.dataset, chapter, chapter.steps, True,
+                               f"Registers, memory and theoretical occupancy of every kernel "
+                               f"({resources.compiled_by(self.dataset)})")
+        out += nodes.paragraph("", resources.legend(self.dataset), classes=["stepwise-legend"])
+        return [out]
 
 
 class TimingsDirective(_Base):
@@ -614,7 +711,11 @@ class TimingsDirective(_Base):
 
 
 class AccuracyDirective(_Base):
-    """Per step: validated, max ulp, max relative error, after a second application."""
+    """Per step: validated, max ulp, max relative error, and the chapter's further accuracy fields.
+
+    A column whose field no row has is left out, so that each chapter shows what its timing program measured
+    (:data:`ACCURACY_FIELDS`). The option ``:n:`` picks the problem size (default: the chapter's first).
+    """
 
     required_arguments = 1
     option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
@@ -626,37 +727,56 @@ class AccuracyDirective(_Base):
             chapter.timing(timing)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
-        n = self.sizes(chapter)[0][0]
+        n, problem = self.sizes(chapter)[0]
+        rows = [(step, chapter.step_row(step["id"], n, timing)) for step in chapter.steps
+                if any(size["n"] == n for size in step["sizes"])]
+        fields = [(key, label) for key, label in ACCURACY_FIELDS
+                  if any(row is not None and row["accuracy"].get(key) is not None for _s, row in rows)]
         body, classes = [], []
-        for step in chapter.steps:
-            row = chapter.step_row(step["id"], n, timing)
+        for step, row in rows:
             ref = stepwise_stepref("", "", nodes.literal("", step["id"]),
                                    chapter=chapter.id, step=step["id"])
             first = _cell(nodes.paragraph("", "", ref))
             if row is None:
-                body.append([first] + [_cell(fmt.DASH) for _ in range(5)])
+                body.append([first] + [_cell(fmt.DASH) for _ in range(len(fields) + 2)])
                 classes.append(["stepwise-missing"])
                 continue
             acc = row["accuracy"]
             same = row["same_operation"] and step.get("same_operation", True)
-            body.append([
-                first,
-                _cell("yes" if row["validated"] else "NO",
-                      [] if row["validated"] else ["stepwise-fail"]),
-                _cell(fmt.format_ulp({"max_ulp": acc.get("max_ulp")})
-                      if acc.get("max_ulp") is not None else fmt.DASH, ["stepwise-num"]),
-                _cell(fmt.format_rel(acc.get("max_rel")), ["stepwise-num"]),
-                _cell(fmt.format_rel(acc.get("second_application_max_rel")), ["stepwise-num"]),
-                _cell("yes" if same else "\u2260 op", [] if same else ["stepwise-not-same-op"]),
-            ])
+            verdict = "yes" if row["validated"] else "NO"
+            if row.get("validation"):
+                verdict = nodes.paragraph("", "", tooltip(verdict, row["validation"]))
+            cells = [first, _cell(verdict, [] if row["validated"] else ["stepwise-fail"])]
+            for key, _label in fields:
+                value = acc.get(key)
+                if value is None:
+                    text = fmt.DASH
+                elif key.endswith("_ulp"):
+                    text = fmt.format_ulp({"max_ulp": value})
+                else:
+                    text = fmt.format_rel(value)
+                cells.append(_cell(text, ["stepwise-num"]))
+            cells.append(_cell("yes" if same else "\u2260 op", [] if same else ["stepwise-not-same-op"]))
+            body.append(cells)
             classes.append(["stepwise-stale"] if chapter.states[step["id"]].stale else [])
-        header = ["step", "validated", "max error (ulp)", "max relative error",
-                  "max relative error, second application", "same operation"]
+        header = ["step", "validated"] + [label for _k, label in fields] + ["same operation"]
         out = nodes.container(classes=["stepwise-table-block"])
+        size = f", {problem}" if len(chapter.sizes()) > 1 else ""
         out += _table(header, body, ["stepwise-data", "stepwise-accuracy"],
-                      f"Accuracy against the double-precision reference ({timing} run)", classes)
+                      f"Accuracy against the double-precision reference ({timing} run{size})", classes)
         out += provenance_node(self.dataset)
         return [out]
+
+
+#: The accuracy fields a chapter's rows may carry, and their column headers, in table order.
+ACCURACY_FIELDS = [
+    ("tolerance_ulp", "tolerance (ulp)"),
+    ("max_ulp", "max error (ulp)"),
+    ("max_rel", "max relative error"),
+    ("tolerance_rel", "tolerance (relative)"),
+    ("second_application_max_rel", "max relative error, second application"),
+    ("wide_angle_max_ulp", "max error (ulp), angles up to 750 rad"),
+]
 
 
 class RunDirective(_Base):
@@ -700,7 +820,9 @@ class RunDirective(_Base):
         if run.get("seed") is not None:
             rows.append(("input seed", str(run["seed"])))
         if "warmup_samples" in rule:
-            rows.append(("warm-up samples (not kept)", str(rule["warmup_samples"])))
+            rows.append(("warm-up samples (not kept)",
+                         f"{rule['warmup_samples']}, or fewer (at least one) once they have taken half the "
+                         "time limit per row"))
         rows += [
             ("minimum samples", str(rule["min_samples"])),
             ("maximum samples", str(rule["max_samples"])),
@@ -751,8 +873,8 @@ def ncu_provenance(dataset: Dataset, csv_path: Path, chapter_id: str) -> str:
     if dataset.measurements is not None and ncu.same_session(csv_path, dataset.gpu,
                                                              dataset.source, chapter_id):
         dirty = " (dirty)" if dataset.run.get("dirty") else ""
-        return (f"Nsight Compute counts, {dataset.gpu['name']}, same session as the measurements "
-                f"(commit {dataset.run['commit']}{dirty}); file {name}.")
+        return (f"Nsight Compute counts, {dataset.gpu['name']}, recorded with the measurements "
+                f"(commit {dataset.run['commit']}{dirty}) by make profile; file {name}.")
     return (f"Nsight Compute counts from {name}, recorded with the sources. "
             "They were not taken in the run whose measurements this page shows, and the file "
             "does not record the GPU\u2019s name or the commit.")
@@ -764,11 +886,22 @@ NCU_COLUMNS = [
     ("ld_sectors", "global load sectors"),
     ("sectors_per_request", "sectors per request"),
     ("st_sectors", "global store sectors"),
+    ("st_requests", "global store requests"),
+    ("st_sectors_per_request", "store sectors per request"),
     ("warp_efficiency", "warp execution efficiency"),
     ("bank_conflicts", "shared bank conflicts (ld+st)"),
     ("instructions", "warp instructions executed"),
     ("instructions_per_warp", "instructions per warp"),
-    ("dram_bytes", "DRAM read"),
+    ("dram_bytes", "DRAM read + written"),
+]
+#: Column headers of the fields that are not in the default columns.
+NCU_EXTRA_COLUMNS = [
+    ("dram_read_bytes", "DRAM read"),
+    ("dram_write_bytes", "DRAM written"),
+    ("branch_targets", "branch targets"),
+    ("divergent_branches", "divergent branch targets"),
+    ("branch_uniformity", "branch uniformity"),
+    ("achieved_occupancy", "achieved occupancy"),
 ]
 
 
@@ -815,19 +948,22 @@ class NcuDirective(_Base):
             if unknown:
                 raise self.error(f"{self.name}: unknown column {unknown[0]!r} "
                                  f"(known: {', '.join(ncu.FIELDS)})")
-            labels = dict(NCU_COLUMNS)
+            labels = dict(NCU_COLUMNS + NCU_EXTRA_COLUMNS)
             columns = [(n, labels[n]) for n in names]
         self.env.temp_data.setdefault("stepwise_ncu", {})[chapter.id] = str(path)
 
+        try:  # a late metric the file lacks (see ncu.LATE_METRICS) fails here, naming the file
+            texts = [[ncu.format_field(c, key) for key, _l in columns] for c in counts]
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
         body, classes = [], []
-        for c in counts:
+        for c, row_texts in zip(counts, texts):
             ref = stepwise_stepref("", "", nodes.literal("", c.step["id"]), chapter=chapter.id,
                                    step=c.step["id"], reftitle=c.step["title"])
             row = [_cell(nodes.paragraph("", "", ref))]
-            for key, _label in columns:
-                text = ncu.format_field(c, key)
+            for (key, _label), text in zip(columns, row_texts):
                 para = nodes.paragraph("", text)
-                if key == "dram_bytes":
+                if key in ("dram_bytes", "dram_read_bytes", "dram_write_bytes"):
                     para = nodes.paragraph("", "", tooltip(
                         text, f"{ncu.format_count(c.value(key))} bytes"))
                 row.append(_cell(para, ["stepwise-num"]))
@@ -846,7 +982,7 @@ class NcuDirective(_Base):
                 "Launches: the kernel launches of the step\u2019s call in the file.",
             ("ld_requests", "sectors_per_request"):
                 "Requests: warp-level global load instructions as the L1 sees them.",
-            ("ld_sectors", "st_sectors", "sectors_per_request"):
+            ("ld_sectors", "st_sectors", "sectors_per_request", "st_sectors_per_request"):
                 "Sectors: the 32-byte pieces of memory the loads (or stores) touched, 4 per "
                 "request when 32 lanes read 32 consecutive 4-byte words, 16 for 16-byte vector "
                 "loads.",
@@ -858,8 +994,18 @@ class NcuDirective(_Base):
                 "conflicts, loads plus stores.",
             ("instructions_per_warp",):
                 "Instructions per warp: warp instructions executed over warps launched.",
-            ("dram_bytes",):
-                "DRAM read: bytes read from device memory (the L2 cache serves the rest).",
+            ("dram_bytes", "dram_read_bytes", "dram_write_bytes"):
+                "DRAM: bytes read from (or written to) device memory; the L2 cache serves the "
+                "rest.",
+            ("branch_targets", "divergent_branches", "branch_uniformity"):
+                "Branch targets: Nsight Compute\u2019s count of the targets of the branch "
+                "instructions the warps executed (smsp__sass_branch_targets); divergent: those of "
+                "branches that split a warp\u2019s active threads; uniformity: the targets all of "
+                "a warp\u2019s active threads took, over all targets (\u2014 where the step "
+                "executed no branch).",
+            ("achieved_occupancy",):
+                "Achieved occupancy: warps active on an SM over the SM\u2019s maximum, averaged "
+                "over the cycles it was active, then over the launches weighted by their warps.",
         }
         text = ("Counts of the first launch only. " if first_only else
                 "Counts are sums over the launches. ")
@@ -905,12 +1051,128 @@ class NcuNumberRole(SphinxRole):
         _env_chapters_used(self.env).setdefault(self.env.docname, set()).add(chapter.id)
         self.env.note_dependency(path)
         count = next(c for c in counts if c.step["id"] == step_id)
-        value = ncu.format_field(count, field_name)
+        try:
+            value = ncu.format_field(count, field_name)
+        except DataError as exc:
+            return fail(str(exc))
         which = "first launch" if first_only else "all launches of one call"
         where = ncu_provenance(dataset, Path(path), chapter_id)
         node = tooltip(value, f"{ncu.FIELDS[field_name]}, {chapter_id}/{step_id}, {which}; {where}",
                        ["stepwise-number"])
         return [node], []
+
+
+# ---------------------------------------------------------------------------
+# What the compiler made of the kernels (SASS)
+# ---------------------------------------------------------------------------
+
+_SASS_CACHE: dict[tuple[str, int, int], sass.SassReport] = {}
+
+
+def sass_dir(config) -> Path:
+    """Where the chapters' SASS reports are: ``stepwise_sass_dir``, else ``<registry's folder>/sass``."""
+    if config.stepwise_sass_dir:
+        return Path(config.stepwise_sass_dir)
+    return Path(config.stepwise_registry).resolve().parent / "sass"
+
+
+def _sass_report(path: Path) -> sass.SassReport:
+    """A report, parsed once per content (keyed by path, size and mtime)."""
+    if not path.is_file():
+        return sass.load(path)  # the error
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _SASS_CACHE:
+        _SASS_CACHE[key] = sass.load(path)
+    return _SASS_CACHE[key]
+
+
+class SassDirective(_Base):
+    """``stepwise-sass CHAPTER``: per step's kernel, its SASS instructions as the build compiled them.
+
+    Reads ``<stepwise_sass_dir>/<CHAPTER>.json`` (conf/sass_report.py; see :mod:`.sass`).
+    Options: ``:steps:`` a space-separated subset of the chapter's step ids; ``:listing:``
+    (flag) each step's short listing (branches, convergence barriers, MUFU) as a literal block.
+    A missing file, or a step's kernel the file has no function of, is a build error.
+    """
+
+    required_arguments = 1
+    option_spec = {"steps": directives.unchanged_required, "listing": directives.flag}
+
+    def run(self) -> list[nodes.Node]:
+        chapter = self.chapter(self.arguments[0])
+        path = sass_dir(self.config) / f"{chapter.id}.json"
+        self.env.note_dependency(str(path.resolve()))
+        steps = chapter.steps
+        if "steps" in self.options:
+            try:
+                steps = [chapter.step(step_id) for step_id in self.options["steps"].split()]
+            except DataError as exc:
+                raise self.error(f"{self.name}: {exc}") from None
+        arch = resources.preferred_arch(self.dataset)
+        try:
+            report = _sass_report(path)
+            rows = [(step, kernel, function) for step in steps
+                    for kernel, function in sass.step_functions(report, chapter, step, arch)]
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+
+        variants = sorted({v for _s, _k, f in rows for v in f.counts["mufu"]})
+        warpsync = any(f.counts["warpsync"] for _s, _k, f in rows)
+        header = ["step", "kernel", "instructions", "BRA", "BSSY / BSYNC", "predicated"]
+        header += ["WARPSYNC"] if warpsync else []
+        header += variants or ["MUFU"]
+        body, classes = [], []
+        for step, kernel, function in rows:
+            c = function.counts
+            ref = stepwise_stepref("", "", nodes.literal("", step["id"]), chapter=chapter.id,
+                                   step=step["id"], reftitle=step["title"])
+            name = nodes.paragraph("", "", tooltip(kernel["name"], function.name))
+            cells = [_cell(nodes.paragraph("", "", ref)), _cell(name)]
+            numbers = [f"{c['instructions']:,}", f"{c['bra']:,}", f"{c['bssy']:,} / {c['bsync']:,}",
+                       f"{c['predicated']:,}"]
+            numbers += [f"{c['warpsync']:,}"] if warpsync else []
+            numbers += [f"{c['mufu'].get(v, 0):,}" for v in variants] if variants else ["0"]
+            cells += [_cell(text, ["stepwise-num"]) for text in numbers]
+            body.append(cells)
+            classes.append(["stepwise-stale"] if chapter.states[step["id"]].stale else [])
+        archs = ", ".join(dict.fromkeys(f.arch for _s, _k, f in rows))
+        compiler = self.dataset.registry.get("compiled_by", {}).get("compiler", "an unrecorded compiler")
+        title = (f"SASS instructions of each step\u2019s kernels, compiled by {compiler} for {archs}, "
+                 f"read with cuobjdump -sass at build time ({report.tool}, {report.object})")
+        out = nodes.container(classes=["stepwise-table-block"])
+        out += _table(header, body, ["stepwise-data", "stepwise-sass"], title, classes)
+        legend = (
+            "Counts of the compiled code, each instruction once however often it runs (Nsight "
+            "Compute counts what ran). Instructions: every SASS instruction of the kernel but the "
+            "NOP padding. BRA: branch instructions, the branch-to-itself after the last EXIT "
+            "included. BSSY / BSYNC: the convergence barrier a divergent region starts and ends "
+            "with, where the warp\u2019s threads meet again. Predicated: instructions under a "
+            "guard predicate (@P0, @!P1): the warp issues them, and only its threads whose "
+            "predicate holds execute them. "
+            + ("WARPSYNC: explicit warp synchronisations. " if warpsync else "")
+            + "MUFU: the special function unit\u2019s instructions by variant (__sinf is "
+              "MUFU.SIN, __cosf MUFU.COS).")
+        out += nodes.paragraph("", legend, classes=["stepwise-legend"])
+        if "listing" in self.options:
+            for step, kernel, function in rows:
+                text = "\n".join(function.listing) + "\n" if function.listing else "(none)\n"
+                literal = nodes.literal_block(text, text)
+                literal["language"] = "text"
+                literal["classes"] += ["stepwise-code", "stepwise-sass-listing"]
+                self.set_source_info(literal)
+                wrapper = nodes.container("", literal_block=True, classes=["literal-block-wrapper"])
+                cap = nodes.caption("", "", nodes.literal("", f"{step['id']}: {function.name} "
+                                                              f"({function.arch})"))
+                self.set_source_info(cap)
+                wrapper += cap
+                wrapper += literal
+                out += wrapper
+            out += nodes.paragraph(
+                "", "Listings: each branch, convergence barrier and MUFU instruction with its "
+                "address; a run of more than three MUFU instructions of one variant is shortened "
+                "to its first and last.", classes=["stepwise-legend"])
+        return [out]
 
 
 # ---------------------------------------------------------------------------
@@ -971,6 +1233,7 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("stepwise_strict", False, "env", [bool, str])
     app.add_config_value("stepwise_repo_root", "", "env", [str])
     app.add_config_value("stepwise_measurement_schema", "", "env", [str])
+    app.add_config_value("stepwise_sass_dir", "", "env", [str])
 
     app.add_node(stepwise_stepref)
     app.add_node(stepwise_anchor)
@@ -979,9 +1242,14 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("stepwise-plot", PlotDirective)
     app.add_directive("stepwise-step", StepDirective)
     app.add_directive("stepwise-timings", TimingsDirective)
+    app.add_directive("stepwise-resources", ResourcesDirective)
     app.add_directive("stepwise-accuracy", AccuracyDirective)
     app.add_directive("stepwise-run", RunDirective)
     app.add_directive("stepwise-ncu", NcuDirective)
+    app.add_directive("stepwise-sass", SassDirective)
+    from . import gemm_directives  # imports this module: registered here, not at import time
+
+    gemm_directives.setup(app)
     app.add_role("stepwise-number", NumberRole())
     app.add_role("stepwise-ncu-number", NcuNumberRole())
 

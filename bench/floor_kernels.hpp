@@ -1,0 +1,30 @@
+// Kernels that measure floors, not steps: shared by the chapters' ceilings.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace stepwise {
+
+//! @brief The in-place floor: reads and writes every float4 of `d_data` once (multiplies by `scale`).
+//! @return `cudaErrorInvalidValue` for a null pointer, no items or a count that is not a multiple of 4, else the
+//!         launch's error
+cudaError_t inplace_read_write(float* d_data, std::size_t num_items, float scale, cudaStream_t stream);
+
+//! @brief The fp32 FMA floor: `num_fmas` fused multiply-adds (rounded up to a multiple of 128), in registers,
+//!        spread over every SM at full occupancy (eight independent chains per thread), touching memory only to
+//!        store one float per thread in `d_sink`. What the FMA units alone achieve: the SGEMM chapter's measured
+//!        compute ceiling.
+//! @param d_sink `fma_floor_threads()` floats
+//! @return `cudaErrorInvalidValue` for a null sink or no FMAs, else the launch's error
+cudaError_t fma_floor(double num_fmas, float* d_sink, cudaStream_t stream);
+
+//! @brief The threads fma_floor launches on the current device (its sink's size).
+//! @throws CudaError when the device cannot be queried
+std::size_t fma_floor_threads();
+
+//! @brief An empty kernel: one block of one thread that does nothing (the launch floor).
+cudaError_t empty_launch(cudaStream_t stream);
+
+}  // namespace stepwise
