@@ -1,0 +1,135 @@
+// The transpose chapter of the timing program: registry entry, ceilings, the cuBLAS baseline and step rows.
+#include "chapter.hpp"
+#include "cuda_check.hpp"
+#include "device_buffer.hpp"
+#include "floor_kernels.hpp"
+#include "transpose_reference.hpp"
+#include "transpose_steps.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepwise {
+namespace {
+
+//! The sizes measured: the source's 1024 x 1024 (4 MiB, launch-bound) and 8192 x 8192 (256 MiB, DRAM-bound).
+constexpr int measured_dims[] = {1024, 8192};
+//! The one-thread step is timed at the source's size only: at 8192 x 8192 a launch would take seconds.
+constexpr int one_thread_max_dim = 1024;
+
+std::string size_text(int dim) { return std::to_string(dim) + " x " + std::to_string(dim) + " float"; }
+
+class TransposeChapter final : public Chapter {
+public:
+    TransposeChapter()
+    {
+        entry_.id = "transpose";
+        entry_.title = "Matrix transpose: from one thread to the copy ceiling";
+        entry_.share_of = "device_copy";
+        entry_.gtest_prefix = "Transpose";
+        entry_.profile = {"TransposeProfile.*", "regex:transpose_kernel", ""};
+        entry_.timings = {
+            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
+            {"batch", "events around 10 back-to-back launches, time per launch; L2 warm", false, 10},
+        };
+        entry_.ceilings = {
+            {"device_copy", "cudaMemcpyAsync device to device of the same matrix (reads and writes its bytes)"},
+            {"empty_launch", "an empty kernel, one thread (the launch floor)"},
+        };
+        entry_.baselines = {{"cublas_sgeam", "cublasSgeam, transpose mode (cuBLAS, CUDA 13)"}};
+        for (const transpose::Step& s : transpose::steps()) {
+            StepEntry step{s.id, s.title, s.file, s.name_space, "transpose", true, s.beyond_article, {}, s.kernels};
+            for (const int dim : measured_dims) {
+                if (!s.one_thread || dim <= one_thread_max_dim) {
+                    step.sizes.push_back({static_cast<std::int64_t>(dim) * dim, size_text(dim)});
+                }
+            }
+            entry_.steps.push_back(step);
+        }
+    }
+
+    const ChapterEntry& entry() const override { return entry_; }
+
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    {
+        const cudaStream_t stream = context.stream;
+        nlohmann::json chapter = chapter_header(entry_);
+        chapter["ceilings"] = nlohmann::json::array();
+        chapter["baselines"] = nlohmann::json::array();
+        chapter["steps"] = nlohmann::json::array();
+        const transpose::CublasTranspose cublas;
+
+        for (const int dim : measured_dims) {
+            const std::int64_t n = static_cast<std::int64_t>(dim) * dim;
+            const std::int64_t bytes = 2 * n * static_cast<std::int64_t>(sizeof(float));  // read once, written once
+            const std::vector<float> input = transpose::random_matrix(dim, dim, context.seed + dim);
+            const std::vector<float> expected = transpose::reference_transpose(input, dim, dim);
+            DeviceBuffer<float> d_in(input.size());
+            DeviceBuffer<float> d_out(input.size());
+            d_in.upload(input);
+            const auto nothing = [] {};
+
+            for (const ReferenceEntry& ceiling : entry_.ceilings) {
+                const bool copy = ceiling.id == "device_copy";
+                for (const TimingMode& mode : entry_.timings) {
+                    const RowTiming t = context.sampler.time("ceiling " + ceiling.id, mode, nothing, [&] {
+                        return copy ? cudaMemcpyAsync(d_out.data(), d_in.data(), d_in.bytes(),
+                                                      cudaMemcpyDeviceToDevice, stream)
+                                    : empty_launch(stream);
+                    });
+                    nlohmann::json row = timing_row(t, n, mode.id, copy ? std::optional(bytes) : std::nullopt,
+                                                    std::nullopt);
+                    add_reference_fields(row, ceiling);
+                    chapter["ceilings"].push_back(row);
+                }
+            }
+
+            const auto validate = [&](const std::function<cudaError_t()>& launch, nlohmann::json& row) {
+                d_out.fill_bytes(0xFF, stream);
+                STEPWISE_CUDA_CHECK(launch());
+                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+                const transpose::BitComparison c = transpose::compare_bits(d_out.download(), expected);
+                row["validated"] = c.identical();
+                row["validation"] = c.describe(dim);
+                row["accuracy"] = {{"max_rel", c.identical() ? nlohmann::json(0.0) : nlohmann::json(nullptr)}};
+            };
+
+            const auto sgeam = [&] { return cublas(d_in.data(), d_out.data(), dim, dim, stream); };
+            for (const TimingMode& mode : entry_.timings) {
+                nlohmann::json row =
+                    timing_row(context.sampler.time("cublas_sgeam", mode, nothing, sgeam), n, mode.id, bytes, std::nullopt);
+                add_reference_fields(row, entry_.baselines.front());
+                validate(sgeam, row);
+                chapter["baselines"].push_back(row);
+            }
+
+            for (const transpose::Step& step : transpose::steps()) {
+                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
+                    (step.one_thread && dim > one_thread_max_dim)) {
+                    continue;
+                }
+                const StepEntry& registry_step = find_step(entry_, step.id);
+                const auto launch = [&] { return step.transpose(d_in.data(), d_out.data(), dim, dim, stream); };
+                const TestCounts tests = context.tests_of(entry_, registry_step);
+                for (const TimingMode& mode : entry_.timings) {
+                    nlohmann::json row =
+                        timing_row(context.sampler.time(step.id, mode, nothing, launch), n, mode.id, bytes, std::nullopt);
+                    add_step_fields(row, registry_step, tests);
+                    validate(launch, row);
+                    chapter["steps"].push_back(row);
+                }
+            }
+        }
+        add_share_of_ceiling(chapter);
+        return chapter;
+    }
+
+private:
+    ChapterEntry entry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_transpose_chapter() { return std::make_unique<TransposeChapter>(); }
+
+}  // namespace stepwise
