@@ -37,6 +37,22 @@ struct ReferenceEntry {
     std::vector<std::int64_t> sizes = {};
 };
 
+//! @brief The sizes at which a few rows are measured beyond the chapter's main sizes, to show time and rate
+//!        against problem size (where launch overhead ends, where the data stop fitting in L2).
+struct Sweep {
+    std::vector<ProblemSize> sizes;  //!< the extra sizes (the main sizes are measured anyway)
+    std::vector<std::string> rows;   //!< ids of the steps, ceilings and baselines measured at them
+    //! The bytes the problem occupies at size n: bytes_per_n * n^power (compared with the GPU's L2 size).
+    double footprint_bytes_per_n = 0;
+    int footprint_power = 1;
+};
+
+//! @brief What the front page shows of a chapter: its first and final step at one size and timing.
+struct Headline {
+    std::int64_t n = 0;
+    std::string timing, first, final;
+};
+
 //! @brief A chapter as the registry lists it.
 struct ChapterEntry {
     std::string id, title;
@@ -51,6 +67,8 @@ struct ChapterEntry {
     std::vector<TimingMode> timings;
     std::vector<ReferenceEntry> ceilings, baselines;
     std::vector<StepEntry> steps;
+    std::optional<Headline> headline;  //!< what the front page shows (none: the chapter is not on it)
+    std::optional<Sweep> sweep;        //!< none: no size sweep beyond the steps' own sizes
 };
 
 //! @brief GoogleTest counts for one step.
@@ -105,6 +123,17 @@ std::unique_ptr<Chapter> make_occupancy_chapter();
 std::unique_ptr<Chapter> make_dynamic_parallelism_chapter();
 
 // ---- helpers shared by the chapters (measurement.cpp) ----
+
+//! @brief Adds a size sweep: `sweep.rows` (steps, ceilings or baselines) are also measured at `sweep.sizes`.
+//!        Every other ceiling and baseline measured "at every size" is pinned to the main sizes first.
+//! @throws std::logic_error for a row id the chapter does not have
+void add_sweep(ChapterEntry& chapter, Sweep sweep);
+
+//! @brief Whether the registry measures the step, ceiling or baseline `id` at size `n`.
+bool measured_at(const ChapterEntry& chapter, const std::string& id, std::int64_t n);
+
+//! @brief Every size at which the chapter measures something, ascending.
+std::vector<std::int64_t> all_sizes(const ChapterEntry& chapter);
 
 //! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
 //! @throws std::out_of_range for a file the build did not hash

@@ -35,6 +35,7 @@ public:
             entry_.steps.push_back({s.id, s.title, s.file, s.name_space, "branch", true, s.beyond_article,
                                     {{measured_items, "2^22 items, 256 sines or cosines each"}}, s.kernels});
         }
+        entry_.headline = Headline{measured_items, "batch", entry_.steps.front().id, entry_.steps.back().id};
     }
 
     const ChapterEntry& entry() const override { return entry_; }

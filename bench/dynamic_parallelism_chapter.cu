@@ -47,6 +47,8 @@ public:
             }
             entry_.steps.push_back(step);
         }
+        // The front page shows the problem where launching from the device pays: host- against device-driven.
+        entry_.headline = Headline{dp::initial_intervals, "single", "04_adaptive_host_driven", "05_adaptive_device_driven"};
     }
 
     const ChapterEntry& entry() const override { return entry_; }

@@ -43,6 +43,76 @@ const StepEntry& find_step(const ChapterEntry& chapter, const std::string& id)
     throw std::out_of_range("chapter " + chapter.id + " has no step " + id);
 }
 
+std::vector<std::int64_t> all_sizes(const ChapterEntry& chapter)
+{
+    std::vector<std::int64_t> sizes;
+    for (const StepEntry& step : chapter.steps) {
+        for (const ProblemSize& size : step.sizes) {
+            sizes.push_back(size.n);
+        }
+    }
+    for (const auto* references : {&chapter.ceilings, &chapter.baselines}) {
+        for (const ReferenceEntry& reference : *references) {
+            sizes.insert(sizes.end(), reference.sizes.begin(), reference.sizes.end());
+        }
+    }
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    return sizes;
+}
+
+bool measured_at(const ChapterEntry& chapter, const std::string& id, std::int64_t n)
+{
+    for (const StepEntry& step : chapter.steps) {
+        if (step.id == id) {
+            return std::any_of(step.sizes.begin(), step.sizes.end(), [&](const ProblemSize& p) { return p.n == n; });
+        }
+    }
+    for (const auto* references : {&chapter.ceilings, &chapter.baselines}) {
+        for (const ReferenceEntry& reference : *references) {
+            if (reference.id == id) {
+                const auto& sizes = reference.sizes.empty() ? all_sizes(chapter) : reference.sizes;
+                return std::find(sizes.begin(), sizes.end(), n) != sizes.end();
+            }
+        }
+    }
+    throw std::out_of_range("chapter " + chapter.id + " has no step, ceiling or baseline " + id);
+}
+
+void add_sweep(ChapterEntry& chapter, Sweep sweep)
+{
+    const auto in_sweep = [&](const std::string& id) {
+        return std::find(sweep.rows.begin(), sweep.rows.end(), id) != sweep.rows.end();
+    };
+    std::vector<std::string> unknown = sweep.rows;
+    const auto found = [&](const std::string& id) { unknown.erase(std::remove(unknown.begin(), unknown.end(), id), unknown.end()); };
+    const std::vector<std::int64_t> main_sizes = all_sizes(chapter);
+    for (auto* references : {&chapter.ceilings, &chapter.baselines}) {
+        for (ReferenceEntry& reference : *references) {
+            if (reference.sizes.empty()) {
+                reference.sizes = main_sizes;  // "every size" meant the main ones
+            }
+            if (in_sweep(reference.id)) {
+                found(reference.id);
+                for (const ProblemSize& size : sweep.sizes) {
+                    reference.sizes.push_back(size.n);
+                }
+            }
+        }
+    }
+    for (StepEntry& step : chapter.steps) {
+        if (in_sweep(step.id)) {
+            found(step.id);
+            step.sizes.insert(step.sizes.end(), sweep.sizes.begin(), sweep.sizes.end());
+        }
+    }
+    if (!unknown.empty()) {
+        throw std::logic_error("chapter " + chapter.id + ": the sweep names " + unknown.front() +
+                               ", which is not one of its steps, ceilings or baselines");
+    }
+    chapter.sweep = std::move(sweep);
+}
+
 void add_reference_fields(nlohmann::json& row, const ReferenceEntry& reference)
 {
     row["id"] = reference.id;
@@ -126,6 +196,22 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
                 step["tiling"] = s.tiling;
             }
             j["steps"].push_back(std::move(step));
+        }
+        if (c.headline) {
+            j["headline"] = {{"n", c.headline->n},
+                             {"timing", c.headline->timing},
+                             {"first", c.headline->first},
+                             {"final", c.headline->final}};
+        }
+        if (c.sweep) {
+            nlohmann::json sizes = nlohmann::json::array();
+            for (const ProblemSize& size : c.sweep->sizes) {
+                sizes.push_back(size.n);
+            }
+            j["sweep"] = {{"sizes", sizes},
+                          {"rows", c.sweep->rows},
+                          {"footprint", {{"bytes_per_n", c.sweep->footprint_bytes_per_n},
+                                         {"power", c.sweep->footprint_power}}}};
         }
         out["chapters"].push_back(j);
     }

@@ -11,8 +11,14 @@
 namespace stepwise {
 namespace {
 
-//! The sizes measured: Harris's 2^22 (where launch overhead still counts) and 2^28 (1 GiB of int, DRAM-bound).
+//! The sizes every step is measured at: Harris's 2^22 (where launch overhead still counts) and 2^28 (1 GiB of
+//! int, DRAM-bound).
 constexpr int measured_sizes[] = {1 << 22, 1 << 28};
+//! The sweep: every power of two from 2^10 to 2^30 items (4 GiB of int), for the rows below.
+constexpr int sweep_min_log2 = 10;
+constexpr int sweep_max_log2 = 30;
+const std::vector<std::string> sweep_rows = {"17_single_pass", "16_vector_loads", "cub_device_reduce_sum",
+                                             "device_copy"};
 
 std::string size_text(int n) { return "2^" + std::to_string(__builtin_ctz(static_cast<unsigned>(n))) + " int"; }
 
@@ -37,6 +43,14 @@ public:
             }
             entry_.steps.push_back(step);
         }
+        Sweep sweep{{}, sweep_rows, sizeof(int), 1};
+        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
+            if (std::find(std::begin(measured_sizes), std::end(measured_sizes), 1 << k) == std::end(measured_sizes)) {
+                sweep.sizes.push_back({1 << k, size_text(1 << k)});
+            }
+        }
+        add_sweep(entry_, std::move(sweep));
+        entry_.headline = Headline{1 << 28, "single_cold", entry_.steps.front().id, entry_.steps.back().id};
     }
 
     const ChapterEntry& entry() const override { return entry_; }
@@ -50,37 +64,51 @@ public:
         chapter["baselines"] = nlohmann::json::array();
         chapter["steps"] = nlohmann::json::array();
 
-        for (const int n : measured_sizes) {
-            // Values in [-4, 4]: the sum of 2^28 of them fits an int, and every order gives the exact sum.
-            const std::vector<int> input = reduction::random_ints(static_cast<std::size_t>(n), -4, 4, context.seed);
-            const std::int64_t expected = reduction::exact_sum(input);
-            const std::int64_t bytes = static_cast<std::int64_t>(n) * static_cast<std::int64_t>(sizeof(int));
-            DeviceBuffer<int> d_input(input.size());
-            DeviceBuffer<int> d_scratch(input.size());  // what in-place steps overwrite; the copy's destination
-            DeviceBuffer<int> d_out(1);
-            d_input.upload(input);
+        // One input for every size: each size sums a prefix of it. Values in [-4, 4]: the sum of 2^30 of them
+        // fits an int, and every order gives the exact sum.
+        const std::vector<std::int64_t> sizes = all_sizes(entry_);
+        const std::vector<int> input =
+            reduction::random_ints(static_cast<std::size_t>(sizes.back()), -4, 4, context.seed);
+        DeviceBuffer<int> d_input(input.size());
+        DeviceBuffer<int> d_scratch(input.size());  // what in-place steps overwrite; the copy's destination
+        DeviceBuffer<int> d_out(1);
+        d_input.upload(input);
+        std::int64_t expected = 0;
+        std::size_t summed = 0;
+        for (const std::int64_t size : sizes) {
+            const int n = static_cast<int>(size);
+            for (; summed < static_cast<std::size_t>(n); ++summed) {
+                expected += input[summed];
+            }
+            const std::int64_t bytes = size * static_cast<std::int64_t>(sizeof(int));
             const auto restore = [&] {
-                STEPWISE_CUDA_CHECK(cudaMemcpyAsync(d_scratch.data(), d_input.data(), d_input.bytes(),
+                STEPWISE_CUDA_CHECK(cudaMemcpyAsync(d_scratch.data(), d_input.data(), static_cast<std::size_t>(bytes),
                                                     cudaMemcpyDeviceToDevice, stream));
             };
 
-            nlohmann::json copy_row = timing_row(
-                context.sampler.time("ceiling device_copy", mode, [] {},
-                                     [&] {
-                                         return cudaMemcpyAsync(d_scratch.data(), d_input.data(), d_input.bytes(),
-                                                                cudaMemcpyDeviceToDevice, stream);
-                                     }),
-                n, mode.id, 2 * bytes, std::nullopt);
-            add_reference_fields(copy_row, entry_.ceilings.front());
-            chapter["ceilings"].push_back(copy_row);
+            if (measured_at(entry_, "device_copy", n)) {
+                nlohmann::json copy_row = timing_row(
+                    context.sampler.time("ceiling device_copy", mode, [] {},
+                                         [&] {
+                                             return cudaMemcpyAsync(d_scratch.data(), d_input.data(),
+                                                                    static_cast<std::size_t>(bytes),
+                                                                    cudaMemcpyDeviceToDevice, stream);
+                                         }),
+                    n, mode.id, 2 * bytes, std::nullopt);
+                add_reference_fields(copy_row, entry_.ceilings.front());
+                chapter["ceilings"].push_back(copy_row);
+            }
 
-            nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false, restore,
-                                                 d_input, d_scratch, d_out, n, expected, bytes, mode);
-            add_reference_fields(cub_row, entry_.baselines.front());
-            chapter["baselines"].push_back(cub_row);
+            if (measured_at(entry_, "cub_device_reduce_sum", n)) {
+                nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false,
+                                                     restore, d_input, d_scratch, d_out, n, expected, bytes, mode);
+                add_reference_fields(cub_row, entry_.baselines.front());
+                chapter["baselines"].push_back(cub_row);
+            }
 
             for (const reduction::Step& step : reduction::steps()) {
-                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
+                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
+                    !measured_at(entry_, step.id, n)) {
                     continue;
                 }
                 nlohmann::json row = measure_sum(context, step.id, step.sum_int, step.destroys_input, restore,

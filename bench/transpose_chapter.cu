@@ -17,6 +17,11 @@ constexpr int measured_dims[] = {1024, 8192};
 //! The one-thread step is timed at the source's size only: at 8192 x 8192 a launch would take seconds.
 constexpr int one_thread_max_dim = 1024;
 
+//! The sweep: square sizes from 256 x 256 (256 KiB) to 4096 x 4096 (64 MiB) besides the two above, for the rows below.
+constexpr int sweep_dims[] = {256, 512, 2048, 4096};
+const std::vector<std::string> sweep_rows = {"10_output_order", "07_tile_32x8", "05_tile_16x16", "cublas_sgeam",
+                                             "device_copy"};
+
 std::string size_text(int dim) { return std::to_string(dim) + " x " + std::to_string(dim) + " float"; }
 
 class TransposeChapter final : public Chapter {
@@ -46,6 +51,13 @@ public:
             }
             entry_.steps.push_back(step);
         }
+        Sweep sweep{{}, sweep_rows, 2 * sizeof(float), 1};  // the matrix and its transpose
+        for (const int dim : sweep_dims) {
+            sweep.sizes.push_back({static_cast<std::int64_t>(dim) * dim, size_text(dim)});
+        }
+        add_sweep(entry_, std::move(sweep));
+        // The serial step runs at 1024 x 1024 only: the first step at the DRAM-bound size is step 2.
+        entry_.headline = Headline{std::int64_t{8192} * 8192, "single_cold", "02_thread_per_row", entry_.steps.back().id};
     }
 
     const ChapterEntry& entry() const override { return entry_; }
@@ -59,8 +71,8 @@ public:
         chapter["steps"] = nlohmann::json::array();
         const transpose::CublasTranspose cublas;
 
-        for (const int dim : measured_dims) {
-            const std::int64_t n = static_cast<std::int64_t>(dim) * dim;
+        for (const std::int64_t n : all_sizes(entry_)) {
+            const int dim = static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))));
             const std::int64_t bytes = 2 * n * static_cast<std::int64_t>(sizeof(float));  // read once, written once
             const std::vector<float> input = transpose::random_matrix(dim, dim, context.seed + dim);
             const std::vector<float> expected = transpose::reference_transpose(input, dim, dim);
@@ -70,6 +82,9 @@ public:
             const auto nothing = [] {};
 
             for (const ReferenceEntry& ceiling : entry_.ceilings) {
+                if (!measured_at(entry_, ceiling.id, n)) {
+                    continue;
+                }
                 const bool copy = ceiling.id == "device_copy";
                 for (const TimingMode& mode : entry_.timings) {
                     const RowTiming t = context.sampler.time("ceiling " + ceiling.id, mode, nothing, [&] {
@@ -96,6 +111,9 @@ public:
 
             const auto sgeam = [&] { return cublas(d_in.data(), d_out.data(), dim, dim, stream); };
             for (const TimingMode& mode : entry_.timings) {
+                if (!measured_at(entry_, "cublas_sgeam", n)) {
+                    break;
+                }
                 nlohmann::json row =
                     timing_row(context.sampler.time("cublas_sgeam", mode, nothing, sgeam), n, mode.id, bytes, std::nullopt);
                 add_reference_fields(row, entry_.baselines.front());
@@ -105,7 +123,7 @@ public:
 
             for (const transpose::Step& step : transpose::steps()) {
                 if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                    (step.one_thread && dim > one_thread_max_dim)) {
+                    !measured_at(entry_, step.id, n)) {
                     continue;
                 }
                 const StepEntry& registry_step = find_step(entry_, step.id);

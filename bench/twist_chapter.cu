@@ -20,9 +20,20 @@ constexpr int measured_points[] = {source_points, dram_points};
 constexpr float wide_angle_magnitude = 500.0f;
 constexpr int wide_angle_points = 1 << 16;
 
+//! The sweep: every fourth power of two from 2^14 to 2^24 vertices (256 KiB to 256 MiB), for the rows below.
+constexpr int sweep_points[] = {1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24};
+const std::vector<std::string> sweep_rows = {"06_exact_sincosf", "02_thread_per_vertex", "device_copy",
+                                             "inplace_read_write"};
+
 std::string size_text(int n)
 {
-    return n == source_points ? "990,000 float4 vertices (15.8 MB, the source's)" : "2^26 float4 vertices (1 GiB)";
+    if (n == source_points) {
+        return "990,000 float4 vertices (15.8 MB, the source's)";
+    }
+    const int log2 = __builtin_ctz(static_cast<unsigned>(n));
+    const std::int64_t mib = (std::int64_t{n} * static_cast<std::int64_t>(sizeof(float4))) >> 20;
+    return "2^" + std::to_string(log2) + " float4 vertices (" +
+           (mib >= 1024 ? std::to_string(mib / 1024) + " GiB)" : std::to_string(mib) + " MiB)");
 }
 
 class TwistChapter final : public Chapter {
@@ -52,6 +63,13 @@ public:
             }
             entry_.steps.push_back(step);
         }
+        Sweep sweep{{}, sweep_rows, sizeof(float4), 1};  // the vertices, updated in place
+        for (const int n : sweep_points) {
+            sweep.sizes.push_back({n, size_text(n)});
+        }
+        add_sweep(entry_, std::move(sweep));
+        // The one-thread step runs at the source's size only: the first step at the DRAM-bound size is step 2.
+        entry_.headline = Headline{dram_points, "single_cold", "02_thread_per_vertex", entry_.steps.back().id};
     }
 
     const ChapterEntry& entry() const override { return entry_; }
@@ -65,7 +83,8 @@ public:
         chapter["steps"] = nlohmann::json::array();
         const std::vector<double> wide_angle_errors = wide_angle_max_ulp(context);
 
-        for (const int n : measured_points) {
+        for (const std::int64_t size : all_sizes(entry_)) {
+            const int n = static_cast<int>(size);
             const std::int64_t bytes = 2 * static_cast<std::int64_t>(n) * static_cast<std::int64_t>(sizeof(float4));
             const std::vector<float4> input = twist::random_points(n, twist::measured_extent, context.seed + n);
             const std::vector<twist::Twisted> reference =
@@ -79,6 +98,9 @@ public:
             };
 
             for (const ReferenceEntry& ceiling : entry_.ceilings) {
+                if (!measured_at(entry_, ceiling.id, n)) {
+                    continue;
+                }
                 const std::function<cudaError_t()> launch =
                     ceiling.id == "device_copy"
                         ? std::function<cudaError_t()>([&] {
@@ -104,7 +126,7 @@ public:
             for (std::size_t index = 0; index < twist::steps().size(); ++index) {
                 const twist::Step& step = twist::steps()[index];
                 if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                    (step.one_thread && n != source_points)) {
+                    !measured_at(entry_, step.id, n)) {
                     continue;
                 }
                 const StepEntry& registry_step = find_step(entry_, step.id);

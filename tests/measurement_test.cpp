@@ -66,6 +66,73 @@ TEST(Registry, JsonListsChaptersStepsAndHashes)
     EXPECT_EQ(elementwise.at("timings").size(), 2u);
 }
 
+TEST(Registry, EveryHeadlineNamesStepsMeasuredAtItsSizeAndTiming)
+{
+    int with_headline = 0;
+    for (const auto& chapter : make_chapters()) {
+        const ChapterEntry& c = chapter->entry();
+        if (!c.headline) {
+            continue;
+        }
+        ++with_headline;
+        const Headline& h = *c.headline;
+        EXPECT_TRUE(std::any_of(c.timings.begin(), c.timings.end(), [&](const TimingMode& t) { return t.id == h.timing; }))
+            << c.id << ": headline timing " << h.timing;
+        EXPECT_NE(h.first, h.final) << c.id;
+        for (const std::string& id : {h.first, h.final}) {
+            EXPECT_NO_THROW(find_step(c, id)) << c.id << "/" << id;
+            EXPECT_TRUE(measured_at(c, id, h.n)) << c.id << "/" << id << " is not measured at the headline's n " << h.n;
+        }
+    }
+    // Every chapter with timed steps is on the front page.
+    EXPECT_EQ(with_headline, static_cast<int>(make_chapters().size()));
+}
+
+TEST(Registry, SweepRowsAreMeasuredAtTheSweepAndMainSizesAndNothingElseGrows)
+{
+    ChapterEntry c;
+    c.id = "demo";
+    c.steps = {StepEntry{"01_a", "", "", "", "", true, false, {{100, "100"}}, {}},
+               StepEntry{"02_b", "", "", "", "", true, false, {{100, "100"}, {200, "200"}}, {}}};
+    c.ceilings = {ReferenceEntry{"copy", ""}, ReferenceEntry{"empty", ""}};
+    c.baselines = {ReferenceEntry{"lib", "", {200}}};
+    add_sweep(c, Sweep{{{10, "10"}, {1000, "1000"}}, {"02_b", "copy", "lib"}, 4, 1});
+    EXPECT_EQ(all_sizes(c), (std::vector<std::int64_t>{10, 100, 200, 1000}));
+    for (const std::int64_t n : {10, 100, 200, 1000}) {
+        EXPECT_TRUE(measured_at(c, "02_b", n)) << n;
+        EXPECT_TRUE(measured_at(c, "copy", n)) << n;
+        EXPECT_EQ(measured_at(c, "01_a", n), n == 100) << n;
+        EXPECT_EQ(measured_at(c, "empty", n), n == 100 || n == 200) << n;  // "every size" meant the main ones
+        EXPECT_EQ(measured_at(c, "lib", n), n != 100) << n;
+    }
+    EXPECT_THROW(measured_at(c, "nothing", 10), std::out_of_range);
+
+    ChapterEntry unknown = c;
+    EXPECT_THROW(add_sweep(unknown, Sweep{{{5, "5"}}, {"03_missing"}, 4, 1}), std::logic_error);
+}
+
+TEST(Registry, JsonCarriesHeadlineAndSweep)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    const auto reduction = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
+                                        [](const nlohmann::json& c) { return c.at("id") == "reduction"; });
+    ASSERT_NE(reduction, registry.at("chapters").end());
+    EXPECT_EQ(reduction->at("headline").at("n"), 1 << 28);
+    EXPECT_EQ(reduction->at("headline").at("final"), "17_single_pass");
+    const nlohmann::json& sweep = reduction->at("sweep");
+    EXPECT_EQ(sweep.at("sizes").front(), 1 << 10);
+    EXPECT_EQ(sweep.at("sizes").back(), 1 << 30);
+    EXPECT_EQ(sweep.at("sizes").size(), 19u);  // 2^10 .. 2^30 but the main sizes 2^22 and 2^28
+    EXPECT_EQ(sweep.at("footprint").at("bytes_per_n"), 4.0);
+    const auto& steps = reduction->at("steps");
+    const auto final_step = std::find_if(steps.begin(), steps.end(),
+                                         [](const nlohmann::json& s) { return s.at("id") == "17_single_pass"; });
+    EXPECT_EQ(final_step->at("sizes").size(), 21u);
+    const auto first_step = std::find_if(steps.begin(), steps.end(),
+                                         [](const nlohmann::json& s) { return s.at("id") == "01_neighbored_pairs"; });
+    EXPECT_EQ(first_step->at("sizes").size(), 2u);
+}
+
 TEST(Registry, UnhashedFilesAreAnError)
 {
     EXPECT_THROW(source_sha256("snippets/elementwise/99_missing.cuh"), std::out_of_range);

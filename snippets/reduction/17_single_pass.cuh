@@ -6,8 +6,10 @@
 //! `__threadfence()`, and takes a ticket from an atomic counter; the block
 //! that draws the last ticket knows all the sums are written, adds them and
 //! writes the result. The counter lives in the workspace and is zeroed by a
-//! `cudaMemsetAsync` in the same stream before the kernel. The order of the
-//! additions is fixed, so float results do not vary from run to run.
+//! `cudaMemsetAsync` in the same stream before the kernel. An input that one
+//! block covers in one round of loads is summed by a single block, which
+//! writes the result itself: one launch, no counter, no memset. The order of
+//! the additions is fixed, so float results do not vary from run to run.
 #pragma once
 
 #include <algorithm>
@@ -91,13 +93,20 @@ __device__ __forceinline__ T thread_sum(const T* d_in, int num_items)
 }
 
 //! @brief Block `b` sums its share of `d_in` into `d_block_sums[b]`; the last block to finish sums those
-//!        into `*d_out`. `*d_tickets` must be 0 at launch.
+//!        into `*d_out`. `*d_tickets` must be 0 at launch, unless the grid is a single block, which writes
+//!        its sum to `*d_out` and uses neither `d_block_sums` nor `d_tickets`.
 template <int BlockThreads, typename T>
 static __global__ void __launch_bounds__(BlockThreads)
     reduce_kernel(const T* d_in, T* d_block_sums, unsigned* d_tickets, T* d_out, int num_items)
 {
     __shared__ bool last_block;
     const T sum = block_sum<BlockThreads>(thread_sum<BlockThreads>(d_in, num_items));
+    if (gridDim.x == 1) {
+        if (threadIdx.x == 0) {
+            *d_out = sum;
+        }
+        return;
+    }
     if (threadIdx.x == 0) {
         d_block_sums[blockIdx.x] = sum;
         __threadfence();  // the sum is visible to every block before the ticket is taken
@@ -163,8 +172,10 @@ inline cudaError_t sum(void* d_temp_storage, std::size_t& temp_storage_bytes, co
     }
     T* d_block_sums = static_cast<T*>(d_temp_storage);
     unsigned* d_tickets = reinterpret_cast<unsigned*>(static_cast<char*>(d_temp_storage) + partials_bytes);
-    if (cudaError_t error = cudaMemsetAsync(d_tickets, 0, sizeof(unsigned), stream); error != cudaSuccess) {
-        return error;
+    if (blocks > 1) {
+        if (cudaError_t error = cudaMemsetAsync(d_tickets, 0, sizeof(unsigned), stream); error != cudaSuccess) {
+            return error;
+        }
     }
     reduce_kernel<block_threads><<<blocks, block_threads, 0, stream>>>(d_in, d_block_sums, d_tickets, d_out,
                                                                         num_items);
