@@ -126,7 +126,20 @@ measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	# 1. Correctness on this GPU; the JSON report feeds the per-step test counts.
 	rm -f "$(REPORTS)/gpu_tests.json"
 	run "$(GPU_TESTS)" --gtest_output=json:$(REPORTS)/gpu_tests.json || failed+=("GPU tests")
-	# 2. compute-sanitizer over the same binary.
+	# 2. Timing (before the sanitizers, so that a long sanitizer run cannot hold the numbers back). Only
+	#    this run's file stays in $(FRESH).
+	dirty=()  # --dirty only where git knows the commit and sees changes to it
+	if [ -n "$(COMMIT)" ]; then  # a tree copied from a clean checkout of COMMIT, whose git here does not know it
+	  [[ "$(COMMIT)" =~ ^[0-9a-f]{7,40}$$ ]] || die "make measure: COMMIT must be a commit hash (7 to 40 hex digits), not '$(COMMIT)'"
+	  commit=$(COMMIT)
+	else
+	  commit=$$(git rev-parse --verify -q --short=12 HEAD 2>/dev/null || echo unknown)
+	  if [ "$$commit" != unknown ] && [ -n "$$(git status --porcelain 2>/dev/null || true)" ]; then dirty=(--dirty); fi
+	fi
+	rm -f "$(FRESH)"/*.json
+	run "$(BENCH)" --gtest-report "$(REPORTS)/gpu_tests.json" --out-dir "$(FRESH)" \
+	    --commit "$$commit" "$${dirty[@]}" || failed+=("timing program")
+	# 3. compute-sanitizer over the same binary.
 	sanitizer=$$(command -v compute-sanitizer || true)
 	for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
 	  [ -n "$$sanitizer" ] || { [ -x "$$c" ] && sanitizer=$$c; } || true
@@ -145,18 +158,6 @@ measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	else
 	  echo "compute-sanitizer not found (PATH, /usr/local/cuda): memcheck and racecheck NOT run"
 	fi
-	# 3. Timing. Only this run's file stays in $(FRESH).
-	dirty=()  # --dirty only where git knows the commit and sees changes to it
-	if [ -n "$(COMMIT)" ]; then  # a tree copied from a clean checkout of COMMIT, whose git here does not know it
-	  [[ "$(COMMIT)" =~ ^[0-9a-f]{7,40}$$ ]] || die "make measure: COMMIT must be a commit hash (7 to 40 hex digits), not '$(COMMIT)'"
-	  commit=$(COMMIT)
-	else
-	  commit=$$(git rev-parse --verify -q --short=12 HEAD 2>/dev/null || echo unknown)
-	  if [ "$$commit" != unknown ] && [ -n "$$(git status --porcelain 2>/dev/null || true)" ]; then dirty=(--dirty); fi
-	fi
-	rm -f "$(FRESH)"/*.json
-	run "$(BENCH)" --gtest-report "$(REPORTS)/gpu_tests.json" --out-dir "$(FRESH)" \
-	    --commit "$$commit" "$${dirty[@]}" || failed+=("timing program")
 	echo
 	written=0
 	for f in "$(FRESH)"/*.json; do
