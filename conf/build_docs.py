@@ -5,15 +5,21 @@ This is the one command ``make docs`` runs (with the project virtualenv's
 Python). It
 
 1. checks its inputs: the step registry (``stepwise_bench --list --json``) and
-   a measurement file (validated against conf/measurement.schema.json; with a
-   directory, the file in it with the newest ``run.date``); under ``--strict``
-   also that every step has current measurements (source hashes match);
+   the measurement files, one per GPU (each validated against
+   conf/measurement.schema.json): ``--measurements`` is a file or a directory
+   (every ``*.json`` in it); with ``--recorded DIR`` (``make docs`` passes
+   docs/measurements/ with fresh measurements) the recorded files of the GPUs
+   the first ones do not cover are added, labelled recorded. Two files of one
+   GPU (``gpu.slug``) in one directory are an error. Under ``--strict`` also
+   that every step has current measurements in every file (source hashes
+   match);
 2. runs ``doxygen conf/Doxyfile`` from the repository root with
    STEPWISE_DOXYGEN_OUT=<build>/doxygen;
 3. runs ``sphinx-build -c conf docs <build>/docs/html`` (``-W --keep-going``
    under ``--strict``), handing the settings to conf/conf.py through
    environment variables (STEPWISE_REGISTRY, STEPWISE_MEASUREMENTS,
-   STEPWISE_SOURCE, STEPWISE_STRICT, STEPWISE_DOXYGEN_XML, STEPWISE_REPO_ROOT);
+   STEPWISE_RECORDED, STEPWISE_SOURCE, STEPWISE_STRICT, STEPWISE_DOXYGEN_XML,
+   STEPWISE_REPO_ROOT, and STEPWISE_PRIMARY_GPU with ``--primary-gpu``);
 4. prints ``Site: /absolute/path/index.html`` as its last line.
 
 Any failure prints one line to stderr that names the file or tool, and the
@@ -61,8 +67,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="the step registry JSON, from `stepwise_bench --list --json` "
                              "(default: BUILD_DIR/registry.json)")
     parser.add_argument("--measurements", type=Path, default=None,
-                        help="a measurement JSON file, or a directory (the file with the newest "
-                             "run.date is used; default: docs/measurements/)")
+                        help="a measurement JSON file, or a directory of them, one per GPU "
+                             "(default: docs/measurements/)")
+    parser.add_argument("--recorded", type=Path, default=None,
+                        help="a directory of recorded measurement files (docs/measurements/): those "
+                             "of GPUs that --measurements does not cover are shown too, as recorded")
+    parser.add_argument("--primary-gpu", default=None, metavar="SLUG",
+                        help="the GPU (gpu.slug) whose recorded numbers the prose cites when none is "
+                             "fresh (default: conf.py's stepwise_primary_gpu)")
     parser.add_argument("--source", choices=("fresh", "recorded"), default=None,
                         help="what the pages say about the numbers: measured in this build "
                              "(fresh) or recorded (default: recorded)")
@@ -75,11 +87,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def check_inputs(registry: Path, measurements: Path, root: Path, source: str, strict: bool):
-    """Load and check the inputs the way the Sphinx extension will; returns the file used."""
+def check_inputs(registry: Path, measurements: Path, root: Path, source: str, strict: bool,
+                 recorded: Path | None = None, primary_gpu: str | None = None):
+    """Load and check the inputs the way the Sphinx extension will; returns the datasets
+    (primary first)."""
     sys.path.insert(0, str(CONF_DIR.parent / "docs" / "_ext"))
     try:
-        from stepwise_docs.data import DataError, Dataset
+        from stepwise_docs.data import DEFAULT_PRIMARY_GPU, DataError, load_datasets
     except ImportError as exc:  # e.g. run with a Python without jsonschema
         raise BuildError(f"cannot import the docs tooling ({exc}); run with the project "
                          f"virtualenv, e.g. .venv/bin/python conf/build_docs.py", 3) from None
@@ -89,16 +103,17 @@ def check_inputs(registry: Path, measurements: Path, root: Path, source: str, st
         raise BuildError(f"jsonschema is not installed for {sys.executable}; run with the "
                          "project virtualenv (.venv/bin/python)", 3) from None
     try:
-        dataset = Dataset.load(registry, measurements, root, source,
-                               CONF_DIR / "measurement.schema.json")
+        datasets = load_datasets(registry, measurements, root, source,
+                                 CONF_DIR / "measurement.schema.json", recorded,
+                                 primary_gpu or DEFAULT_PRIMARY_GPU)
     except DataError as exc:
         raise BuildError(str(exc)) from None
     if strict:
-        problems = dataset.problems()
+        problems = datasets.problems()
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise BuildError(f"{problems[0]}{more}")
-    return dataset.measurement_path
+    return datasets
 
 
 def run_doxygen(root: Path, out: Path, verbose: bool) -> Path:
@@ -167,26 +182,33 @@ def main(argv: list[str] | None = None) -> int:
     build = args.build_dir.resolve()
     registry = (args.registry or build / "registry.json").resolve()
     measurements = (args.measurements or root / "docs" / "measurements").resolve()
+    recorded = args.recorded.resolve() if args.recorded else None
     source = args.source or "recorded"
     try:
         if not registry.is_file():
             raise BuildError(
                 f"step registry {registry} does not exist; build the timing program and run "
                 "`build/bench/stepwise_bench --list --json > build/registry.json` (make does)")
-        measurement_file = check_inputs(registry, measurements, root, source, args.strict)
+        datasets = check_inputs(registry, measurements, root, source, args.strict, recorded,
+                                args.primary_gpu)
         xml = run_doxygen(root, build / "doxygen", args.verbose)
         env_vars = {
             "STEPWISE_REGISTRY": str(registry),
-            "STEPWISE_MEASUREMENTS": str(measurement_file),
+            "STEPWISE_MEASUREMENTS": str(measurements),
+            "STEPWISE_RECORDED": str(recorded) if recorded else "",
             "STEPWISE_SOURCE": source,
             "STEPWISE_STRICT": "1" if args.strict else "0",
             "STEPWISE_DOXYGEN_XML": str(xml),
             "STEPWISE_REPO_ROOT": str(root),
         }
+        if args.primary_gpu:
+            env_vars["STEPWISE_PRIMARY_GPU"] = args.primary_gpu
         index = run_sphinx(root, build, env_vars, args.strict, args.verbose)
     except BuildError as exc:
         return _fail(str(exc), exc.status)
-    print(f"Measurements: {measurement_file} ({source})")
+    for i, dataset in enumerate(datasets):
+        role = "primary" if i == 0 else "also shown"
+        print(f"Measurements: {dataset.measurement_path} ({dataset.source}; {dataset.gpu_name}, {role})")
     print(f"Site: {index}")
     return 0
 

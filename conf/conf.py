@@ -5,8 +5,13 @@ then ``sphinx-build -c conf docs build/docs/html`` with these environment
 variables set:
 
 STEPWISE_REGISTRY       the step registry (``stepwise_bench --list --json``)
-STEPWISE_MEASUREMENTS   a measurement file, or a directory (newest run.date wins)
+STEPWISE_MEASUREMENTS   a measurement file, or a directory of them (one per GPU)
+STEPWISE_RECORDED       a directory of recorded measurement files whose GPUs STEPWISE_MEASUREMENTS
+                        does not cover are shown too, labelled recorded (make docs passes
+                        docs/measurements with fresh measurements; default: none)
 STEPWISE_SOURCE         ``fresh`` (measured in this build) or ``recorded``
+STEPWISE_PRIMARY_GPU    the GPU slug whose numbers the prose cites when none is fresh
+                        (default ``nvidia-h100-80gb-hbm3``; absent: the first GPU by slug)
 STEPWISE_STRICT         ``1``: a stale or missing measurement stops the build
 STEPWISE_DOXYGEN_XML    Doxygen's XML output directory (read by Breathe)
 STEPWISE_REPO_ROOT      the repository the registry's file paths are relative to
@@ -17,8 +22,8 @@ STEPWISE_SASS_DIR       where the chapters' SASS reports are, ``<chapter>.json``
                         build/sass/)
 
 Each can also be overridden with ``-D name=value`` (``stepwise_registry``,
-``stepwise_measurements``, ``stepwise_source``, ``stepwise_strict``,
-``stepwise_repo_root``, ``stepwise_sass_dir``).
+``stepwise_measurements``, ``stepwise_recorded``, ``stepwise_source``, ``stepwise_strict``,
+``stepwise_repo_root``, ``stepwise_sass_dir``, ``stepwise_primary_gpu``).
 """
 from __future__ import annotations
 
@@ -74,6 +79,8 @@ breathe_show_define_initializer = False
 # -- stepwise_docs -----------------------------------------------------------
 stepwise_registry = os.environ.get("STEPWISE_REGISTRY", "")
 stepwise_measurements = os.environ.get("STEPWISE_MEASUREMENTS", "")
+stepwise_recorded = os.environ.get("STEPWISE_RECORDED", "")
+stepwise_primary_gpu = os.environ.get("STEPWISE_PRIMARY_GPU", "nvidia-h100-80gb-hbm3")
 stepwise_source = os.environ.get("STEPWISE_SOURCE", "recorded")
 stepwise_strict = os.environ.get("STEPWISE_STRICT", "0") not in ("", "0", "false", "no")
 stepwise_repo_root = os.environ.get("STEPWISE_REPO_ROOT", str(REPO_ROOT))

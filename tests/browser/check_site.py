@@ -12,7 +12,10 @@ For each page it checks:
 * on pages with measurements: a ``table.stepwise-measurements``, an ``img`` inside a
   ``.stepwise-plot`` element that has loaded (``naturalWidth > 0``; every such image),
   code blocks (``div.highlight pre``) and the copy buttons sphinx-copybutton injects
-  (``button.copybtn``).
+  (``button.copybtn``);
+* on index.html: the results table ``table.stepwise-summary`` with at least one body row, a
+  link in it that resolves, and one column group per GPU (a header cell of class
+  ``stepwise-gpu-group`` each), at least ``--min-gpus`` of them.
 
 Prints one line per page and a final "N passed, M failed" line; exits 1 on any failure.
 
@@ -38,6 +41,8 @@ from urllib.parse import unquote, urlsplit
 
 MEASUREMENTS_CLASS = "stepwise-measurements"
 PLOT_CLASS = "stepwise-plot"
+SUMMARY_CLASS = "stepwise-summary"
+GPU_GROUP_CLASS = "stepwise-gpu-group"
 # Pages Sphinx generates that are not chapters.
 GENERATED_PAGES = frozenset({"genindex.html", "search.html", "py-modindex.html", "cpp-modindex.html"})
 
@@ -87,6 +92,95 @@ def scan_html(text: str) -> PageScan:
 def has_measurements(text: str) -> bool:
     """Whether an element of the page has the class ``stepwise-measurements``."""
     return MEASUREMENTS_CLASS in scan_html(text).classes
+
+
+@dataclass
+class SummaryScan:
+    """What the front page's results table holds (``found``: there is one)."""
+
+    found: bool = False
+    body_rows: int = 0
+    gpu_groups: list[str] = field(default_factory=list)  # the GPUs' names, in order
+    hrefs: list[str] = field(default_factory=list)
+
+
+class _SummaryScanner(HTMLParser):
+    """Reads the first ``table.stepwise-summary``: its body rows, links and GPU header cells."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.scan = SummaryScan()
+        self._depth = 0  # tables open inside the summary (0: not in it)
+        self._done = False
+        self._in_tbody = False
+        self._gpu_text: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        classes = set((dict(attrs).get("class") or "").split())
+        if tag == "table":
+            if self._depth:
+                self._depth += 1
+            elif not self._done and SUMMARY_CLASS in classes:
+                self.scan.found = True
+                self._depth = 1
+            return
+        if not self._depth:
+            return
+        if tag == "tbody":
+            self._in_tbody = True
+        elif tag == "tr" and self._in_tbody:
+            self.scan.body_rows += 1
+        elif tag == "th" and GPU_GROUP_CLASS in classes:
+            self._gpu_text = []
+        elif tag == "a" and dict(attrs).get("href"):
+            self.scan.hrefs.append(dict(attrs)["href"])
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self._depth:
+            return
+        if tag == "table":
+            self._depth -= 1
+            self._done = self._depth == 0
+        elif tag == "tbody":
+            self._in_tbody = False
+        elif tag == "th" and self._gpu_text is not None:
+            self.scan.gpu_groups.append(" ".join("".join(self._gpu_text).split()))
+            self._gpu_text = None
+
+    def handle_data(self, data: str) -> None:
+        if self._gpu_text is not None:
+            self._gpu_text.append(data)
+
+
+def scan_summary(text: str) -> SummaryScan:
+    """The front page's results table (the first ``table.stepwise-summary``) of an HTML document."""
+    scanner = _SummaryScanner()
+    scanner.feed(text)
+    scanner.close()
+    return scanner.scan
+
+
+def summary_problems(site: Path, page: Path, text: str, min_gpus: int = 1,
+                     ids_of=None) -> list[str]:
+    """Problems with the front page's results table (empty: all good): it must exist, have a
+    body row, a link that resolves (see :func:`check_links`) and at least ``min_gpus`` column
+    groups, one per GPU."""
+    scan = scan_summary(text)
+    if not scan.found:
+        return [f"no table.{SUMMARY_CLASS} (the results table, from the stepwise-summary directive)"]
+    problems = []
+    if scan.body_rows == 0:
+        problems.append(f"table.{SUMMARY_CLASS} has no body row (no chapter has a headline?)")
+    internal = [h for h in scan.hrefs if is_internal(h)]
+    kwargs = {} if ids_of is None else {"ids_of": ids_of}
+    if not any(not check_links(site, page, [h], **kwargs) for h in internal):
+        problems.append(f"table.{SUMMARY_CLASS} has no link that resolves "
+                        f"({', '.join(internal) or 'no internal link'})")
+    if len(scan.gpu_groups) < min_gpus:
+        shown = ", ".join(scan.gpu_groups) or "none"
+        problems.append(f"table.{SUMMARY_CLASS} shows {len(scan.gpu_groups)} GPU(s) ({shown}), "
+                        f"expected at least {min_gpus} (th.{GPU_GROUP_CLASS})")
+    return problems
 
 
 def pages_to_check(site: Path) -> list[Path]:
@@ -234,8 +328,11 @@ def start_server(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def check_page(driver, site: Path, page: Path, url: str, expect_measurements: bool,
-               wait_s: float, ignore_favicon: bool) -> list[str]:
+               wait_s: float, ignore_favicon: bool, min_gpus: int = 1) -> list[str]:
     problems: list[str] = []
+    if page.name == "index.html":
+        problems += summary_problems(site, page, page.read_text(encoding="utf-8", errors="replace"),
+                                     min_gpus)
     driver.get_log("browser")  # drop whatever an earlier page left behind
     driver.get(url)
     if expect_measurements:
@@ -262,6 +359,9 @@ def main(argv: list[str] | None = None) -> int:
                          f"show measurements; default: those whose HTML has an element of class {MEASUREMENTS_CLASS}")
     ap.add_argument("--min-measurement-pages", type=int, default=0,
                     help="fail unless at least this many pages show measurements (default 0)")
+    ap.add_argument("--min-gpus", type=int, default=1,
+                    help="fail unless index.html's results table (table.stepwise-summary) shows at least "
+                         "this many GPUs (default 1)")
     ap.add_argument("--http", action="store_true",
                     help="load the pages from a local HTTP server on 127.0.0.1 instead of file://")
     ap.add_argument("--chromium", default="/usr/bin/chromium")
@@ -302,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
                 url = base + page.name if base else page.as_uri()
                 expect = page.name in measured
                 try:
-                    problems = check_page(driver, site, page, url, expect, args.wait, ignore_favicon=bool(base))
+                    problems = check_page(driver, site, page, url, expect, args.wait,
+                                          ignore_favicon=bool(base), min_gpus=args.min_gpus)
                 except Exception as err:  # a page that hangs or crashes the browser is a failure
                     problems = [f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}"]
                 what = " [measurements]" if expect else ""

@@ -31,6 +31,18 @@ def page(body: str, head: str = "") -> str:
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>t</title>{head}</head><body>{body}</body></html>"
 
 
+def summary_table(gpus: list[str], rows: int = 1, href: str = "elementwise.html") -> str:
+    """A results table as the stepwise-summary directive writes it (docutils' HTML)."""
+    groups = "".join(f"<th class='head stepwise-gpu-group' colspan='5'><p>{g}</p></th>" for g in gpus)
+    body = "".join(f"<tr><td><p><a class='reference internal' href='{href}'>Element-wise</a></p></td>"
+                   "<td><p>2048 x 2048 float</p></td><td><p>batch</p></td>" + "<td>1</td>" * 5 * len(gpus)
+                   + "</tr>" for _ in range(rows))
+    return (f"<table class='docutils stepwise-data stepwise-summary stepwise-gpus-{len(gpus)}'>"
+            "<thead><tr><th class='head' rowspan='2'>chapter</th>" + groups + "</tr>"
+            "<tr><th>first step</th></tr></thead>"
+            f"<tbody>{body}</tbody></table>")
+
+
 # ---- pure logic ------------------------------------------------------------------------
 
 def test_scan_html_collects_ids_names_hrefs_and_classes():
@@ -110,6 +122,75 @@ def test_check_links_uses_the_given_id_lookup(site):
     assert calls == ["chapter.html"]
 
 
+def test_scan_summary_counts_rows_gpus_and_links():
+    html = page("<table class='docutils'><tbody><tr><td>other</td></tr></tbody></table>"
+                + summary_table(["GPU A", "GPU B"], rows=3))
+    scan = check_site.scan_summary(html)
+    assert scan.found and scan.body_rows == 3
+    assert scan.gpu_groups == ["GPU A", "GPU B"]
+    assert scan.hrefs == ["elementwise.html"] * 3
+    assert not check_site.scan_summary(page("<table class='stepwise-data'></table>")).found
+
+
+def test_summary_problems_accepts_a_good_table(site):
+    html = page(summary_table(["GPU A", "GPU B"], href="chapter.html"))
+    assert check_site.summary_problems(site, site / "index.html", html) == []
+    assert check_site.summary_problems(site, site / "index.html", html, min_gpus=2) == []
+
+
+@pytest.mark.parametrize("html, min_gpus, needle", [
+    (page("<p>no table</p>"), 1, "no table.stepwise-summary"),
+    (page(summary_table(["GPU A"], rows=0, href="chapter.html")), 1, "has no body row"),
+    (page(summary_table(["GPU A"], href="nope.html")), 1, "has no link that resolves (nope.html)"),
+    (page(summary_table(["GPU A"], href="https://example.org/")), 1, "no internal link"),
+    (page(summary_table(["GPU A"], href="chapter.html")), 2, "shows 1 GPU(s) (GPU A), expected at least 2"),
+    (page(summary_table([], href="chapter.html")), 1, "shows 0 GPU(s) (none)"),
+])
+def test_summary_problems(site, html, min_gpus, needle):
+    problems = check_site.summary_problems(site, site / "index.html", html, min_gpus)
+    assert problems and any(needle in p for p in problems), problems
+
+
+class _FakeDriver:
+    """Enough of a WebDriver for main() without a browser: every page shows its measurements."""
+
+    def get_log(self, _kind):
+        return []
+
+    def get(self, _url):
+        pass
+
+    def execute_script(self, script):
+        if "a[href]" in script and "tables" not in script:
+            return []
+        return {"tables": 1, "plots": 1, "broken": [], "code": 1, "copy": 1}
+
+    def quit(self):
+        pass
+
+
+@pytest.mark.parametrize("gpus, min_gpus, ok", [(["GPU A"], 1, True), (["GPU A"], 2, False),
+                                                 (["GPU A", "GPU B"], 2, True)])
+def test_min_gpus_without_browser(tmp_path, capsys, monkeypatch, gpus, min_gpus, ok):
+    site = tmp_path / "site"
+    write(site / "index.html", page(summary_table(gpus, href="chapter.html")))
+    write(site / "chapter.html", page("<p>chapter</p>"))
+    monkeypatch.setattr(check_site, "make_driver", lambda *a: _FakeDriver())
+    assert check_site.main(["--site", str(site), "--min-gpus", str(min_gpus)]) == (0 if ok else 1)
+    out = capsys.readouterr().out
+    assert ("PASS index.html" in out) is ok
+    if not ok:
+        assert f"expected at least {min_gpus} (th.stepwise-gpu-group)" in out
+
+
+def test_index_without_summary_fails_without_browser(tmp_path, capsys, monkeypatch):
+    site = tmp_path / "site"
+    write(site / "index.html", page("<p>no numbers</p>"))
+    monkeypatch.setattr(check_site, "make_driver", lambda *a: _FakeDriver())
+    assert check_site.main(["--site", str(site)]) == 1
+    assert "no table.stepwise-summary" in capsys.readouterr().out
+
+
 def test_is_severe():
     assert check_site.is_severe({"level": "SEVERE", "message": "Uncaught Error"})
     assert not check_site.is_severe({"level": "WARNING", "message": "x"})
@@ -143,7 +224,8 @@ def measurement_page(img: str = "_images/plot.png") -> str:
 
 
 def good_site(root: Path) -> Path:
-    write(root / "index.html", page("<h1 id='intro'>Stepwise</h1><a href='elementwise.html#elementwise'>ch</a>"))
+    write(root / "index.html", page("<h1 id='intro'>Stepwise</h1><a href='elementwise.html#elementwise'>ch</a>"
+                                    + summary_table(["NVIDIA H100 80GB HBM3"])))
     write(root / "elementwise.html", measurement_page())
     write(root / "_images" / "plot.png", PNG)
     write(root / "genindex.html", page("<a href='missing.html'>not checked</a>"))

@@ -25,6 +25,10 @@ for p in (REPO / "conf", REPO / "docs" / "_ext"):
 from source_hash import source_sha256  # noqa: E402
 
 FIXTURE_GPU = "FIXTURE GPU (not a measurement)"
+#: The second FIXTURE GPU (fixtures/project/more-measurements/fixture-gpu-b.json, see second_gpu).
+FIXTURE_GPU_B = "FIXTURE GPU B (not a measurement)"
+FIXTURE_GPU_B_SLUG = "fixture-gpu-b"
+FIXTURE_GPU_B_L2 = 33554432  # 32 MiB (the first FIXTURE GPU has 48 MiB)
 
 ELEMENTWISE_TIMINGS = [
     {"id": "batch", "label": "FIXTURE: events around 10 back-to-back launches, per launch; L2 warm",
@@ -283,6 +287,23 @@ def default_dram(chapter: dict, n: int = 4096) -> dict[str, tuple[int, int]]:
     return {s["id"]: (2 * 4 * n * n, 4 * n * n) for s in chapter["steps"]}
 
 
+def row_sizes(chapter: dict, entry: dict) -> list[int]:
+    """The sizes the timing program measures a registry row at: a step's sizes, a reference's
+    ``sizes`` (absent: every step size but the sweep's), and the sweep's sizes for its rows."""
+    sweep = chapter.get("sweep") or {}
+    extra = sweep.get("sizes", [])
+    if "sizes" in entry and entry["sizes"] and isinstance(entry["sizes"][0], dict):
+        out = [size["n"] for size in entry["sizes"]]
+    elif entry.get("sizes"):
+        out = list(entry["sizes"])
+    else:
+        out = [n for n in dict.fromkeys(size["n"] for s in chapter["steps"] for size in s["sizes"])
+               if n not in extra]
+    if entry["id"] in sweep.get("rows", []):
+        out += [n for n in extra if n not in out]
+    return out
+
+
 def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00Z",
                     commit: str = "f1xture") -> dict:
     """A schema-valid FIXTURE measurement file covering every registry row."""
@@ -297,12 +318,15 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
             scale = 1.0 + t_index
             for ref_kind, entries, out in (("c", ch["ceilings"], rows_c), ("b", ch["baselines"], rows_b)):
                 for i, e in enumerate(entries):
-                    for n in sizes:  # every size of the chapter, as the timing program writes them
+                    # every size of the chapter, as the timing program writes them, and the sweep's
+                    for n in dict.fromkeys(sizes + row_sizes(ch, e)):
                         nbytes = None if e["id"] == "empty_launch" else 8 * n
                         out.append({"id": e["id"], "title": e["title"],
                                     **_stats(n, t["id"], 0.01 * scale * (i + 1), nbytes)})
             for i, s in enumerate(ch["steps"]):
-                for size in s["sizes"]:
+                problems = {size["n"]: size.get("problem", "") for size in s["sizes"]}
+                for n in row_sizes(ch, s):
+                    size = {"n": n, "problem": problems.get(n, f"n = {n}")}
                     median = 0.1 * scale / (i + 1)
                     rows_s.append({
                         "id": s["id"], "title": s["title"],
@@ -329,6 +353,29 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
                                   "max_seconds_per_row": 1.0, "throttle_threshold": 0.9}},
         "chapters": chapters,
     }
+
+
+def second_gpu(measurement: dict, name: str = FIXTURE_GPU_B, slug: str = FIXTURE_GPU_B_SLUG,
+               l2_bytes: int = FIXTURE_GPU_B_L2, speed: float = 2.0) -> dict:
+    """A FIXTURE measurement of another GPU from one of the first: every time divided by ``speed``
+    (rates multiplied; shares unchanged), the GPU's name, slug and L2 size, a later date and
+    another commit. Made-up numbers, like the first's."""
+    other = copy.deepcopy(measurement)
+    other["gpu"].update(name=name, slug=slug, l2_bytes=l2_bytes, driver="FIXTURE-DRIVER-B")
+    other["run"].update(date="2000-01-02T00:00:00Z", commit="f1xtur2")
+    for chapter in other["chapters"]:
+        for kind in ("steps", "ceilings", "baselines", "autotune"):
+            for row in chapter.get(kind, []):
+                for key in ("median_ms", "min_ms", "max_ms"):
+                    row[key] = row[key] / speed
+                for key in ("gbps", "gflops"):
+                    if row.get(key) is not None:
+                        row[key] = row[key] * speed
+    return other
+
+
+def fixture_measurement_b() -> dict:
+    return json.loads((FIXTURE_PROJECT / "more-measurements" / "fixture-gpu-b.json").read_text())
 
 
 def write_json(path: Path, data) -> Path:

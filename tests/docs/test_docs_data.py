@@ -9,7 +9,7 @@ import pytest
 
 import synth
 from stepwise_docs.data import (DataError, Dataset, load_measurements, load_registry,
-                                resolve_measurement_path)
+                                measurement_files)
 
 
 def load(project: Path) -> Dataset:
@@ -92,29 +92,24 @@ def test_duplicate_row_is_rejected(project):
 
 def test_missing_measurement_file(tmp_path):
     with pytest.raises(DataError, match=r"does not exist"):
-        resolve_measurement_path(tmp_path / "nope.json")
+        measurement_files(tmp_path / "nope.json")
 
 
-def test_directory_picks_newest_run_date(project):
-    older = synth.fixture_measurement()
-    older["run"]["date"] = "1999-12-31T23:59:59Z"
-    synth.write_json(project / "measurements" / "zzz-older.json", older)
-    assert resolve_measurement_path(project / "measurements").name == "fixture-gpu.json"
-    newer = synth.fixture_measurement()
-    newer["run"]["date"] = "2001-01-01T00:00:00Z"
-    synth.write_json(project / "measurements" / "aaa-newer.json", newer)
-    assert resolve_measurement_path(project / "measurements").name == "aaa-newer.json"
+def test_directory_holds_one_file_per_gpu(project):
+    synth.write_json(project / "measurements" / "aaa-same-gpu.json", synth.fixture_measurement())
+    with pytest.raises(DataError, match=r"aaa-same-gpu\.json and .*fixture-gpu\.json are both for GPU"):
+        measurement_files(project / "measurements")
 
 
 def test_empty_directory_is_an_error(tmp_path):
     with pytest.raises(DataError, match=r"no measurement files.*make measure"):
-        resolve_measurement_path(tmp_path)
+        measurement_files(tmp_path)
 
 
 def test_corrupt_file_in_directory_is_named(project):
     (project / "measurements" / "broken.json").write_text("not json")
     with pytest.raises(DataError, match=r"broken\.json is not valid JSON"):
-        resolve_measurement_path(project / "measurements")
+        measurement_files(project / "measurements")
 
 
 # -- registry ----------------------------------------------------------------------------

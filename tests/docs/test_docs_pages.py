@@ -44,6 +44,10 @@ def _registry() -> dict:
         registry["chapters"] += synth.registry_for(
             reduction, "reduction", synth.REDUCTION_TIMINGS, synth.REDUCTION_CEILINGS,
             synth.REDUCTION_BASELINES)["chapters"]
+    for chapter in registry["chapters"]:  # the front page's results table (stepwise-summary)
+        steps = chapter["steps"]
+        chapter["headline"] = {"n": steps[0]["sizes"][0]["n"], "timing": chapter["timings"][0]["id"],
+                               "first": steps[0]["id"], "final": steps[-1]["id"]}
     return registry
 
 
@@ -52,6 +56,8 @@ def _chapter(chapter_id: str) -> dict | None:
 
 
 ROOFLINE = re.compile(r"^```\{stepwise-roofline\}\s+(\S+)\s+(\S+)\s*$", re.MULTILINE)
+#: A number role that names a GPU: ``{stepwise-number}`CHAPTER/ROW/FIELD...!GPU```.
+NUMBER_OF_GPU = re.compile(r"(\{stepwise-number\}`[^`]*)![a-z0-9][a-z0-9-]*`")
 
 
 def _pages_root(tmp: Path, registry: dict) -> Path:
@@ -59,8 +65,9 @@ def _pages_root(tmp: Path, registry: dict) -> Path:
 
     A roofline needs a Nsight Compute file of the measurement file's GPU, and the numbers here are
     FIXTURE ones: each ``stepwise-roofline CHAPTER FILE`` of a registry chapter is pointed at a
-    FIXTURE file for that chapter (synth.ncu_csv) named for the FIXTURE GPU. Nothing is written
-    under the repository.
+    FIXTURE file for that chapter (synth.ncu_csv) named for the FIXTURE GPU, and each number role
+    that names a GPU (``...!nvidia-h200``) at the FIXTURE GPU, the one GPU of this build. Nothing
+    is written under the repository.
     """
     root = tmp / "root"
     shutil.copytree(synth.REPO / "docs", root / "docs", ignore=shutil.ignore_patterns("_ext"))
@@ -79,7 +86,7 @@ def _pages_root(tmp: Path, registry: dict) -> Path:
             (page.parent / rel).write_text(synth.ncu_csv(chapter, synth.default_dram(chapter)))
             return f"```{{stepwise-roofline}} {chapter['id']} {rel}"
 
-        new = ROOFLINE.sub(fixture_csv, text)
+        new = NUMBER_OF_GPU.sub(r"\1!fixture-gpu`", ROOFLINE.sub(fixture_csv, text))
         if new != text:
             page.write_text(new, encoding="utf-8")
     return root
@@ -177,6 +184,19 @@ def test_sgemm_page_shows_every_step_and_the_evidence(site):
     assert len(re.findall(r'<img alt="(?:Line chart|Roofline)', html)) == 2
 
 
+def test_index_shows_the_results_table(site):
+    """Right under the title: one row per chapter with a headline, linked to its page."""
+    html = (site / "index.html").read_text(encoding="utf-8")
+    assert html.index("stepwise-summary") < html.index("A literate guide to CUDA optimization")
+    table = html[html.index('<table class="stepwise-data stepwise-summary'):]
+    table = table[:table.index("</table>")]
+    chapters = [c for c in _registry()["chapters"] if c.get("headline")]
+    assert table.count("<tr") == 2 + len(chapters)
+    for chapter in chapters:
+        assert f'href="{chapter["id"]}.html"' in table, chapter["id"]
+    assert "stepwise-gpu-group" in table and "FIXTURE GPU (not a measurement)" in table
+
+
 def test_index_lists_the_reduction_chapter(site):
     if _chapter("reduction") is None:
         pytest.skip("no reduction chapter in the registry")
@@ -198,6 +218,8 @@ def test_no_number_is_written_by_hand_in_the_reduction_chapter():
         "39.135 \u00b5s",
         # the definition of the share column
         "100 %",
+        # a bar, not a measurement: "where step 17 is not within 2 % of CUB"
+        "2 %",
     }
     found = set(re.findall(r"\b\d+(?:\.\d+)?\s*(?:ms|us|\u00b5s|ns|GB/s|GFLOP/s|%)(?!\w)", text))
     assert found <= allowed, found - allowed

@@ -1,22 +1,52 @@
 """Stepwise CUDA's Sphinx extension: measured tables, plots and step sections.
 
+Several GPUs: a build has one dataset per measurement file, one file per GPU (see
+:class:`.data.Datasets`). One of them is *primary*: the fresh one if any, else the recorded one
+of ``stepwise_primary_gpu``, else the first by GPU slug. The prose (both roles), the step
+sections' code and API, and the SGEMM evidence (tile bounds, roofline, autotuning) cite the
+primary one. The tables and plots below marked *per GPU* are drawn once per dataset, primary
+first, then by slug, each block headed with the GPU's name (class ``stepwise-gpu``) and followed
+by that GPU's provenance line.
+
 Directives (usable from MyST as ```{stepwise-table} elementwise```):
 
+``stepwise-summary``
+    The front page's results table: one row per registry chapter with a
+    ``headline`` (registry order), its title linked to its page, the problem
+    and the timing; per GPU a group of columns: the first and final step's
+    median time, the speedup, the final step's share of the ceiling, and
+    per library baseline its time over the final step's ("0.947× cuBLAS";
+    — without a baseline; n/a where not measured). Classes
+    ``stepwise-summary stepwise-gpus-<N>``; each GPU's header cell
+    ``stepwise-gpu-group``. Under it one provenance line per GPU.
 ``stepwise-provenance [CHAPTER]``
-    One line: GPU, date, commit, and whether the numbers were measured in
-    this build or are recorded ones.
-``stepwise-table CHAPTER`` (options ``:timing:``, ``:n:``)
-    One table per timing and problem size (``:n:`` picks one size): steps,
-    then ceilings and baselines, each number from the measurement file. A
-    chapter with library baselines gets one "vs <library>" column per
-    baseline (the library's median time over the step's, same run).
-``stepwise-plot CHAPTER`` (option ``:n:``)
+    One line per GPU: GPU, date, commit, and whether the numbers were
+    measured in this build or are recorded ones.
+``stepwise-table CHAPTER`` (options ``:timing:``, ``:n:``) -- per GPU
+    One table per timing and problem size (the chapter's main sizes; ``:n:``
+    picks one size, main or sweep): steps, then ceilings and baselines, each
+    number from the measurement file. A chapter with library baselines gets
+    one "vs <library>" column per baseline (the library's median time over
+    the step's, same run).
+``stepwise-plot CHAPTER`` (option ``:n:``) -- per GPU
     Median time per step, one figure per problem size, one series per
     timing, log scale, min–max error bars, a dashed line for the chapter's
     ceiling and a dotted one per library baseline.
+``stepwise-sweep CHAPTER`` (options ``:timing:``, ``:steps: ID ...``, ``:baselines: ID ...``,
+``:rows: ID ...``) -- per GPU and timing
+    Median time and rate (GFLOP/s, else GB/s) against n, two panels, log
+    axes (n in powers of two): the registry's ``sweep.rows`` (steps solid,
+    baselines thick dashed, ceilings thin dashed grey) over every size they
+    are measured at; without a ``sweep``, every step and baseline over every
+    size. ``:steps:``/``:baselines:`` replace those of the rows, ``:rows:``
+    names all of them. A vertical line where the problem's data
+    (``sweep.footprint``) fills the GPU's L2 cache (``gpu.l2_bytes``); the
+    numbers as two tables (rate, median time; rows n). See :mod:`.sweep`.
 ``stepwise-step CHAPTER STEP`` (option ``:no-api:``)
-    A step's summary row, full source, download link, diff against the
-    previous step and its launcher's Doxygen documentation (via Breathe).
+    A step's summary (per GPU: its numbers at the chapter's main sizes, its
+    tests and accuracy, stale or missing marks), full source, download link,
+    diff against the previous step and its launcher's Doxygen documentation
+    (via Breathe).
     A step whose file is the previous step's (steps that launch one template
     with different block shapes) shows one paragraph instead of source,
     download and diff: "Same source as <previous step> (<file>); this step
@@ -26,9 +56,10 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     memory (from the compiler's report of this build) and the theoretical
     occupancy at that block shape (see :mod:`.resources`). Each step section
     shows its own kernels the same way.
-``stepwise-run`` / ``stepwise-timings CHAPTER`` / ``stepwise-accuracy CHAPTER``
+``stepwise-run`` (per GPU) / ``stepwise-timings CHAPTER`` / ``stepwise-accuracy CHAPTER`` (per GPU)
     The run's GPU, clocks and stopping rule; a chapter's timings and
-    ceilings; a chapter's accuracy table.
+    ceilings (from the registry, the same for every GPU: shown once); a
+    chapter's accuracy table.
 ``stepwise-ncu CHAPTER CSVFILE`` (options ``:launches: all|first``,
 ``:steps: ID ...``, ``:caption:``)
     Nsight Compute counts per step from ``ncu --csv`` output (path relative
@@ -41,6 +72,10 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     targets) and ``achieved_occupancy`` (the launches' mean, weighted by
     their warps); a file profiled before a field's metric was (see
     ncu.LATE_METRICS) makes that field a build error: re-run make profile.
+    Where the file's name starts with a GPU's slug and the chapter
+    (``<slug>-<chapter>-...``), the other GPUs' files beside it (their slug
+    in its place) are shown too, each under its GPU's name; a missing one is
+    not an error.
 ``stepwise-sass CHAPTER`` (options ``:steps: ID ...``, ``:listing:``)
     What the compiler made of each step's kernels: SASS instructions, BRA,
     BSSY / BSYNC, predicated instructions and MUFU by variant, from the
@@ -50,27 +85,41 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     a kernel without a function in it is a build error.
 
 ``stepwise-tile-bounds CHAPTER`` (options ``:n:``, ``:steps:``, ``:timing:``),
-``stepwise-sweep CHAPTER`` (options ``:timing:``, ``:steps:``, ``:baselines:``),
 ``stepwise-roofline CHAPTER NCU_FILE`` (options ``:n:``, ``:timing:``),
 ``stepwise-autotune CHAPTER`` (options ``:n:``, ``:timing:``)
-    The SGEMM chapter's evidence: the SC'10 register-blocking bounds for this GPU, rate
-    against problem size, a roofline from Nsight Compute's DRAM bytes, the autotuning sweep
-    (see :mod:`.gemm` and :mod:`.gemm_directives`).
+    The SGEMM chapter's evidence, on the primary GPU: the SC'10 register-blocking bounds
+    for it, a roofline from Nsight Compute's DRAM bytes (the primary GPU's file beside the
+    named one where there is one, else the named file with its own GPU's times), the
+    autotuning sweep (see :mod:`.gemm` and :mod:`.gemm_directives`).
 
-Roles: ``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS;
-also ``speedup_over:ROW`` and ``time_over:ROW``), and
+Roles (the primary GPU's numbers; the tooltip names it):
+``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS;
+also ``speedup_over:ROW`` and ``time_over:ROW``; N defaults to the chapter's first
+main size), and
 ``{stepwise-ncu-number}`CHAPTER/STEP/FIELD[@first]``` (see ncu.FIELDS, e.g.
 ``divergent_branches``, ``branch_uniformity``, ``achieved_occupancy``; reads the
-file of the last ``stepwise-ncu`` directive for that chapter on the page).
+primary GPU's file of the last ``stepwise-ncu`` directive for that chapter on the
+page, or the named file where the primary GPU has none).
+
+Registry fields the pages read beyond the steps (all optional): a chapter's
+``headline`` (``n``, ``timing``, ``first``, ``final``: its row in
+``stepwise-summary``) and ``sweep`` (``sizes``: extra sizes measured only for
+``rows``, steps, ceilings or baselines; ``footprint``: ``bytes_per_n`` and
+``power``, the problem's bytes at size n). ``Chapter.sizes()`` are the main sizes
+(every step size but the sweep's), ``Chapter.all_sizes()`` all of them.
 
 Strict builds (Sphinx ``-W``) also fail when a registry chapter has no page, or
-a step no ``stepwise-step`` section.
+a step no ``stepwise-step`` section, and on every GPU's missing or stale rows
+(each message names its measurement file).
 
 Configuration (conf.py; conf/conf.py fills them from environment variables):
-``stepwise_registry``, ``stepwise_measurements``, ``stepwise_source``
-(``fresh``/``recorded``), ``stepwise_strict``, ``stepwise_repo_root``,
-``stepwise_measurement_schema``, ``stepwise_sass_dir`` (STEPWISE_SASS_DIR; default
-the registry's folder + ``/sass``).
+``stepwise_registry``, ``stepwise_measurements`` (a file or a directory: every
+``*.json`` is one GPU's; two of one GPU are an error), ``stepwise_recorded`` (a
+directory of recorded files, added for the GPUs ``stepwise_measurements`` does not
+cover), ``stepwise_source`` (``fresh``/``recorded``, of ``stepwise_measurements``),
+``stepwise_primary_gpu`` (default ``nvidia-h100-80gb-hbm3``), ``stepwise_strict``,
+``stepwise_repo_root``, ``stepwise_measurement_schema``, ``stepwise_sass_dir``
+(STEPWISE_SASS_DIR; default the registry's folder + ``/sass``).
 
 The Sphinx-specific code lives in :mod:`.sphinx_ext` so that :mod:`.data`
 and :mod:`.fmt` can be used (by conf/build_docs.py and tests) without it.

@@ -1,4 +1,4 @@
-"""Loading and checking the step registry and a measurement file.
+"""Loading and checking the step registry and the measurement files.
 
 This module does not import Sphinx: ``conf/build_docs.py`` uses it to check
 its inputs before it starts Sphinx, and the tests use it directly.
@@ -6,13 +6,16 @@ its inputs before it starts Sphinx, and the tests use it directly.
 Two inputs, both contracts owned by the timing program:
 
 * the **step registry** (``stepwise_bench --list --json``): which chapters and
-  steps exist, in what order, their files, launchers, sizes and timings;
-* a **measurement file** (validated against ``conf/measurement.schema.json``):
-  one run of the timing program on one GPU.
+  steps exist, in what order, their files, launchers, sizes and timings, and
+  optionally a chapter's ``headline`` and size ``sweep``;
+* **measurement files** (validated against ``conf/measurement.schema.json``):
+  each one run of the timing program on one GPU.
 
-Every number the site shows comes from the measurement file. The registry
-says what *should* be there; :meth:`Dataset.problems` says what is not
-(a step without rows, or whose source changed since it was measured).
+Every number the site shows comes from a measurement file. A :class:`Dataset`
+is the registry and one GPU's file; :class:`Datasets` all of a build's, the
+primary one first (:func:`load_datasets`). The registry says what *should* be
+there; :meth:`Dataset.problems` says what is not (a step without rows, or whose
+source changed since it was measured).
 """
 from __future__ import annotations
 
@@ -147,6 +150,8 @@ REGISTRY_SCHEMA: dict = {
                     },
                     "ceilings": {"type": "array", "items": {"$ref": "#/$defs/ref"}},
                     "baselines": {"type": "array", "items": {"$ref": "#/$defs/ref"}},
+                    "headline": {"$ref": "#/$defs/headline"},
+                    "sweep": {"$ref": "#/$defs/sweep"},
                     "steps": {
                         "type": "array",
                         "items": {
@@ -190,6 +195,29 @@ REGISTRY_SCHEMA: dict = {
             "description": "how a step tiles C (the SGEMM chapter): integers, 0 where not applicable",
             "required": list(TILING_FIELDS),
             "properties": {name: {"type": "integer", "minimum": 0} for name in TILING_FIELDS},
+        },
+        "headline": {
+            "type": "object",
+            "description": "the front page's row for the chapter (stepwise-summary): its first and final "
+                           "step at one size and timing",
+            "required": ["n", "timing", "first", "final"],
+            "properties": {"n": {"type": "integer", "minimum": 1}, "timing": {"type": "string"},
+                           "first": {"type": "string"}, "final": {"type": "string"}},
+        },
+        "sweep": {
+            "type": "object",
+            "description": "extra sizes measured for some rows only (stepwise-sweep), and the bytes the "
+                           "problem occupies at size n: bytes_per_n * n ** power",
+            "properties": {
+                "sizes": {"type": "array", "items": {"type": "integer", "minimum": 1}},
+                "rows": {"type": "array", "items": {"type": "string"}},
+                "footprint": {
+                    "type": "object",
+                    "required": ["bytes_per_n", "power"],
+                    "properties": {"bytes_per_n": {"type": "number", "exclusiveMinimum": 0},
+                                   "power": {"type": "number", "exclusiveMinimum": 0}},
+                },
+            },
         },
         "ref": {
             "type": "object",
@@ -254,7 +282,32 @@ def load_registry(path: Path) -> dict:
                 f"step registry {_display(path)}: chapter {chapter['id']!r} uses the id "
                 f"{dupes[0]!r} twice (steps, ceilings and baselines share one namespace)"
             )
+        _check_headline_and_sweep(path, chapter, ids)
     return data
+
+
+def _check_headline_and_sweep(path: Path, chapter: dict, ids: list[str]) -> None:
+    """What the schema cannot say about ``headline`` and ``sweep``: the ids they name exist."""
+    where = f"step registry {_display(path)}: chapter {chapter['id']!r}"
+    steps = {s["id"]: s for s in chapter["steps"]}
+    headline = chapter.get("headline")
+    if headline is not None:
+        timings = [t["id"] for t in chapter["timings"]]
+        if headline["timing"] not in timings:
+            raise DataError(f"{where}: headline.timing {headline['timing']!r} is not one of its timings "
+                            f"({', '.join(timings)})")
+        for key in ("first", "final"):
+            step = steps.get(headline[key])
+            if step is None:
+                raise DataError(f"{where}: headline.{key} {headline[key]!r} is not one of its steps")
+            if not any(size["n"] == headline["n"] for size in step["sizes"]):
+                raise DataError(f"{where}: headline.{key} {headline[key]!r} is not measured at "
+                                f"headline.n = {headline['n']} (its sizes: "
+                                f"{', '.join(str(size['n']) for size in step['sizes']) or 'none'})")
+    unknown = [r for r in (chapter.get("sweep") or {}).get("rows", []) if r not in ids]
+    if unknown:
+        raise DataError(f"{where}: sweep.rows names {unknown[0]!r}, which is not one of its steps, "
+                        "ceilings or baselines")
 
 
 def load_schema(schema_path: Path = DEFAULT_SCHEMA) -> dict:
@@ -312,29 +365,6 @@ def load_measurements(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> dict:
     return data
 
 
-def resolve_measurement_path(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> Path:
-    """A measurement file, or the file with the newest ``run.date`` in a directory."""
-    path = Path(path)
-    if not path.exists():
-        raise DataError(f"measurement file or directory {_display(path)} does not exist")
-    if path.is_file():
-        return path
-    candidates = sorted(p for p in path.glob("*.json") if p.is_file())
-    if not candidates:
-        raise DataError(
-            f"no measurement files (*.json) in {_display(path)}; "
-            "run `make measure` on a machine with a GPU, or pass --measurements FILE"
-        )
-    newest: tuple[str, str, Path] | None = None
-    for candidate in candidates:
-        data = load_measurements(candidate, schema_path)
-        key = (data["run"]["date"], candidate.name, candidate)
-        if newest is None or key[:2] > newest[:2]:
-            newest = key
-    assert newest is not None
-    return newest[2]
-
-
 # ---------------------------------------------------------------------------
 # The combined view
 # ---------------------------------------------------------------------------
@@ -381,6 +411,10 @@ class Chapter:
         self.steps: list[dict] = reg["steps"]
         self.ceilings: list[dict] = reg["ceilings"]
         self.baselines: list[dict] = reg["baselines"]
+        #: The front page's row (``headline``: n, timing, first and final step), or None.
+        self.headline: dict | None = reg.get("headline")
+        #: ``sweep``: extra sizes for some rows and the problem's footprint ({} where absent).
+        self.sweep: dict = reg.get("sweep") or {}
         self._rows: dict[tuple[str, str, int, str], dict] = {}
         #: The measured configurations of the chapter's autotuning sweep (``autotune`` rows), if any.
         self.autotune: list[dict] = list((measured or {}).get("autotune", []))
@@ -424,12 +458,80 @@ class Chapter:
         return [r for r in self.autotune if r["n"] == n and r["timing"] == timing]
 
     def sizes(self) -> list[tuple[int, str]]:
-        """Every problem size of the chapter, in the order the steps list them."""
+        """The chapter's main problem sizes, in the order the steps list them: every size of its
+        steps but the extra sizes of its sweep (``sweep.sizes``, see :meth:`sweep_sizes`)."""
+        extra = set(self.sweep_sizes())
+        return [(n, problem) for n, problem in self._step_sizes().items() if n not in extra]
+
+    def _step_sizes(self) -> dict[int, str]:
         out: dict[int, str] = {}
         for s in self.steps:
             for size in s["sizes"]:
                 out.setdefault(size["n"], size.get("problem", f"n = {size['n']}"))
+        return out
+
+    def sweep_sizes(self) -> list[int]:
+        """The extra sizes measured only for the sweep's rows (``sweep.sizes``; none without one)."""
+        return list(self.sweep.get("sizes", []))
+
+    def all_sizes(self) -> list[tuple[int, str]]:
+        """Every size anything of the chapter is measured at: the main sizes, then the other sizes
+        its ceilings and baselines list, then the sweep's, with each size's problem text."""
+        out = dict(self.sizes())
+        for entry in self.ceilings + self.baselines:
+            for n in entry.get("sizes", []):
+                out.setdefault(n, self.problem(n))
+        for n in self.sweep_sizes():
+            out.setdefault(n, self.problem(n))
         return list(out.items())
+
+    def problem(self, n: int) -> str:
+        """The problem text of size n, as the steps list it (``n = N`` where none does)."""
+        return self._step_sizes().get(n, f"n = {n}")
+
+    def sweep_rows(self) -> list[str]:
+        """The ids the sweep is drawn for (``sweep.rows``); without them, every step and baseline."""
+        if "rows" in self.sweep:
+            return list(self.sweep["rows"])
+        return [s["id"] for s in self.steps] + [b["id"] for b in self.baselines]
+
+    def kind_of(self, row_id: str) -> str:
+        """``"steps"``, ``"ceilings"`` or ``"baselines"``; a DataError for an unknown id."""
+        for kind in ("steps", "ceilings", "baselines"):
+            if any(e["id"] == row_id for e in getattr(self, kind)):
+                return kind
+        raise DataError(
+            f"chapter {self.id!r} has no step, ceiling or baseline {row_id!r} in the step registry"
+        )
+
+    def entry(self, row_id: str) -> dict:
+        """The registry entry of a step, ceiling or baseline."""
+        kind = self.kind_of(row_id)
+        return next(e for e in getattr(self, kind) if e["id"] == row_id)
+
+    def expected_sizes(self, row_id: str) -> list[int]:
+        """The sizes a row must be measured at: a step's sizes, a reference's ``sizes`` (absent: every
+        main size), and for a row of ``sweep.rows`` the sweep's sizes as well."""
+        kind, entry = self.kind_of(row_id), self.entry(row_id)
+        if kind == "steps":
+            out = [size["n"] for size in entry["sizes"]]
+        else:
+            out = list(entry.get("sizes") or [n for n, _p in self.sizes()])
+        if row_id in self.sweep.get("rows", []):
+            out += [n for n in self.sweep_sizes() if n not in out]
+        return out
+
+    def footprint_bytes(self, n: float) -> float | None:
+        """The bytes the problem occupies at size n (``sweep.footprint``), or None where unknown."""
+        fp = self.sweep.get("footprint")
+        return None if fp is None else fp["bytes_per_n"] * float(n) ** fp["power"]
+
+    def l2_size(self, l2_bytes: int | None) -> float | None:
+        """The n at which the problem's footprint equals ``l2_bytes`` (None without a footprint)."""
+        fp = self.sweep.get("footprint")
+        if fp is None or not l2_bytes:
+            return None
+        return (l2_bytes / fp["bytes_per_n"]) ** (1.0 / fp["power"])
 
     def step_row(self, step_id: str, n: int, timing: str) -> dict | None:
         return self._rows.get(("steps", step_id, n, timing))
@@ -456,13 +558,13 @@ class Chapter:
         path = self.dataset.repo_root / step["file"]
         if path.is_file():
             state.current_sha256 = source_sha256(path)
-        for size in step["sizes"]:
+        for n in self.expected_sizes(step["id"]):
             for t in self.timings:
-                row = self.step_row(step["id"], size["n"], t["id"])
+                row = self.step_row(step["id"], n, t["id"])
                 if row is None:
-                    state.missing.append((size["n"], t["id"]))
+                    state.missing.append((n, t["id"]))
                 else:
-                    state.rows[(size["n"], t["id"])] = row
+                    state.rows[(n, t["id"])] = row
         for row in state.rows.values():
             if row["file"] != step["file"]:
                 state.stale = True
@@ -495,10 +597,9 @@ class Dataset:
     @classmethod
     def load(cls, registry_path: Path, measurement_path: Path, repo_root: Path,
              source: str = "recorded", schema_path: Path = DEFAULT_SCHEMA) -> "Dataset":
-        registry = load_registry(registry_path)
-        resolved = resolve_measurement_path(measurement_path, schema_path)
-        measurements = load_measurements(resolved, schema_path)
-        return cls(registry, measurements, repo_root, resolved, source)
+        """The primary dataset of a file or a directory of them (see :func:`load_datasets`, which
+        a build uses to load every GPU's)."""
+        return load_datasets(registry_path, measurement_path, repo_root, source, schema_path).primary
 
     def chapter(self, chapter_id: str) -> Chapter:
         try:
@@ -512,6 +613,15 @@ class Dataset:
     @property
     def gpu(self) -> dict:
         return (self.measurements or {}).get("gpu", {})
+
+    @property
+    def slug(self) -> str:
+        """The GPU's slug (``gpu.slug``, e.g. ``nvidia-h100-80gb-hbm3``); empty without a file."""
+        return self.gpu.get("slug", "")
+
+    @property
+    def gpu_name(self) -> str:
+        return self.gpu.get("name", "an unknown GPU")
 
     @property
     def limits(self) -> dict | None:
@@ -547,7 +657,7 @@ class Dataset:
                     out.append(Problem(
                         "stale", chapter.id, step["id"], step["file"],
                         f"stale measurement: {where} ({state.stale_reason} "
-                        f"{self.measured_where()}); re-run make measure",
+                        f"{self.measured_where()}, in {file_name}); re-run make measure",
                     ))
                 reg_sha = step.get("source_sha256", "")
                 if _is_sha256(reg_sha) and reg_sha != state.current_sha256:
@@ -575,8 +685,7 @@ class Dataset:
                 for entry in entries:
                     missing = [
                         (n, t["id"])
-                        for n, _ in chapter.sizes()
-                        if n in entry.get("sizes", [n])  # a reference measured at some sizes only
+                        for n in chapter.expected_sizes(entry["id"])  # main, its own, the sweep's
                         for t in chapter.timings
                         if chapter.any_row(entry["id"], n, t["id"])[1] is None
                     ]
@@ -592,3 +701,105 @@ class Dataset:
 
 def _is_sha256(text: str) -> bool:
     return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+# ---------------------------------------------------------------------------
+# Several GPUs: one dataset per measurement file
+# ---------------------------------------------------------------------------
+
+#: The GPU whose recorded numbers the prose cites when no fresh measurement is rendered
+#: (conf value ``stepwise_primary_gpu``).
+DEFAULT_PRIMARY_GPU = "nvidia-h100-80gb-hbm3"
+
+
+def measurement_files(path: Path, schema_path: Path = DEFAULT_SCHEMA,
+                      allow_empty: bool = False) -> list[tuple[Path, dict]]:
+    """A measurement file, or every ``*.json`` of a directory (by name), loaded and checked.
+
+    Two files for one GPU (the same ``gpu.slug``) are a DataError naming both; so is a directory
+    without files, unless ``allow_empty``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"measurement file or directory {_display(path)} does not exist")
+    if path.is_file():
+        return [(path, load_measurements(path, schema_path))]
+    files = sorted(p for p in path.glob("*.json") if p.is_file())
+    if not files and not allow_empty:
+        raise DataError(
+            f"no measurement files (*.json) in {_display(path)}; "
+            "run `make measure` on a machine with a GPU, or pass --measurements FILE"
+        )
+    out: list[tuple[Path, dict]] = []
+    seen: dict[str, Path] = {}
+    for candidate in files:
+        data = load_measurements(candidate, schema_path)
+        slug = data["gpu"]["slug"]
+        if slug in seen:
+            raise DataError(
+                f"measurement files {_display(seen[slug])} and {_display(candidate)} are both for GPU "
+                f"{slug!r} (gpu.slug): keep one measurement file per GPU in {_display(path)}"
+            )
+        seen[slug] = candidate
+        out.append((candidate, data))
+    return out
+
+
+class Datasets:
+    """Every GPU's dataset, the primary one first, then the others by GPU slug.
+
+    The primary dataset is the one the prose cites (the roles, the step sections' code and API,
+    the SGEMM chapter's bounds, roofline and autotuning): the fresh one if there is one, else the
+    one of ``primary_gpu``, else the first by slug. Tables and plots are drawn once per dataset.
+    """
+
+    def __init__(self, datasets: list[Dataset], primary_gpu: str = DEFAULT_PRIMARY_GPU):
+        if not datasets:
+            raise DataError("no measurement files")
+        fresh = [d for d in datasets if d.source == "fresh"]
+        pool = sorted(fresh or datasets, key=lambda d: d.slug)
+        primary = next((d for d in pool if d.slug == primary_gpu), pool[0])
+        self.all: list[Dataset] = [primary] + sorted((d for d in datasets if d is not primary),
+                                                     key=lambda d: d.slug)
+
+    @property
+    def primary(self) -> Dataset:
+        return self.all[0]
+
+    def __iter__(self):
+        return iter(self.all)
+
+    def __len__(self) -> int:
+        return len(self.all)
+
+    def problems(self) -> list[Problem]:
+        """Every dataset's problems, primary first; a problem of the sources or the registry (the
+        same for every dataset) once."""
+        out: dict[str, Problem] = {}
+        for dataset in self.all:
+            for problem in dataset.problems():
+                out.setdefault(problem.message, problem)
+        return list(out.values())
+
+    def paths(self) -> list[Path]:
+        return [d.measurement_path for d in self.all if d.measurement_path is not None]
+
+
+def load_datasets(registry_path: Path, measurements: Path, repo_root: Path, source: str = "recorded",
+                  schema_path: Path = DEFAULT_SCHEMA, recorded: Path | None = None,
+                  primary_gpu: str = DEFAULT_PRIMARY_GPU) -> Datasets:
+    """The datasets of a build: every file of ``measurements`` (a file or a directory; labelled
+    ``source``), then every file of ``recorded`` (a directory of recorded files, labelled recorded)
+    whose GPU the first ones do not cover. So a fresh measurement replaces the recorded one of its
+    GPU and is shown beside the recorded ones of the other GPUs."""
+    registry = load_registry(registry_path)
+    datasets = [Dataset(registry, data, repo_root, path, source)
+                for path, data in measurement_files(measurements, schema_path)]
+    if recorded is not None:
+        covered = {d.slug for d in datasets}
+        resolved = {Path(p).resolve() for p in (d.measurement_path for d in datasets)}
+        for path, data in measurement_files(recorded, schema_path, allow_empty=True):
+            if data["gpu"]["slug"] not in covered and path.resolve() not in resolved:
+                datasets.append(Dataset(registry, data, repo_root, path, "recorded"))
+    return Datasets(datasets, primary_gpu)
+

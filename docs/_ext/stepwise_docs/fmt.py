@@ -228,6 +228,36 @@ def baseline_label(chapter: Chapter, baseline_id: str) -> str:
     return name
 
 
+def short_baseline_label(chapter: Chapter, baseline_id: str) -> str:
+    """Like :func:`baseline_label`, but where several baselines share a library, the library and
+    what sets the id apart from the others': ``cublas_sgemm`` -> ``"cuBLAS"`` and
+    ``cublas_sgemm_tf32`` -> ``"cuBLAS tf32"`` (the id where the library is unknown)."""
+    def library(bid: str) -> str | None:
+        return LIBRARIES.get(bid.split("_", 1)[0].lower())
+
+    name = library(baseline_id)
+    if name is None:
+        return baseline_id
+    same = [b["id"] for b in chapter.baselines if library(b["id"]) == name]
+    if len(same) <= 1:
+        return name
+    common = same[0]
+    for other in same[1:]:
+        while not other.startswith(common):
+            common = common[:-1]
+    # back to a boundary between words of the ids
+    while common and not all(len(i) == len(common) or i[len(common)] == "_" for i in same):
+        common = common[:-1]
+    rest = baseline_id[len(common):].strip("_").replace("_", " ")
+    return f"{name} {rest}" if rest else name
+
+
+def short_title(title: str) -> str:
+    """A chapter's title up to its colon: ``"SGEMM: from one thread ..."`` -> ``"SGEMM"``."""
+    head, colon, _rest = title.partition(":")
+    return head.strip() if colon and head.strip() else title
+
+
 def baseline_column(baseline_id: str) -> str:
     """The key of a chapter's "vs <baseline>" column in Row.cells."""
     return f"vs:{baseline_id}"
@@ -482,3 +512,54 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
     if field_name == "tests":
         return format_tests(row["tests"])[0]
     raise AssertionError(field_name)  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------
+# The front page's row of a chapter (stepwise-summary)
+# ---------------------------------------------------------------------------
+
+@dataclass
+class Headline:
+    """A chapter's ``headline`` on one GPU: its first and final step at one size and timing."""
+
+    chapter: Chapter
+    n: int
+    timing: str
+    first_id: str
+    final_id: str
+    first: dict | None  # the measured rows (None: not measured)
+    final: dict | None
+    #: the chapter's library baseline, the first it lists (the one that computes what its steps do:
+    #: SGEMM's second, cuBLAS in TF32, is another operation), as (id, label, its row at the same n
+    #: and timing or None); empty for a chapter without one
+    baselines: list[tuple[str, str, dict | None]] = field(default_factory=list)
+
+    @property
+    def problem(self) -> str:
+        return self.chapter.problem(self.n)
+
+    @property
+    def speedup(self) -> float | None:
+        """The first step's median time over the final step's."""
+        return ratio(self.first, self.final)
+
+    @property
+    def share(self) -> float | None:
+        """The final step's share of the chapter's ceiling (its ``share_of_ceiling``)."""
+        return None if self.final is None else self.final.get("share_of_ceiling")
+
+    def vs(self) -> list[tuple[str, str, float | None]]:
+        """Per baseline: (id, label, its median time over the final step's; above 1: faster)."""
+        return [(bid, label, ratio(row, self.final)) for bid, label, row in self.baselines]
+
+
+def headline(chapter: Chapter) -> Headline | None:
+    """The chapter's headline numbers on its dataset's GPU, or None where it has no ``headline``."""
+    h = chapter.headline
+    if not h:
+        return None
+    n, timing = h["n"], h["timing"]
+    return Headline(chapter, n, timing, h["first"], h["final"],
+                    chapter.step_row(h["first"], n, timing), chapter.step_row(h["final"], n, timing),
+                    [(b["id"], short_baseline_label(chapter, b["id"]),
+                      chapter.baseline_row(b["id"], n, timing)) for b in chapter.baselines[:1]])

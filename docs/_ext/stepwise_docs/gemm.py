@@ -4,7 +4,8 @@
   GPU" (SC'10), as the chapter's source quotes them, worked out for fp32 on the GPU of the
   measurement file (``gpu.limits`` and the measured device copy) for every step that has a
   ``tiling`` in the registry;
-* :func:`sweep`: GFLOP/s (or GB/s) of every step and baseline against the problem size;
+* :func:`sweep`: GFLOP/s (or GB/s) of every step and baseline against the problem size (a thin
+  wrapper of :func:`.sweep.sweep`);
 * :func:`roofline`: each step's FLOPs per DRAM byte (Nsight Compute) against its GFLOP/s,
   under the memory roof (the measured copy) and the compute roofs (the measured FMA ceiling
   and the computed FMA peak);
@@ -20,7 +21,9 @@ import math
 from dataclasses import dataclass, field
 
 from .data import TILING_FIELDS, Chapter, DataError, Dataset, Tiling, _display
-from .fmt import DASH, baseline_label, ratio
+from .fmt import DASH, ratio
+from .sweep import step_number  # noqa: F401  (also gemm.step_number, as before)
+from . import sweep as sweep_module
 
 #: Bytes of an fp32 word (the DW of the SC'10 bounds).
 DW = 4
@@ -117,12 +120,6 @@ def default_n(chapter: Chapter, timing: str) -> int:
         raise DataError(f"chapter {chapter.id!r} has no {COPY_CEILING} row at any size "
                         f"(timing {timing})")
     return max(copied)
-
-
-def step_number(step_id: str) -> str:
-    """``10_autotuned`` -> ``"10"`` (the label of a point or a column)."""
-    head = step_id.split("_", 1)[0]
-    return head if head.isdigit() else step_id
 
 
 # ---------------------------------------------------------------------------
@@ -275,42 +272,18 @@ def tile_bounds(dataset: Dataset, chapter: Chapter, n: int, timing: str,
 
 def sweep(chapter: Chapter, timing: str, step_ids: list[str] | None = None,
           baseline_ids: list[str] | None = None) -> dict:
-    """Rate against n for the steps and baselines, as plain data (also the plot's cache key).
-
-    The rate is GFLOP/s where the chapter's rows have it, else GB/s; a size where a row is not
-    measured has no point (None in ``values``).
-    """
-    chapter.timing(timing)
-    steps = [chapter.step(s) for s in step_ids] if step_ids is not None else chapter.steps
-    known = {b["id"]: b for b in chapter.baselines}
+    """Rate against n for the steps and baselines (all where not given), as plain data: see
+    :func:`.sweep.sweep`, which the ``stepwise-sweep`` directive uses for any chapter."""
+    for step_id in step_ids or []:
+        chapter.step(step_id)
+    known = {b["id"] for b in chapter.baselines}
     for b in baseline_ids or []:
         if b not in known:
             raise DataError(f"chapter {chapter.id!r} has no baseline {b!r} in the step registry "
                             f"(it has {', '.join(known) or 'none'})")
-    baselines = ([known[b] for b in baseline_ids] if baseline_ids is not None else chapter.baselines)
-    sizes = sorted(n for n, _p in chapter.sizes())
-    rows = [(s, "step", [chapter.step_row(s["id"], n, timing) for n in sizes]) for s in steps]
-    rows += [(b, "baseline", [chapter.baseline_row(b["id"], n, timing) for n in sizes])
-             for b in baselines]
-    measured = [r for _e, _k, rs in rows for r in rs if r is not None]
-    if any(r.get("gflops") is not None for r in measured):
-        metric, unit = "gflops", "GFLOP/s"
-    elif any(r.get("gbps") is not None for r in measured):
-        metric, unit = "gbps", "GB/s"
-    else:
-        raise DataError(f"chapter {chapter.id!r} has no row with GFLOP/s or GB/s for timing {timing}")
-    series = []
-    for entry, kind, rs in rows:
-        series.append({
-            "id": entry["id"], "kind": kind,
-            "label": (entry["id"] if kind == "step" else baseline_label(chapter, entry["id"])),
-            "number": step_number(entry["id"]) if kind == "step" else entry["id"],
-            "same_operation": entry.get("same_operation", True) and
-            all(r.get("same_operation", True) for r in rs if r is not None),
-            "values": [None if r is None else r.get(metric) for r in rs],
-        })
-    return {"chapter": chapter.id, "timing": timing, "metric": metric, "unit": unit,
-            "sizes": sizes, "series": series}
+    rows = ((step_ids if step_ids is not None else [s["id"] for s in chapter.steps])
+            + (baseline_ids if baseline_ids is not None else [b["id"] for b in chapter.baselines]))
+    return sweep_module.sweep(chapter, timing, rows=rows)
 
 
 # ---------------------------------------------------------------------------

@@ -1,12 +1,13 @@
-"""The Sphinx side of :mod:`.gemm`: four directives, registered by :func:`.sphinx_ext.setup`.
+"""The Sphinx side of :mod:`.gemm`: three directives, registered by :func:`.sphinx_ext.setup`.
+
+They read the primary GPU's dataset only (see :class:`.data.Datasets`): the bounds, the roofline
+and the autotuning sweep argue from one GPU. (``stepwise-sweep``, once here, is generic now and
+lives in :mod:`.sphinx_ext`.)
 
 ``stepwise-tile-bounds CHAPTER`` (options ``:n:``, ``:steps: ID ...``, ``:timing:``)
     The SC'10 register-blocking bounds worked out for this GPU (``gpu.limits`` and the device
     copy's measured GB/s at n; default n 4096, or the largest n with a ``device_copy`` row), one
     table row per step with a tiling (block_m > 0).
-``stepwise-sweep CHAPTER`` (options ``:timing:``, ``:steps: ID ...``, ``:baselines: ID ...``)
-    GFLOP/s (GB/s for a chapter without FLOPs) against n on a log2 axis, one line per step and
-    baseline, and the same numbers as a table (rows n, columns steps and baselines).
 ``stepwise-roofline CHAPTER NCU_FILE`` (options ``:n:``, ``:timing:``)
     Each step's FLOPs per DRAM byte (read + written, from the Nsight Compute file, path relative
     to the page, which must be from the measurement file's GPU) against its GFLOP/s at n, under
@@ -19,7 +20,6 @@ or several chosen configurations, an unvalidated one) is a directive error: fata
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from docutils import nodes
@@ -28,9 +28,9 @@ from docutils.parsers.rst import directives
 from . import fmt, gemm, ncu
 from .data import Chapter, DataError
 from .fmt import DASH, TIMES, format_bytes, sig
-from .plot import render_roofline, render_sweep, roofline_alt_text, sweep_alt_text
-from .sphinx_ext import (_Base, _cell, _ncu_launches, _table, ncu_provenance, provenance_node,
-                         stepwise_stepref, tooltip)
+from .plot import render_roofline, roofline_alt_text
+from .sphinx_ext import (_Base, _cell, _ncu_launches, _table, gpu_block, ncu_provenance,
+                         provenance_node, stepwise_stepref, tooltip)
 
 HOLDS, VIOLATED = "\u2713", "\u2717"
 
@@ -54,21 +54,6 @@ class _GemmBase(_Base):
     def step_link(self, chapter: Chapter, step: dict, text: str | None = None) -> nodes.Node:
         return stepwise_stepref("", "", nodes.literal("", text or step["id"]), chapter=chapter.id,
                                 step=step["id"], reftitle=step["title"])
-
-    def figure(self, path: Path, alt: str, caption: str) -> nodes.figure:
-        docdir = (Path(self.env.srcdir) / self.env.docname).parent
-        uri = os.path.relpath(path, docdir).replace(os.sep, "/")
-        figure = nodes.figure(classes=["stepwise-plot"])
-        figure += nodes.image(uri=uri, alt=alt, classes=["stepwise-plot"])
-        figure += nodes.caption("", caption)
-        legend = nodes.legend()
-        legend += provenance_node(self.dataset)
-        figure += legend
-        return figure
-
-    @property
-    def plot_dir(self) -> Path:
-        return Path(self.env.app.doctreedir) / "stepwise_plots"
 
 
 def _gbps(bytes_per_second: float) -> str:
@@ -217,51 +202,6 @@ class TileBoundsDirective(_GemmBase):
 
 
 # ---------------------------------------------------------------------------
-# stepwise-sweep
-# ---------------------------------------------------------------------------
-
-class SweepDirective(_GemmBase):
-    required_arguments = 1
-    option_spec = {"timing": directives.unchanged_required, "steps": directives.unchanged_required,
-                   "baselines": directives.unchanged_required}
-
-    def run(self) -> list[nodes.Node]:
-        chapter = self.chapter(self.arguments[0])
-        timing = self.timing_id(chapter)
-        try:
-            data = gemm.sweep(chapter, timing,
-                              _ids(self.options["steps"]) if "steps" in self.options else None,
-                              _ids(self.options["baselines"]) if "baselines" in self.options else None)
-        except DataError as exc:
-            raise self.fail(exc) from None
-        unit = data["unit"]
-        path = render_sweep(data, self.plot_dir)
-        out = nodes.container(classes=["stepwise-table-block", "stepwise-sweep"])
-        out += self.figure(path, sweep_alt_text(data), (
-            f"{unit} against n, both axes logarithmic (n in powers of two): one line per step "
-            "(dotted: not the same operation), thick dashed lines for the library baselines; a line "
-            f"stops where the step is not measured. Timing {timing}: {chapter.timing(timing)['label']}."))
-        header = ["n"] + [s["number"] for s in data["series"]]
-        body, classes = [], []
-        for i, n in enumerate(data["sizes"]):
-            row = [_cell(str(n), ["stepwise-num"])]
-            for s in data["series"]:
-                value = s["values"][i]
-                row.append(_cell("" if value is None else sig(value), ["stepwise-num"]))
-            body.append(row)
-            classes.append([])
-        out += _table(header, body, ["stepwise-data", "stepwise-sweep-table"],
-                      f"{unit} by size ({timing})", classes)
-        steps = ", ".join(f"{s['number']} = {s['id']}" for s in data["series"] if s["kind"] == "step")
-        out += nodes.paragraph("", (
-            f"Cells: {unit} of the row\u2019s median time, empty where the step is not measured at "
-            f"that size. Columns: steps by number ({steps}), then the baselines."),
-            classes=["stepwise-legend"])
-        out += provenance_node(self.dataset)
-        return [out]
-
-
-# ---------------------------------------------------------------------------
 # stepwise-roofline
 # ---------------------------------------------------------------------------
 
@@ -270,13 +210,19 @@ class RooflineDirective(_GemmBase):
     option_spec = {"n": directives.positive_int, "timing": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        chapter = self.chapter(self.arguments[0])
-        timing = self.timing_id(chapter)
+        primary = self.chapter(self.arguments[0])
+        timing = self.timing_id(primary)
         rel, path_text = self.env.relfn2path(self.arguments[1])
-        path = Path(path_text)
         self.env.note_dependency(rel)
-        gpu = self.dataset.gpu
-        if self.dataset.measurements is not None and not ncu.same_gpu(path, gpu, chapter.id):
+        # The primary GPU's file where there is one beside the named file; else the named file's
+        # own GPU (the roofline pairs counts and times of one GPU).
+        files = self.ncu_files(Path(path_text), primary.id)
+        dataset, path = next(((d, p) for d, p in files if d is not None and p.is_file()), files[0])
+        dataset = dataset or self.dataset
+        chapter = self.chapter(primary.id, dataset)
+        self.env.note_dependency(str(path))
+        gpu = dataset.gpu
+        if dataset.measurements is not None and not ncu.same_gpu(path, gpu, chapter.id):
             raise self.error(
                 f"{self.name}: Nsight Compute file {self.arguments[1]} is not from the measurement "
                 f"file\u2019s GPU, {gpu.get('name')}: its name must start with "
@@ -286,14 +232,18 @@ class RooflineDirective(_GemmBase):
             counts = ncu.step_counts(chapter, launches, path)
             dram = {c.step["id"]: c.value("dram_bytes") for c in counts}
             n = self.options.get("n") or gemm.default_n(chapter, timing)
-            roof = gemm.roofline(self.dataset, chapter, dram, n, timing, path.name)
+            roof = gemm.roofline(dataset, chapter, dram, n, timing, path.name)
         except DataError as exc:
             raise self.fail(exc) from None
         self.env.temp_data.setdefault("stepwise_ncu", {})[chapter.id] = str(path)
         data = roof.as_data()
         image = render_roofline(data, self.plot_dir)
         out = nodes.container(classes=["stepwise-table-block", "stepwise-roofline"])
-        out += self.figure(image, roofline_alt_text(data), (
+        box = out
+        if files[0][0] is not None:  # a file of one of the build's GPUs: under its name
+            box = gpu_block(dataset)
+            out += box
+        box += self.figure(image, roofline_alt_text(data), (
             f"Roofline at n = {n} ({timing}), both axes logarithmic. Solid: the memory roof, the "
             f"device copy\u2019s measured {sig(roof.bandwidth_gbps)} GB/s (bytes read plus written "
             "over its time) times the intensity, up to the measured FMA ceiling "
@@ -301,7 +251,8 @@ class RooflineDirective(_GemmBase):
             f"{sig(roof.ridge)} FLOP/B). Dashed: the computed FMA peak, "
             f"{_gflops(roof.peak_gflops)} (SMs \u00d7 fp32 lanes per SM \u00d7 the highest clock "
             "\u00d7 2; computed, not measured). Points: steps, by number; the intensity is the "
-            "step\u2019s FLOPs over the DRAM bytes Nsight Compute counted for it (read + written)."))
+            "step\u2019s FLOPs over the DRAM bytes Nsight Compute counted for it (read + written)."),
+            dataset)
         header = ["step", "FLOP per DRAM byte", "GFLOP/s", "roof at that intensity", "share of the roof",
                   "bound by"]
         body, classes = [], []
@@ -322,16 +273,16 @@ class RooflineDirective(_GemmBase):
                                 ["stepwise-not-same-op"])]
             body.append(cells)
             classes.append(["stepwise-stale"] if chapter.states[p.step["id"]].stale else [])
-        out += _table(header, body, ["stepwise-data", "stepwise-roofline-table"],
+        box += _table(header, body, ["stepwise-data", "stepwise-roofline-table"],
                       f"Roofline, n = {n} ({timing})", classes)
-        out += nodes.paragraph("", (
+        box += nodes.paragraph("", (
             "Roof at that intensity: the lower of the memory roof (the copy\u2019s GB/s times the "
             "intensity) and the measured FMA ceiling; share of the roof: the step\u2019s GFLOP/s over "
             "it. A step marked \u2260 op does not compute in fp32 (TF32 tensor cores) and is drawn "
             "as a hollow diamond."), classes=["stepwise-legend"])
-        out += nodes.paragraph("", ncu_provenance(self.dataset, path, chapter.id),
+        box += nodes.paragraph("", ncu_provenance(dataset, path, chapter.id),
                                classes=["stepwise-provenance"])
-        out += provenance_node(self.dataset)
+        box += provenance_node(dataset)
         return [out]
 
 
@@ -409,6 +360,5 @@ class AutotuneDirective(_GemmBase):
 
 def setup(app) -> None:
     app.add_directive("stepwise-tile-bounds", TileBoundsDirective)
-    app.add_directive("stepwise-sweep", SweepDirective)
     app.add_directive("stepwise-roofline", RooflineDirective)
     app.add_directive("stepwise-autotune", AutotuneDirective)

@@ -42,6 +42,7 @@ def plot_data(chapter: Chapter, n: int) -> dict:
                          chapter.share_of)
     return {
         "chapter": chapter.id,
+        "gpu": chapter.dataset.gpu.get("name", ""),
         "n": n,
         "steps": [s["id"] for s in steps],
         "series": series,
@@ -52,8 +53,9 @@ def plot_data(chapter: Chapter, n: int) -> dict:
 
 def alt_text(data: dict) -> str:
     """A text version of the chart for screen readers and broken images."""
+    on = f" on {data['gpu']}" if data.get("gpu") else ""
     parts = [f"Bar chart, logarithmic time axis: median time per step of chapter "
-             f"{data['chapter']} (n = {data['n']})."]
+             f"{data['chapter']} (n = {data['n']}){on}."]
     for s in data["series"]:
         vals = ", ".join(
             f"{step} {format_time(v[0]) if v else 'not measured'}"
@@ -68,7 +70,7 @@ def alt_text(data: dict) -> str:
 
 
 #: Bump when the drawing changes, so that images cached under the doctrees are redrawn.
-STYLE_VERSION = 2
+STYLE_VERSION = 3
 
 
 def image_name(data: dict) -> str:
@@ -126,7 +128,8 @@ def render(data: dict, out_dir: Path) -> Path:
     ax.set_xticks(range(len(steps)))
     ax.set_xticklabels(steps, rotation=35, ha="right", fontsize=8)
     ax.set_ylabel("median time (log scale)")
-    ax.set_title(f"{data['chapter']}: median time per step, n = {data['n']}", fontsize=10)
+    on = f" on {data['gpu']}" if data.get("gpu") else ""
+    ax.set_title(f"{data['chapter']}: median time per step, n = {data['n']}{on}", fontsize=10)
     ax.grid(axis="y", which="both", alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=min(len(labels), 3),
@@ -176,60 +179,128 @@ def _rate_text(value: float, unit: str) -> str:
 
 
 def sweep_alt_text(data: dict) -> str:
+    on = f" on {data['gpu']}" if data.get("gpu") else ""
     parts = [f"Line chart, logarithmic axes: {data['unit']} against n (log2) for chapter "
-             f"{data['chapter']}, timing {data['timing']}."]
+             f"{data['chapter']}, timing {data['timing']}{on}, beside the median time against n."]
     for s in data["series"]:
         points = ", ".join(f"n = {n}: {_rate_text(v, data['unit'])}"
                            for n, v in zip(data["sizes"], s["values"]) if v is not None)
-        parts.append(f"{'Baseline' if s['kind'] == 'baseline' else 'Step'} {s['id']}: "
-                     f"{points or 'not measured'}.")
+        if not points:
+            points = ", ".join(f"n = {n}: {format_time(t)}"
+                               for n, t in zip(data["sizes"], s.get("times", [])) if t is not None)
+        parts.append(f"{s['kind'].capitalize()} {s['id']}: {points or 'not measured'}.")
+    if data.get("l2_n"):
+        parts.append(f"The data fills the L2 cache ({_l2_text(data['l2_bytes'])}) at n = "
+                     f"{data['l2_n']:.4g}.")
     return " ".join(parts)
 
 
+def _l2_text(l2_bytes: int) -> str:
+    from .fmt import format_bytes
+
+    return format_bytes(l2_bytes)
+
+
+def _size_axis(ax, sizes: list[int]) -> None:
+    """log2 n; every size a tick; a size within a fifth of an octave of a power of two that is also
+    measured (1000 beside 1024, 4095 beside 4096) gets an unlabelled one, so labels never collide."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
+
+    ax.set_xscale("log", base=2)
+    crowded = [n for n in sizes if n & (n - 1) and any(
+        m != n and not m & (m - 1) and abs(math.log2(n / m)) < 0.2 for m in sizes)]
+    labelled = [n for n in sizes if n not in crowded]
+    if len(labelled) > 9:  # many sizes: label every other one, left to right
+        crowded += labelled[1::2]
+        labelled = labelled[0::2]
+    ax.xaxis.set_major_locator(FixedLocator(labelled))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: _n_text(x)))
+    ax.xaxis.set_minor_locator(FixedLocator(sorted(crowded)) if crowded else NullLocator())
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("n (log\u2082 scale)")
+
+
+def _n_text(x: float) -> str:
+    """An n as a tick label: 2^k (mathtext) for powers of two from 2^14, else the number."""
+    n = int(round(x))
+    if n >= 1 << 14 and not n & (n - 1):
+        return f"$2^{{{n.bit_length() - 1}}}$"
+    return f"{n}"
+
+
 def render_sweep(data: dict, out_dir: Path) -> Path:
-    """Rate against n, log2 x axis: one solid line per step, a thick dashed one per baseline."""
+    """Two panels against n (log2): the median time and the rate, both log scale. Steps solid
+    lines (dotted where not the same operation), baselines thick dashed, ceilings thin dashed
+    grey; a vertical line where the problem's data fills the L2 cache."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / kind_image_name("sweep", data)
     if path.exists():
         return path
     plt = _pyplot()
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    fig, ax = plt.subplots(figsize=(9.0, 5.6), dpi=120)
+    from .fmt import sig
+
+    fig, (ax_t, ax_r) = plt.subplots(1, 2, figsize=(10.0, 4.8), dpi=120)
     cmap = plt.get_cmap("tab20")
-    steps = [s for s in data["series"] if s["kind"] == "step"]
-    for i, s in enumerate(data["series"]):
-        xs = [n for n, v in zip(data["sizes"], s["values"]) if v is not None]
-        ys = [v for v in s["values"] if v is not None]
-        if not xs:
-            continue
+    greys = ["#666666", "#999999", "#bbbbbb"]
+    count = {"step": 0, "baseline": 0, "ceiling": 0}
+    for s in data["series"]:
+        i = count[s["kind"]]
+        count[s["kind"]] += 1
         if s["kind"] == "baseline":
-            b = i - len(steps)
-            ax.plot(xs, ys, color=BASELINE_COLORS[b % len(BASELINE_COLORS)], linestyle="--",
-                    linewidth=2.4, marker="s", markersize=4, label=f"baseline {s['label']}")
+            style = dict(color=BASELINE_COLORS[i % len(BASELINE_COLORS)], linestyle="--",
+                         linewidth=2.4, marker="s", markersize=4)
+            label = f"baseline {s['label']}"
+        elif s["kind"] == "ceiling":
+            style = dict(color=greys[i % len(greys)], linestyle="--", linewidth=1.0, marker="x",
+                         markersize=4)
+            label = f"ceiling {s['id']}"
         else:
             # tab20's dark shades first, then its light ones
-            ax.plot(xs, ys, color=cmap((2 * i) % 20 + (2 * i // 20) % 2), linestyle="-" if s["same_operation"] else ":",
-                    linewidth=1.4, marker="o", markersize=3.5,
-                    label=s["id"] + ("" if s["same_operation"] else " (\u2260 op)"))
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    # Every size is a tick; a size within a fifth of an octave of a power of two that is also
-    # measured (1000 beside 1024, 4095 beside 4096) gets an unlabelled one, so labels never collide.
+            style = dict(color=cmap((2 * i) % 20 + (2 * i // 20) % 2),
+                         linestyle="-" if s["same_operation"] else ":", linewidth=1.5, marker="o",
+                         markersize=3.5)
+            label = s["id"] + ("" if s["same_operation"] else " (\u2260 op)")
+        for ax, values in ((ax_t, s.get("times", [])), (ax_r, s["values"])):
+            xs = [n for n, v in zip(data["sizes"], values) if v is not None]
+            ys = [v for v in values if v is not None]
+            if xs:
+                ax.plot(xs, ys, label=label, **style)
     sizes = data["sizes"]
-    crowded = [n for n in sizes if n & (n - 1) and any(
-        m != n and not m & (m - 1) and abs(math.log2(n / m)) < 0.2 for m in sizes)]
-    ax.xaxis.set_major_locator(FixedLocator([n for n in sizes if n not in crowded]))
-    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _p: f"{int(round(x))}"))
-    ax.xaxis.set_minor_locator(FixedLocator(crowded) if crowded else NullLocator())
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.tick_params(axis="both", labelsize=8)
-    ax.set_xlabel("n (log\u2082 scale)")
-    ax.set_ylabel(f"{data['unit']} (log scale)")
-    ax.set_title(f"{data['chapter']}: {data['unit']} against problem size ({data['timing']})", fontsize=10)
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    fig.tight_layout()
+    for ax in (ax_t, ax_r):
+        _size_axis(ax, sizes)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.tick_params(axis="both", labelsize=8.5)
+        ax.grid(which="both", alpha=0.3)
+        if data.get("l2_n"):
+            text = f"data = L2 ({_l2_text(data['l2_bytes'])})"
+            ax.axvline(data["l2_n"], color="#6a1b9a", linestyle="-.", linewidth=1.2, label=text)
+            span = math.log(sizes[-1] / sizes[0]) or 1.0
+            right = math.log(data["l2_n"] / sizes[0]) / span > 0.6
+            ax.annotate(text, (data["l2_n"], 1.0), xycoords=("data", "axes fraction"),
+                        xytext=(-4 if right else 4, -12), textcoords="offset points",
+                        ha="right" if right else "left", fontsize=8, color="#6a1b9a")
+    ax_t.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: format_time(y)))
+    ax_r.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: sig(y)))
+    ax_t.set_ylabel("median time (log scale)", fontsize=9)
+    ax_r.set_ylabel(f"{data['unit']} (log scale)", fontsize=9)
+    ax_t.set_title("median time against n", fontsize=9.5)
+    ax_r.set_title(f"{data['unit']} against n", fontsize=9.5)
+    on = f" on {data['gpu']}" if data.get("gpu") else ""
+    fig.suptitle(f"{data['chapter']} ({data['timing']}){on}", fontsize=10.5)
+    handles, labels = [], []
+    for ax in (ax_t, ax_r):
+        for h, l in zip(*ax.get_legend_handles_labels()):
+            if l not in labels:
+                handles.append(h)
+                labels.append(l)
+    ncol = max(1, min(len(labels), 4))
+    rows = (len(labels) + ncol - 1) // ncol
+    fig.legend(handles, labels, fontsize=8.5, loc="lower center", ncol=ncol, frameon=False)
+    fig.tight_layout(rect=(0.0, 0.02 + 0.05 * rows, 1.0, 0.97))
     return _save(fig, path)
 
 

@@ -16,8 +16,9 @@ from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 from . import fmt, ncu, resources, sass
-from .data import DEFAULT_SCHEMA, Chapter, DataError, Dataset
-from .plot import alt_text, plot_data, render
+from . import sweep as sweep_data
+from .data import DEFAULT_PRIMARY_GPU, DEFAULT_SCHEMA, Chapter, DataError, Dataset, Datasets, load_datasets
+from .plot import alt_text, plot_data, render, render_sweep, sweep_alt_text
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +55,16 @@ def _load(app: Sphinx) -> None:
     repo_root = Path(cfg.stepwise_repo_root or app.confdir.parent)
     schema = Path(cfg.stepwise_measurement_schema or DEFAULT_SCHEMA)
     try:
-        dataset = Dataset.load(Path(cfg.stepwise_registry), Path(cfg.stepwise_measurements),
-                               repo_root, cfg.stepwise_source, schema)
+        datasets = load_datasets(Path(cfg.stepwise_registry), Path(cfg.stepwise_measurements),
+                                 repo_root, cfg.stepwise_source, schema,
+                                 Path(cfg.stepwise_recorded) if cfg.stepwise_recorded else None,
+                                 cfg.stepwise_primary_gpu or DEFAULT_PRIMARY_GPU)
     except DataError as exc:
         raise ExtensionError(str(exc), modname="stepwise_docs") from None
-    app.stepwise_dataset = dataset  # type: ignore[attr-defined]
+    app.stepwise_datasets = datasets  # type: ignore[attr-defined]
+    app.stepwise_dataset = datasets.primary  # type: ignore[attr-defined]
 
-    problems = dataset.problems()
+    problems = datasets.problems()
     if _as_bool(cfg.stepwise_strict) and problems:
         more = f"\n(and {len(problems) - 1} more)\n" if len(problems) > 1 else ""
         listing = "\n".join(f"  {p}" for p in problems[1:])
@@ -75,7 +79,13 @@ def _on_builder_inited(app: Sphinx) -> None:
 
 
 def dataset_of(env) -> Dataset:
+    """The primary dataset: the one the prose, the code and the SGEMM evidence cite."""
     return env.app.stepwise_dataset
+
+
+def datasets_of(env) -> Datasets:
+    """Every GPU's dataset, the primary one first (the tables and plots show each)."""
+    return env.app.stepwise_datasets
 
 
 # ---------------------------------------------------------------------------
@@ -84,6 +94,10 @@ def dataset_of(env) -> Dataset:
 
 class stepwise_stepref(nodes.Inline, nodes.TextElement):
     """A link to a step's section; resolved once every document has been read."""
+
+
+class stepwise_chapterref(nodes.Inline, nodes.TextElement):
+    """A link to the page that holds a chapter's step sections; resolved like stepwise_stepref."""
 
 
 class stepwise_anchor(nodes.Invisible, nodes.Element):
@@ -173,6 +187,18 @@ def _check_consistency(app, env) -> None:
 
 def _resolve_refs(app: Sphinx, doctree: nodes.document, fromdocname: str) -> None:
     steps = _env_steps(app.env)
+    pages = {}
+    for (chapter_id, _step), (docname, _anchor, _title) in steps.items():
+        pages.setdefault(chapter_id, docname)
+    for node in list(doctree.findall(stepwise_chapterref)):
+        children = [c.deepcopy() for c in node.children]
+        docname = pages.get(node["chapter"])
+        if docname is None:
+            node.replace_self(nodes.inline("", "", *children))
+            continue
+        ref = nodes.reference("", "", *children, internal=True, reftitle=node.get("reftitle", ""))
+        ref["refuri"] = app.builder.get_relative_uri(fromdocname, docname)
+        node.replace_self(ref)
     for node in list(doctree.findall(stepwise_stepref)):
         key = (node["chapter"], node["step"])
         children = [c.deepcopy() for c in node.children]
@@ -199,6 +225,15 @@ def tooltip(text: str, explanation: str, classes: list[str] | None = None) -> no
 
 def provenance_node(dataset: Dataset) -> nodes.paragraph:
     return nodes.paragraph("", fmt.provenance(dataset), classes=["stepwise-provenance"])
+
+
+def gpu_block(dataset: Dataset) -> nodes.container:
+    """The block of one GPU's tables or plots: headed with the GPU's name (class
+    ``stepwise-gpu``; the page's other GPUs follow in blocks of their own)."""
+    block = nodes.container(classes=["stepwise-gpu"] + ([f"stepwise-gpu-{dataset.slug}"]
+                                                        if dataset.slug else []))
+    block += nodes.rubric("", dataset.gpu_name, classes=["stepwise-gpu-heading"])
+    return block
 
 
 def _cell(content: Any, classes: list[str] | None = None) -> nodes.entry:
@@ -338,11 +373,18 @@ class _Base(SphinxDirective):
 
     @property
     def dataset(self) -> Dataset:
+        """The primary dataset (see :class:`.data.Datasets`)."""
         return dataset_of(self.env)
 
-    def chapter(self, chapter_id: str) -> Chapter:
+    @property
+    def datasets(self) -> list[Dataset]:
+        """Every GPU's dataset, primary first."""
+        return list(datasets_of(self.env))
+
+    def chapter(self, chapter_id: str, dataset: Dataset | None = None) -> Chapter:
+        """The chapter in ``dataset`` (default: the primary one)."""
         try:
-            chapter = self.dataset.chapter(chapter_id)
+            chapter = (dataset or self.dataset).chapter(chapter_id)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
         _env_chapters_used(self.env).setdefault(self.env.docname, set()).add(chapter.id)
@@ -354,80 +396,135 @@ class _Base(SphinxDirective):
         deps = []
         cfg = self.config
         deps.append(str(Path(cfg.stepwise_registry).resolve()))
-        if self.dataset.measurement_path:
-            deps.append(str(Path(self.dataset.measurement_path).resolve()))
+        deps += [str(Path(path).resolve()) for path in datasets_of(self.env).paths()]
         return deps
 
+    def per_gpu(self, render, chapter_id: str | None = None) -> list[nodes.Node]:
+        """The one loop over the GPUs: for every dataset, primary first, a :func:`gpu_block` with
+        what ``render(dataset, chapter)`` returns (``chapter`` is None without ``chapter_id``)."""
+        out: list[nodes.Node] = []
+        for dataset in self.datasets:
+            chapter = self.chapter(chapter_id, dataset) if chapter_id else None
+            block = gpu_block(dataset)
+            block.extend(render(dataset, chapter))
+            out.append(block)
+        return out
+
+    @property
+    def plot_dir(self) -> Path:
+        return Path(self.env.app.doctreedir) / "stepwise_plots"
+
+    def figure(self, path: Path, alt: str, caption: str, dataset: Dataset | None = None) -> nodes.figure:
+        """An image of the plot directory, its caption, and the dataset's provenance under it."""
+        docdir = (Path(self.env.srcdir) / self.env.docname).parent
+        uri = os.path.relpath(path, docdir).replace(os.sep, "/")
+        figure = nodes.figure(classes=["stepwise-plot"])
+        figure += nodes.image(uri=uri, alt=alt, classes=["stepwise-plot"])
+        figure += nodes.caption("", caption)
+        legend = nodes.legend()
+        legend += provenance_node(dataset or self.dataset)
+        figure += legend
+        return figure
+
+    def ncu_files(self, named: Path, chapter_id: str) -> list[tuple[Dataset | None, Path]]:
+        """A page's Nsight Compute file and its siblings of the build's other GPUs, primary first.
+
+        Where the file's name starts with a GPU's slug and the chapter (``<slug>-<chapter>-``, as
+        make profile names it), every other GPU's file beside it (its slug in that place) that
+        exists, each with its dataset, and the named file itself (existing or not); else the
+        named file alone, with no dataset.
+        """
+        owner = next((d for d in self.datasets if ncu.same_gpu(named, d.gpu, chapter_id)), None)
+        if owner is None:
+            return [(None, named)]
+        out: list[tuple[Dataset | None, Path]] = []
+        for dataset in self.datasets:
+            path = named if dataset is owner else named.with_name(
+                dataset.slug + named.name[len(owner.slug):])
+            if dataset is owner or path.is_file():
+                out.append((dataset, path))
+        return out
+
+    def timings(self, chapter: Chapter) -> list[dict]:
+        """The chapter's timings, or the one of the option ``:timing:``."""
+        if "timing" not in self.options:
+            return chapter.timings
+        try:
+            return [chapter.timing(self.options["timing"])]
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+
     def sizes(self, chapter: Chapter) -> list[tuple[int, str]]:
+        """The chapter's main sizes, or the one of the option ``:n:`` (main or sweep size)."""
         sizes = chapter.sizes()
         if "n" in self.options:
             wanted = self.options["n"]
-            sizes = [s for s in sizes if s[0] == wanted]
+            sizes = [s for s in chapter.all_sizes() if s[0] == wanted]
             if not sizes:
                 raise self.error(f"{self.name}: chapter {chapter.id!r} has no size n={wanted}")
         return sizes
 
 
 class ProvenanceDirective(_Base):
+    """One line per GPU: where and when its numbers were taken."""
+
     required_arguments = 0
     optional_arguments = 1
 
     def run(self) -> list[nodes.Node]:
         if self.arguments:
             self.chapter(self.arguments[0])
-        return [provenance_node(self.dataset)]
+        return [provenance_node(dataset) for dataset in self.datasets]
 
 
 class TableDirective(_Base):
+    """Per GPU, one table per size and timing, each followed by the GPU's provenance line."""
+
     required_arguments = 1
     option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
 
     def run(self) -> list[nodes.Node]:
-        chapter = self.chapter(self.arguments[0])
-        timings = chapter.timings
-        if "timing" in self.options:
-            try:
-                timings = [chapter.timing(self.options["timing"])]
-            except DataError as exc:
-                raise self.error(f"{self.name}: {exc}") from None
-        sizes = self.sizes(chapter)
+        primary = self.chapter(self.arguments[0])
+        timings, sizes = self.timings(primary), self.sizes(primary)
+
+        def tables(dataset: Dataset, chapter: Chapter) -> list[nodes.Node]:
+            out: list[nodes.Node] = []
+            for n, problem in sizes:
+                for timing in timings:
+                    out.append(measurement_table(chapter, timing, n, problem, len(chapter.sizes()) > 1))
+                    out.append(provenance_node(dataset))
+            return out
+
         out = nodes.container(classes=["stepwise-table-block"])
-        for n, problem in sizes:
-            for timing in timings:
-                out += measurement_table(chapter, timing, n, problem, len(chapter.sizes()) > 1)
-                out += provenance_node(self.dataset)
-        out += _legend(chapter)
+        out.extend(self.per_gpu(tables, primary.id))
+        out += _legend(primary)
         return [out]
 
 
 class PlotDirective(_Base):
+    """Per GPU, one bar chart per size."""
+
     required_arguments = 1
     option_spec = {"n": directives.positive_int}
 
     def run(self) -> list[nodes.Node]:
-        chapter = self.chapter(self.arguments[0])
-        out: list[nodes.Node] = []
-        plot_dir = Path(self.env.app.doctreedir) / "stepwise_plots"
-        for n, problem in self.sizes(chapter):
-            data = plot_data(chapter, n)
-            path = render(data, plot_dir)
-            docdir = (Path(self.env.srcdir) / self.env.docname).parent
-            uri = os.path.relpath(path, docdir).replace(os.sep, "/")
-            figure = nodes.figure(classes=["stepwise-plot"])
-            image = nodes.image(uri=uri, alt=alt_text(data), classes=["stepwise-plot"])
-            figure += image
-            series = "; ".join(f"{t['id']}: {t['label']}" for t in chapter.timings)
-            dotted = "".join(f"; dotted line: {b['id']} (library baseline)"
-                             for b in chapter.baselines)
-            caption = nodes.caption(
-                "", f"Median time per step ({problem}), log scale; bars span min\u2013max; "
-                f"dashed lines: {chapter.share_of}{dotted}. Series \u2014 {series}.")
-            figure += caption
-            legend = nodes.legend()
-            legend += provenance_node(self.dataset)
-            figure += legend
-            out.append(figure)
-        return out
+        primary = self.chapter(self.arguments[0])
+        sizes = self.sizes(primary)
+
+        def figures(dataset: Dataset, chapter: Chapter) -> list[nodes.Node]:
+            out: list[nodes.Node] = []
+            for n, problem in sizes:
+                data = plot_data(chapter, n)
+                series = "; ".join(f"{t['id']}: {t['label']}" for t in chapter.timings)
+                dotted = "".join(f"; dotted line: {b['id']} (library baseline)"
+                                 for b in chapter.baselines)
+                out.append(self.figure(
+                    render(data, self.plot_dir), alt_text(data),
+                    f"Median time per step ({problem}), log scale; bars span min\u2013max; "
+                    f"dashed lines: {chapter.share_of}{dotted}. Series \u2014 {series}.", dataset))
+            return out
+
+        return self.per_gpu(figures, primary.id)
 
 
 class StepDirective(_Base):
@@ -440,7 +537,6 @@ class StepDirective(_Base):
             step = chapter.step(self.arguments[1])
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
-        state = chapter.states[step["id"]]
         repo = self.dataset.repo_root
         path = repo / step["file"]
         if not path.is_file():
@@ -461,21 +557,8 @@ class StepDirective(_Base):
                 "Not the same operation",
                 "This step does not compute the same function as the original kernel for every "
                 "input; its accuracy column is marked \u2260 op.", ["stepwise-not-op", "caution"]))
-        if state.stale:
-            warn = nodes.warning()
-            warn += nodes.paragraph(
-                "", f"Stale: source changed since measured ({state.stale_reason} "
-                f"{self.dataset.measured_where()}). The numbers below are for the old source; "
-                "re-run make measure.")
-            out.append(warn)
-        if state.missing:
-            warn = nodes.warning()
-            pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
-            warn += nodes.paragraph(
-                "", f"Not measured: the measurement file has no row for this step ({pairs}).")
-            out.append(warn)
-
-        out.append(self._summary(chapter, step))
+        out.extend(self.per_gpu(lambda dataset, ch: self._marks(ch, step) + [self._summary(ch, step)],
+                                 chapter.id))
         out.append(self._resources(chapter, step))
         prev = chapter.previous_step(step["id"])
         if prev is not None and prev["file"] == step["file"]:
@@ -512,7 +595,32 @@ class StepDirective(_Base):
         node += nodes.paragraph("", text)
         return node
 
+    def _marks(self, chapter: Chapter, step: dict) -> list[nodes.Node]:
+        """Warnings of one GPU's numbers for the step: stale, or not measured."""
+        out: list[nodes.Node] = []
+        state = chapter.states[step["id"]]
+        if state.stale:
+            warn = nodes.warning()
+            warn += nodes.paragraph(
+                "", f"Stale: source changed since measured ({state.stale_reason} "
+                f"{chapter.dataset.measured_where()}). The numbers below are for the old source; "
+                "re-run make measure.")
+            out.append(warn)
+        if state.missing:
+            warn = nodes.warning()
+            by_timing: dict[str, list[str]] = {}
+            for n, t in state.missing:
+                by_timing.setdefault(t, []).append(f"{n:,}")
+            pairs = "; ".join(f"timing {t} at n = {', '.join(ns)}" for t, ns in by_timing.items())
+            warn += nodes.paragraph(
+                "", f"Not measured: the measurement file of {chapter.dataset.gpu_name} has no row "
+                f"for this step ({pairs}).")
+            out.append(warn)
+        return out
+
     def _summary(self, chapter: Chapter, step: dict) -> nodes.container:
+        """One GPU's numbers for the step, at the chapter's main sizes (the sweep's are in its own
+        table), then its tests and accuracy and the GPU's provenance line."""
         box = nodes.container(classes=["stepwise-step-summary"])
         header = ["timing", "median time (min\u2013max)", "GB/s", "GFLOP/s", "vs previous",
                   "vs first", "share of ceiling"]
@@ -521,8 +629,10 @@ class StepDirective(_Base):
             header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
             keys.append(fmt.baseline_column(baseline["id"]))
         body, classes, found = [], [], []
-        multi = len(step["sizes"]) > 1
-        for size in step["sizes"]:
+        extra = set(chapter.sweep_sizes())
+        sizes = [size for size in step["sizes"] if size["n"] not in extra] or step["sizes"]
+        multi = len(sizes) > 1
+        for size in sizes:
             for timing in chapter.timings:
                 rows = fmt.step_rows(chapter, timing["id"], size["n"])
                 row = next(r for r in rows if r.id == step["id"])
@@ -562,7 +672,7 @@ class StepDirective(_Base):
                 para += nodes.Text(", validated against the double-precision reference")
             para += nodes.Text(".")
             box += para
-        box += provenance_node(self.dataset)
+        box += provenance_node(chapter.dataset)
         return box
 
     def _resources(self, chapter: Chapter, step: dict) -> nodes.container:
@@ -721,13 +831,16 @@ class AccuracyDirective(_Base):
     option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
 
     def run(self) -> list[nodes.Node]:
-        chapter = self.chapter(self.arguments[0])
-        timing = self.options.get("timing", chapter.timings[0]["id"])
+        primary = self.chapter(self.arguments[0])
+        timing = self.options.get("timing", primary.timings[0]["id"])
         try:
-            chapter.timing(timing)
+            primary.timing(timing)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
-        n, problem = self.sizes(chapter)[0]
+        n, problem = self.sizes(primary)[0]
+        return self.per_gpu(lambda dataset, chapter: self._table(chapter, timing, n, problem), primary.id)
+
+    def _table(self, chapter: Chapter, timing: str, n: int, problem: str) -> list[nodes.Node]:
         rows = [(step, chapter.step_row(step["id"], n, timing)) for step in chapter.steps
                 if any(size["n"] == n for size in step["sizes"])]
         fields = [(key, label) for key, label in ACCURACY_FIELDS
@@ -764,7 +877,7 @@ class AccuracyDirective(_Base):
         size = f", {problem}" if len(chapter.sizes()) > 1 else ""
         out += _table(header, body, ["stepwise-data", "stepwise-accuracy"],
                       f"Accuracy against the double-precision reference ({timing} run{size})", classes)
-        out += provenance_node(self.dataset)
+        out += provenance_node(chapter.dataset)
         return [out]
 
 
@@ -788,7 +901,9 @@ class RunDirective(_Base):
     def run(self) -> list[nodes.Node]:
         if self.arguments:
             self.chapter(self.arguments[0])
-        ds = self.dataset
+        return self.per_gpu(lambda dataset, _chapter: self._table(dataset))
+
+    def _table(self, ds: Dataset) -> list[nodes.Node]:
         gpu, run = ds.gpu, ds.run
         rule = run["stopping_rule"]
 
@@ -912,6 +1027,12 @@ class NcuDirective(_Base):
     ``first`` (the first launch only: the pass over the input); ``:steps:`` a space-separated
     subset of the chapter's step ids; ``:columns:`` a space-separated subset of the columns
     (field names of :data:`ncu.FIELDS`, default all); ``:caption:`` the table's title.
+
+    Several GPUs: where the file's name starts with a GPU's slug and the chapter
+    (``<slug>-<chapter>-...``, as make profile names it), the file of every other GPU of the build
+    that lies beside it, with that GPU's slug in its place, is shown too, each under its GPU's
+    name (primary first); another GPU's missing file is not an error. The
+    ``stepwise-ncu-number`` role reads the primary GPU's file (the named one where it has none).
     """
 
     required_arguments = 2
@@ -923,10 +1044,28 @@ class NcuDirective(_Base):
     }
 
     def run(self) -> list[nodes.Node]:
-        chapter = self.chapter(self.arguments[0])
-        rel, path = self.env.relfn2path(self.arguments[1])
-        path = Path(path)
+        primary = self.chapter(self.arguments[0])
+        rel, named = self.env.relfn2path(self.arguments[1])
         self.env.note_dependency(rel)
+        files = self.ncu_files(Path(named), primary.id)
+        role_file = next((path for ds, path in files if ds is self.dataset), Path(named))
+        self.env.temp_data.setdefault("stepwise_ncu", {})[primary.id] = str(role_file)
+        out = nodes.container(classes=["stepwise-table-block"])
+        columns = []
+        for dataset, path in files:
+            self.env.note_dependency(str(path))
+            if dataset is None:  # a file of no GPU of this build: as it is, unlabelled
+                block, chapter = out, primary
+            else:
+                block, chapter = gpu_block(dataset), self.chapter(primary.id, dataset)
+                out += block
+            table, columns = self._table(chapter, path, dataset or self.dataset)
+            block.extend(table)
+        out += self._legend(columns)
+        return [out]
+
+    def _table(self, chapter: Chapter, path: Path, dataset: Dataset) -> tuple[list[nodes.Node], list]:
+        """One file's table and provenance line, and the columns shown."""
         first_only = self.options.get("launches", "all") == "first"
         try:
             counts = ncu.step_counts(chapter, _ncu_launches(path) if path.is_file()
@@ -950,7 +1089,6 @@ class NcuDirective(_Base):
                                  f"(known: {', '.join(ncu.FIELDS)})")
             labels = dict(NCU_COLUMNS + NCU_EXTRA_COLUMNS)
             columns = [(n, labels[n]) for n in names]
-        self.env.temp_data.setdefault("stepwise_ncu", {})[chapter.id] = str(path)
 
         try:  # a late metric the file lacks (see ncu.LATE_METRICS) fails here, naming the file
             texts = [[ncu.format_field(c, key) for key, _l in columns] for c in counts]
@@ -972,11 +1110,13 @@ class NcuDirective(_Base):
         which = ("first launch of each step" if first_only else
                  "sums over all launches of one call")
         title = self.options.get("caption", f"Nsight Compute counts per step ({which})")
-        out = nodes.container(classes=["stepwise-table-block"])
-        out += _table(["step"] + [label for _k, label in columns], body,
-                      ["stepwise-data", "stepwise-ncu"], title, classes)
-        out += nodes.paragraph("", ncu_provenance(self.dataset, path, chapter.id),
-                               classes=["stepwise-provenance"])
+        return [_table(["step"] + [label for _k, label in columns], body,
+                       ["stepwise-data", "stepwise-ncu"], title, classes),
+                nodes.paragraph("", ncu_provenance(dataset, path, chapter.id),
+                                classes=["stepwise-provenance"])], columns
+
+    def _legend(self, columns: list) -> nodes.paragraph:
+        first_only = self.options.get("launches", "all") == "first"
         legend = {
             ("launches",):
                 "Launches: the kernel launches of the step\u2019s call in the file.",
@@ -1011,8 +1151,7 @@ class NcuDirective(_Base):
                 "Counts are sums over the launches. ")
         shown = {k for k, _l in columns}
         text += " ".join(v for keys, v in legend.items() if shown.intersection(keys))
-        out += nodes.paragraph("", text, classes=["stepwise-legend"])
-        return [out]
+        return nodes.paragraph("", text, classes=["stepwise-legend"])
 
 
 class NcuNumberRole(SphinxRole):
@@ -1176,14 +1315,266 @@ class SassDirective(_Base):
 
 
 # ---------------------------------------------------------------------------
+# Time and rate against problem size (any chapter)
+# ---------------------------------------------------------------------------
+
+def _ids(text: str) -> list[str]:
+    return text.replace(",", " ").split()
+
+
+def _footprint_text(chapter: Chapter) -> str:
+    """``4 B × n`` or ``12 B × n²``: the problem's bytes at size n (``sweep.footprint``)."""
+    fp = chapter.sweep["footprint"]
+    power = fp["power"]
+    superscripts = {1: "", 2: "\u00b2", 3: "\u00b3"}
+    exponent = superscripts.get(power) if float(power).is_integer() else None
+    n = "n" + (exponent if exponent is not None else f"^{fmt.plain(power)}")
+    return f"{fmt.plain(fp['bytes_per_n'])} B \u00d7 {n}"
+
+
+class SweepDirective(_Base):
+    """``stepwise-sweep CHAPTER``: median time and rate against n, per GPU and timing.
+
+    Rows: the chapter's ``sweep.rows`` (steps, baselines and ceilings); without a ``sweep``, every
+    step and baseline. Options: ``:timing:`` one timing (default: each); ``:steps: ID ...`` and
+    ``:baselines: ID ...`` replace the steps or the baselines of those rows; ``:rows: ID ...`` names
+    every row (any kind). Sizes: every size the rows are measured at (main and sweep). Each figure
+    has two panels (time, rate; log axes, n in powers of two) and, where the registry gives the
+    problem's footprint, a vertical line where the data fills the GPU's L2 cache; under it the
+    numbers as two tables (rate, median time; rows n) and the GPU's provenance line.
+    """
+
+    required_arguments = 1
+    option_spec = {"timing": directives.unchanged_required, "steps": directives.unchanged_required,
+                   "baselines": directives.unchanged_required, "rows": directives.unchanged_required}
+
+    def run(self) -> list[nodes.Node]:
+        primary = self.chapter(self.arguments[0])
+        timings = self.timings(primary)
+        selection = {key: _ids(self.options[key]) if key in self.options else None
+                     for key in ("rows", "steps", "baselines")}
+        try:
+            ids = sweep_data.select_rows(primary, **selection)
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+
+        def figures(dataset: Dataset, chapter: Chapter) -> list[nodes.Node]:
+            out: list[nodes.Node] = []
+            for timing in timings:
+                try:
+                    data = sweep_data.sweep(chapter, timing["id"], **selection)
+                except DataError as exc:
+                    raise self.error(f"{self.name}: {exc}") from None
+                out += self._one(chapter, timing, data)
+            return out
+
+        out = nodes.container(classes=["stepwise-table-block", "stepwise-sweep"])
+        out.extend(self.per_gpu(figures, primary.id))
+        numbers = ", ".join(f"{sweep_data.step_number(i)} = {i}" for i in ids
+                            if primary.kind_of(i) == "steps")
+        out += nodes.paragraph("", (
+            f"Cells: the row\u2019s rate (GFLOP/s or GB/s, from its median time) or its median time, "
+            f"empty where the row is not measured at that size. Columns: steps by number ({numbers}), "
+            "then the baselines and ceilings."), classes=["stepwise-legend"])
+        return [out]
+
+    def _one(self, chapter: Chapter, timing: dict, data: dict) -> list[nodes.Node]:
+        unit, tid = data["unit"], timing["id"]
+        caption = (
+            f"Median time (left) and {unit} (right) against n, all axes logarithmic (n in powers of "
+            f"two). Timing {tid}: {timing['label']}. Solid lines: steps (dotted: not the same "
+            "operation); thick dashed: library baselines; thin dashed grey: ceilings; a line stops "
+            "where the row is not measured. Where the time stops falling with n it has reached the "
+            "launch overhead, the few microseconds any launch costs whatever its work: there the "
+            "rate falls with n, and the launch, not memory or arithmetic, sets the time.")
+        if data["l2_n"] is not None:
+            caption += (
+                f" The vertical line is at n \u2248 {data['l2_n']:,.0f}, where the problem\u2019s data "
+                f"({_footprint_text(chapter)}) fills the L2 cache of {data['gpu']} "
+                f"({fmt.format_bytes(data['l2_bytes'])}): to its left the data fits in L2, so a "
+                "timing with a warm L2 reads it from the cache, faster than DRAM allows (one that "
+                "flushes L2 still reads it from DRAM once); to its right every pass goes to DRAM.")
+        elif data["l2_n_any"] is not None:
+            side = "below" if data["l2_n_any"] > data["sizes"][-1] else "above"
+            caption += (
+                f" The problem\u2019s data ({_footprint_text(chapter)}) fills the L2 cache of "
+                f"{data['gpu']} ({fmt.format_bytes(data['l2_bytes'])}) at n \u2248 "
+                f"{data['l2_n_any']:,.0f}, outside the sizes drawn: every size here is {side} it.")
+        out: list[nodes.Node] = [self.figure(render_sweep(data, self.plot_dir), sweep_alt_text(data),
+                                             caption, chapter.dataset)]
+        for key, title, text in (
+                ("values", f"{unit} by size ({tid})", lambda v: fmt.sig(v)),
+                ("times", f"Median time by size ({tid})", lambda v: fmt.format_time(v))):
+            series = [s for s in data["series"] if any(v is not None for v in s[key])]
+            header = ["n"] + [s["number"] for s in series]
+            body = []
+            for i, n in enumerate(data["sizes"]):
+                row = [_cell(str(n) if n < 10000 else f"{n:,}", ["stepwise-num"])]
+                for s in series:
+                    value = s[key][i]
+                    row.append(_cell("" if value is None else text(value), ["stepwise-num"]))
+                body.append(row)
+            classes = [["stepwise-beyond-l2"] if data["l2_n"] is not None and n > data["l2_n"] else []
+                       for n in data["sizes"]]
+            out.append(_table(header, body, ["stepwise-data", "stepwise-sweep-table"], title, classes))
+        out.append(provenance_node(chapter.dataset))
+        return out
+
+
+# ---------------------------------------------------------------------------
+# The front page's table: every chapter's headline, per GPU
+# ---------------------------------------------------------------------------
+
+SUMMARY_COLUMNS = ["first step", "final step", "speed\u00adup", "share of ceiling", "vs library"]
+
+
+def _breakable(text: str) -> list[nodes.Node]:
+    """Text that may wrap after its underscores (``single_cold``), for narrow columns."""
+    out: list[nodes.Node] = []
+    for i, part in enumerate(text.split("_")):
+        if i:
+            out += [nodes.Text("_"), nodes.raw("", "<wbr>", format="html")]
+        out.append(nodes.Text(part))
+    return out
+
+
+class SummaryDirective(_Base):
+    """``stepwise-summary``: one row per registry chapter with a ``headline``, in registry order:
+    the chapter (linked to its page), the problem and the timing, then per GPU (primary first) the
+    first and final step's median time, the speedup, the final step's share of the ceiling and
+    the library baselines' time over the final step's. Under it one provenance line per GPU and a
+    legend. The table has the classes ``stepwise-data stepwise-summary stepwise-gpus-<N>``; each
+    GPU's header cell has ``stepwise-gpu-group``.
+    """
+
+    required_arguments = 0
+
+    def run(self) -> list[nodes.Node]:
+        datasets = self.datasets
+        chapters = [c for c in self.dataset.chapters.values() if c.headline]
+        for chapter in chapters:
+            self.chapter(chapter.id)
+        if not chapters:
+            logger.warning("stepwise-summary: no chapter of the step registry has a headline (the "
+                           "timing program's Chapter::headline), so the results table is empty",
+                           location=(self.env.docname, self.lineno), type="stepwise", subtype="no_headline")
+            return [nodes.paragraph("", "No chapter has a headline in the step registry.",
+                                    classes=["stepwise-legend"])]
+        table = nodes.table(classes=["stepwise-data", "stepwise-summary", f"stepwise-gpus-{len(datasets)}"])
+        table += nodes.title("", "Results at a glance: each chapter\u2019s first step against its final one")
+        width = 3 + len(SUMMARY_COLUMNS) * len(datasets)
+        group = nodes.tgroup(cols=width)
+        table += group
+        for _ in range(width):
+            group += nodes.colspec(colwidth=1)
+        thead = nodes.thead()
+        group += thead
+        top, names = nodes.row(), nodes.row()
+        for label in ("chapter", "problem", "timing"):
+            top += _cell(label)
+            top[-1]["morerows"] = 1
+        for dataset in datasets:
+            top += _cell(dataset.gpu_name, ["stepwise-gpu-group"] + (
+                [f"stepwise-gpu-{dataset.slug}"] if dataset.slug else []))
+            top[-1]["morecols"] = len(SUMMARY_COLUMNS) - 1
+            for i, label in enumerate(SUMMARY_COLUMNS):
+                names += _cell(label, [] if i else ["stepwise-gpu-start"])
+        thead += top
+        thead += names
+        tbody = nodes.tbody()
+        group += tbody
+        for chapter in chapters:
+            h = chapter.headline
+            row = nodes.row()
+            link = stepwise_chapterref("", "", nodes.Text(fmt.short_title(chapter.title)),
+                                       chapter=chapter.id, reftitle=chapter.title)
+            row += _cell(nodes.paragraph("", "", link))
+            row += _cell(chapter.problem(h["n"]))
+            timing = nodes.abbreviation("", "", *_breakable(h["timing"]),
+                                        explanation=chapter.timing(h["timing"])["label"],
+                                        classes=["stepwise-tip"])
+            row += _cell(nodes.paragraph("", "", timing))
+            for dataset in datasets:
+                cells = self._cells(fmt.headline(dataset.chapter(chapter.id)))
+                cells[0]["classes"].append("stepwise-gpu-start")
+                for cell in cells:
+                    row += cell
+            tbody += row
+        out = nodes.container(classes=["stepwise-table-block", "stepwise-summary-block"])
+        out += table
+        for dataset in datasets:
+            out += provenance_node(dataset)
+        out += nodes.paragraph("", (
+            "First and final step: median times at the problem size and timing shown, with the "
+            "steps\u2019 numbers (where the first step is not measured at that size, the first that "
+            "is); speedup: the first step\u2019s time over the final one\u2019s; share of ceiling: the "
+            "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
+            "vs library: the chapter\u2019s library baseline\u2019s time over the final step\u2019s "
+            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; n/a: not "
+            "measured on that GPU."),
+            classes=["stepwise-legend"])
+        return [out]
+
+    def _cells(self, h: fmt.Headline) -> list[nodes.entry]:
+        """One GPU's cells of a chapter's row; n/a (with the rows not measured) where a row is missing."""
+        path = h.chapter.dataset.measurement_path
+        where = f"in {path.name if path else 'the measurement file'}"
+
+        def na(*rows: tuple[str, dict | None], text: str = "n/a") -> nodes.paragraph:
+            what = ", ".join(f"{h.chapter.id}/{rid} n={h.n} timing={h.timing}" for rid, row in rows
+                             if row is None)
+            return nodes.paragraph("", "", tooltip(text, f"not measured: {what} {where}",
+                                                   ["stepwise-warning"]))
+
+        def timed(row_id: str, row: dict | None) -> nodes.entry:
+            if row is None:
+                return _cell(na((row_id, row)), ["stepwise-missing"])
+            para = nodes.paragraph("", "", tooltip(
+                fmt.format_time(row["median_ms"]), f"{row_id}: median of {row['samples']} samples, "
+                f"min\u2013max {fmt.format_spread(row['min_ms'], row['max_ms'], row['median_ms'])}"))
+            para += nodes.inline("", f" step {int(row_id.split('_', 1)[0])}", classes=["stepwise-summary-label"])
+            return _cell(para, ["stepwise-num"])
+
+        first, final = (h.first_id, h.first), (h.final_id, h.final)
+        cells = [timed(*first), timed(*final)]
+        cells.append(_cell(na(first, final), ["stepwise-missing"]) if h.speedup is None
+                     else _cell(fmt.format_speedup(h.speedup), ["stepwise-num"]))
+        cells.append(_cell(na(final), ["stepwise-missing"]) if h.final is None
+                     else _cell(fmt.format_share(h.share), ["stepwise-num"]))
+        if not h.baselines:
+            cells.append(_cell(fmt.DASH))
+        else:
+            entry = nodes.entry(classes=["stepwise-num"])
+            for (bid, label, value), (_b, _l, row) in zip(h.vs(), h.baselines):
+                if value is None:
+                    para = na(final, (bid, row))
+                else:
+                    para = nodes.paragraph("", "", tooltip(
+                        fmt.format_speedup(value),
+                        f"{bid}\u2019s median time over {h.final_id}\u2019s, same GPU, size and timing "
+                        f"(above 1\u00d7: faster than {label})"))
+                para += nodes.inline("", " " + label, classes=["stepwise-summary-label"])
+                entry += para
+            cells.append(entry)
+        return cells
+
+
+# ---------------------------------------------------------------------------
 # Role: one number
 # ---------------------------------------------------------------------------
 
 class NumberRole(SphinxRole):
-    """``{stepwise-number}`elementwise/04_lookup_table/second_application_max_rel@batch```."""
+    """``{stepwise-number}`elementwise/04_lookup_table/second_application_max_rel@batch```.
+
+    ``CHAPTER/ROW/FIELD[@TIMING][#N][!GPU]``: the primary GPU's number, or with ``!GPU`` (a GPU
+    slug, e.g. ``!nvidia-h200``) that GPU's; a GPU the build has no measurement file of is an error.
+    """
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
         text = self.text.strip()
+        slug = None
+        if "!" in text:
+            text, slug = text.rsplit("!", 1)
         n_text = None
         if "#" in text:
             text, n_text = text.rsplit("#", 1)
@@ -1193,11 +1584,18 @@ class NumberRole(SphinxRole):
         parts = text.split("/")
         if len(parts) != 3:
             msg = self.inliner.reporter.error(
-                f"stepwise-number: expected CHAPTER/ROW/FIELD[@TIMING][#N], got {self.text!r}",
+                f"stepwise-number: expected CHAPTER/ROW/FIELD[@TIMING][#N][!GPU], got {self.text!r}",
                 line=self.lineno)
             return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
         chapter_id, row_id, field_name = parts
-        dataset = dataset_of(self.env)
+        datasets = datasets_of(self.env)
+        dataset = datasets.primary if slug is None else next(
+            (d for d in datasets if d.slug == slug), None)
+        if dataset is None:
+            msg = self.inliner.reporter.error(
+                f"stepwise-number {self.text!r}: this build has no measurement file of GPU {slug!r} "
+                f"(it has {', '.join(d.slug for d in datasets)})", line=self.lineno)
+            return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
         try:
             chapter = dataset.chapter(chapter_id)
             timing = timing or chapter.timings[0]["id"]
@@ -1234,8 +1632,11 @@ def setup(app: Sphinx) -> dict:
     app.add_config_value("stepwise_repo_root", "", "env", [str])
     app.add_config_value("stepwise_measurement_schema", "", "env", [str])
     app.add_config_value("stepwise_sass_dir", "", "env", [str])
+    app.add_config_value("stepwise_recorded", "", "env", [str])
+    app.add_config_value("stepwise_primary_gpu", DEFAULT_PRIMARY_GPU, "env", [str])
 
     app.add_node(stepwise_stepref)
+    app.add_node(stepwise_chapterref)
     app.add_node(stepwise_anchor)
     app.add_directive("stepwise-provenance", ProvenanceDirective)
     app.add_directive("stepwise-table", TableDirective)
@@ -1247,6 +1648,8 @@ def setup(app: Sphinx) -> dict:
     app.add_directive("stepwise-run", RunDirective)
     app.add_directive("stepwise-ncu", NcuDirective)
     app.add_directive("stepwise-sass", SassDirective)
+    app.add_directive("stepwise-sweep", SweepDirective)
+    app.add_directive("stepwise-summary", SummaryDirective)
     from . import gemm_directives  # imports this module: registered here, not at import time
 
     gemm_directives.setup(app)
