@@ -199,7 +199,7 @@ docs: build
 	fi
 	if [ "$$source" = fresh ]; then args=(--measurements "$(FRESH)" --source fresh)
 	else args=(--measurements "$(RECORDED)" --source recorded); fi
-	run "$(PY)" conf/build_docs.py --build-dir "$(BUILD_DIR)" --registry "$(REGISTRY)" "$${args[@]}" \
+	run "$(PY)" conf/build_docs.py --build-dir "$(BUILD_DIR)" --registry "$(REGISTRY)" "$${args[@]}" --recorded "$(RECORDED)" \
 	  | tee "$(BUILD_DIR)/docs-build.log"
 	site=$$(sed -n 's/^Site: //p' "$(BUILD_DIR)/docs-build.log" | tail -n 1)
 	[ -n "$$site" ] && [ -f "$$site" ] || die "make docs: build_docs.py did not print 'Site: <index.html>' naming a file"
@@ -249,17 +249,18 @@ test: bootstrap
 	strict_docs() {
 	  [ -f conf/build_docs.py ] || { echo "there is no conf/build_docs.py" >&2; return 1; }
 	  run "$(PY)" conf/build_docs.py --build-dir "$(BUILD_DIR)" --registry "$(REGISTRY)" \
-	      "$${args[@]}" --strict | tee "$(BUILD_DIR)/docs-build.log" || return 1
+	      "$${args[@]}" --recorded "$(RECORDED)" --strict | tee "$(BUILD_DIR)/docs-build.log" || return 1
 	  site=$$(sed -n 's/^Site: //p' "$(BUILD_DIR)/docs-build.log" | tail -n 1)
 	  [ -n "$$site" ] && [ -f "$$site" ] || { site=""; echo "build_docs.py did not print 'Site: <index.html>'" >&2; return 1; }
 	  dirname "$$site" > "$(SITE_FILE)"
 	}
 	site=""
 	stage "strict docs build ($${args[3]} measurements)" strict_docs
-	# 4. The built site in a headless browser.
+	# 4. The built site in a headless browser; its front page must show every recorded GPU.
+	recorded_gpus=$$( (compgen -G "$(RECORDED)/*.json" || true) | wc -l)
 	if [ -n "$$site" ]; then
 	  stage "browser check of $$(dirname "$$site")" run "$(PY)" tests/browser/check_site.py \
-	    --site "$$(dirname "$$site")" --min-measurement-pages 1
+	    --site "$$(dirname "$$site")" --min-measurement-pages 1 --min-gpus "$$(( recorded_gpus > 0 ? recorded_gpus : 1 ))"
 	else
 	  results+=("FAIL  browser check: not run, no site was built")
 	fi
