@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import synth
-from stepwise_docs import fmt, gemm, ncu, plot
+from stepwise_docs import fmt, gemm, ncu, plot, sweep
 from stepwise_docs.data import DataError, Dataset, Tiling, load_measurements, load_registry
 
 T = "single_cold"
@@ -188,7 +188,7 @@ def test_bounds_without_limits_fail(project, edit, needle):
 # -- the sweep ---------------------------------------------------------------------------------
 
 def test_sweep_in_gflops_with_gaps(ds):
-    data = gemm.sweep(ds.chapter("gemm"), T)
+    data = sweep.sweep(ds.chapter("gemm"), T)
     assert data["metric"] == "gflops" and data["sizes"] == [128, 256, 512, 1000]
     series = {s["id"]: s for s in data["series"]}
     assert series["02_register_blocking"]["values"][3] is None  # not measured at 1000
@@ -198,15 +198,15 @@ def test_sweep_in_gflops_with_gaps(ds):
 
 
 def test_sweep_of_a_chapter_without_flops_is_in_gbps(ds):
-    data = gemm.sweep(ds.chapter("demo"), "batch", ["02_vector"], [])
+    data = sweep.sweep(ds.chapter("demo"), "batch", rows=["02_vector"])
     assert data["metric"] == "gbps" and [s["id"] for s in data["series"]] == ["02_vector"]
 
 
 def test_sweep_problems(ds):
     with pytest.raises(DataError, match="no baseline 'mkl'"):
-        gemm.sweep(ds.chapter("gemm"), T, None, ["mkl"])
+        sweep.sweep(ds.chapter("gemm"), T, baselines=["mkl"])
     with pytest.raises(DataError, match="no timing 'warm'"):
-        gemm.sweep(ds.chapter("gemm"), "warm")
+        sweep.sweep(ds.chapter("gemm"), "warm")
 
 
 # -- the roofline --------------------------------------------------------------------------
@@ -316,7 +316,7 @@ def test_table_rows_mark_the_tf32_step_and_compare_with_both_baselines(ds):
 # -- the images --------------------------------------------------------------------------------
 
 def test_plots_are_pngs_named_by_kind(ds, project, tmp_path):
-    data = gemm.sweep(ds.chapter("gemm"), T)
+    data = sweep.sweep(ds.chapter("gemm"), T)
     path = plot.render_sweep(data, tmp_path)
     assert path.name.startswith("stepwise-sweep-gemm-") and path.read_bytes()[:4] == b"\x89PNG"
     assert "Step 02_register_blocking: n = 128" in plot.sweep_alt_text(data)

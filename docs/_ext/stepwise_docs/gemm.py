@@ -4,8 +4,6 @@
   GPU" (SC'10), as the chapter's source quotes them, worked out for fp32 on the GPU of the
   measurement file (``gpu.limits`` and the measured device copy) for every step that has a
   ``tiling`` in the registry;
-* :func:`sweep`: GFLOP/s (or GB/s) of every step and baseline against the problem size (a thin
-  wrapper of :func:`.sweep.sweep`);
 * :func:`roofline`: each step's FLOPs per DRAM byte (Nsight Compute) against its GFLOP/s,
   under the memory roof (the measured copy) and the compute roofs (the measured FMA ceiling
   and the computed FMA peak);
@@ -22,8 +20,7 @@ from dataclasses import dataclass, field
 
 from .data import TILING_FIELDS, Chapter, DataError, Dataset, Tiling, _display
 from .fmt import DASH, ratio
-from .sweep import step_number  # noqa: F401  (also gemm.step_number, as before)
-from . import sweep as sweep_module
+from .sweep import step_number
 
 #: Bytes of an fp32 word (the DW of the SC'10 bounds).
 DW = 4
@@ -264,26 +261,6 @@ def tile_bounds(dataset: Dataset, chapter: Chapter, n: int, timing: str,
                             f"threads above 0 (it has {t.block_m}, {t.block_n}, {t.threads})")
         out.steps.append(step_bounds(limits, out.bandwidth, step, t))
     return out
-
-
-# ---------------------------------------------------------------------------
-# The sweep over sizes
-# ---------------------------------------------------------------------------
-
-def sweep(chapter: Chapter, timing: str, step_ids: list[str] | None = None,
-          baseline_ids: list[str] | None = None) -> dict:
-    """Rate against n for the steps and baselines (all where not given), as plain data: see
-    :func:`.sweep.sweep`, which the ``stepwise-sweep`` directive uses for any chapter."""
-    for step_id in step_ids or []:
-        chapter.step(step_id)
-    known = {b["id"] for b in chapter.baselines}
-    for b in baseline_ids or []:
-        if b not in known:
-            raise DataError(f"chapter {chapter.id!r} has no baseline {b!r} in the step registry "
-                            f"(it has {', '.join(known) or 'none'})")
-    rows = ((step_ids if step_ids is not None else [s["id"] for s in chapter.steps])
-            + (baseline_ids if baseline_ids is not None else [b["id"] for b in chapter.baselines]))
-    return sweep_module.sweep(chapter, timing, rows=rows)
 
 
 # ---------------------------------------------------------------------------
