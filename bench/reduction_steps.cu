@@ -40,6 +40,27 @@ cudaError_t cub_sum_of(void* d_temp_storage, std::size_t& temp_storage_bytes, T*
     return cub::DeviceReduce::Sum(d_temp_storage, temp_storage_bytes, d_in, d_out, num_items, stream);
 }
 
+//! Step 17's kernels: the lean single-block kernel at both of its block sizes, and the many-block kernel.
+std::vector<KernelEntry> single_pass_kernels()
+{
+    namespace sp = single_pass;
+    const auto named = [](const char* kernel, int block_threads, const char* type) {
+        return std::string(kernel) + "<" + std::to_string(block_threads) + ", " + type + ">";
+    };
+    return {kernel_entry(named("single_block_kernel", sp::small_block_threads, "int"),
+                         sp::single_block_kernel<sp::small_block_threads, int>, dim3(sp::small_block_threads)),
+            kernel_entry(named("single_block_kernel", sp::small_block_threads, "float"),
+                         sp::single_block_kernel<sp::small_block_threads, float>, dim3(sp::small_block_threads)),
+            kernel_entry(named("single_block_kernel", sp::block_threads, "int"),
+                         sp::single_block_kernel<sp::block_threads, int>, dim3(sp::block_threads)),
+            kernel_entry(named("single_block_kernel", sp::block_threads, "float"),
+                         sp::single_block_kernel<sp::block_threads, float>, dim3(sp::block_threads)),
+            kernel_entry(named("reduce_kernel", sp::block_threads, "int"), sp::reduce_kernel<sp::block_threads, int>,
+                         dim3(sp::block_threads)),
+            kernel_entry(named("reduce_kernel", sp::block_threads, "float"),
+                         sp::reduce_kernel<sp::block_threads, float>, dim3(sp::block_threads))};
+}
+
 }  // namespace
 
 // The int and float instantiations of a step's kernel, `reduce_kernel<T>` or `reduce_kernel<block_threads, T>`.
@@ -100,7 +121,8 @@ const std::vector<Step>& steps()
         {"16_vector_loads", "16-byte loads, one resident wave of blocks", "snippets/reduction/16_vector_loads.cuh",
          "stepwise::reduction::vector_loads", "beyond", false, STEPWISE_READING_SIZED(vector_loads)},
         {"17_single_pass", "One launch: the last block adds the block sums", "snippets/reduction/17_single_pass.cuh",
-         "stepwise::reduction::single_pass", "beyond", false, STEPWISE_READING_SIZED(single_pass)},
+         "stepwise::reduction::single_pass", "beyond", false, reading<int, single_pass::sum<int>>,
+         reading<float, single_pass::sum<float>>, single_pass_kernels()},
     };
     return all;
 }

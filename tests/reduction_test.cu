@@ -21,11 +21,12 @@ namespace {
 
 using stepwise::testing::fresh_seed;
 
-//! Sizes that are powers of two, multiples of no block size, and one of 2^22 + 7; 16387 and 16388 are the
-//! largest input step 17 sums with a single block (one round of 4 int4 loads per thread of 1024) and the smallest
-//! it sums with two.
-const std::vector<int> sizes = {1,    2,    3,     31,    32,    33,    255,   256,    257,
-                                1000, 4097, 16384, 16387, 16388, 65536, 100003, (1 << 22) + 7};
+//! Sizes that are powers of two, multiples of no block size, and one of 2^22 + 7. Step 17's boundaries: it sums
+//! up to 4099 items with one block of 256 threads (one round of 4 int4 loads each) and from 4100 with one of 1024,
+//! up to 16387; from 16388 with several. 3001 and 12007 end in a partial round of up to three loads a thread.
+const std::vector<int> sizes = {1,    2,     3,     31,    32,    33,    255,   256,   257,    1000,
+                                3001, 4097,  4099,  4100,  12007, 16384, 16387, 16388, 65536, 100003,
+                                (1 << 22) + 7};
 
 std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
 

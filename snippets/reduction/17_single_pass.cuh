@@ -7,9 +7,13 @@
 //! that draws the last ticket knows all the sums are written, adds them and
 //! writes the result. The counter lives in the workspace and is zeroed by a
 //! `cudaMemsetAsync` in the same stream before the kernel. An input that one
-//! block covers in one round of loads is summed by a single block, which
-//! writes the result itself: one launch, no counter, no memset. The order of
-//! the additions is fixed, so float results do not vary from run to run.
+//! block covers in one round of loads goes to a lean second kernel: a single
+//! block (256 threads up to 4,099 items, 1,024 up to 16,387) writes the
+//! result itself; one launch, no counter, no memset. At those sizes the call
+//! takes about one launch's time, and two details show: the last, partial
+//! round of loads is issued at once like the others, and thread 0 adds the
+//! warps' sums itself instead of a second round of shuffles. The order of the
+//! additions is fixed, so float results do not vary from run to run.
 #pragma once
 
 #include <algorithm>
@@ -18,8 +22,9 @@
 
 namespace stepwise::reduction::single_pass {
 
-constexpr int block_threads = 1024;  //!< threads per block: the largest, two blocks per SM
-constexpr int vectors_in_flight = 4; //!< 16-byte loads a thread issues before it adds any
+constexpr int block_threads = 1024;       //!< threads per block: the largest, two blocks per SM
+constexpr int small_block_threads = 256;  //!< threads of the single block that sums at most 4,099 items
+constexpr int vectors_in_flight = 4;      //!< 16-byte loads a thread issues before it adds any
 
 //! @brief The 16-byte vector of four `T`.
 template <typename T>
@@ -50,14 +55,20 @@ __device__ __forceinline__ T block_sum(T value)
 {
     static_assert(BlockThreads % 32 == 0 && BlockThreads <= 1024, "whole warps, at most 32 of them");
     __shared__ T warp_sums[BlockThreads / 32];
-    const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
     value = warp_sum(value);
-    if (lane == 0) {
-        warp_sums[warp] = value;
+    if (threadIdx.x % 32 == 0) {
+        warp_sums[threadIdx.x / 32] = value;
     }
     __syncthreads();
-    return warp == 0 ? warp_sum(lane < BlockThreads / 32 ? warp_sums[lane] : T(0)) : T(0);
+    if (threadIdx.x != 0) {
+        return T(0);
+    }
+    T total = warp_sums[0];  // thread 0 alone: independent shared loads, no second round of shuffles
+#pragma unroll
+    for (int w = 1; w < BlockThreads / 32; ++w) {
+        total += warp_sums[w];
+    }
+    return total;
 }
 
 //! @brief This thread's share of `d_in`: a grid-stride loop over 16-byte vectors, then the tail.
@@ -81,9 +92,14 @@ __device__ __forceinline__ T thread_sum(const T* d_in, int num_items)
             sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
         }
     }
-    for (; i < num_vectors; i += threads) {
-        const Vector v = d_vectors[i];
-        sum += (v.x + v.y) + (v.z + v.w);
+    Vector v[vectors_in_flight - 1];  // the last, partial round: its loads too are all issued before any add
+#pragma unroll
+    for (int k = 0; k < vectors_in_flight - 1; ++k) {
+        v[k] = i + k * threads < num_vectors ? d_vectors[i + k * threads] : Vector{};
+    }
+#pragma unroll
+    for (int k = 0; k < vectors_in_flight - 1; ++k) {
+        sum += (v[k].x + v[k].y) + (v[k].z + v[k].w);
     }
     const int tail = num_items % 4;
     if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < tail) {
@@ -92,21 +108,24 @@ __device__ __forceinline__ T thread_sum(const T* d_in, int num_items)
     return sum;
 }
 
+//! @brief A single block sums all of `d_in` into `*d_out`.
+template <int BlockThreads, typename T>
+static __global__ void __launch_bounds__(BlockThreads) single_block_kernel(const T* d_in, T* d_out, int num_items)
+{
+    const T sum = block_sum<BlockThreads>(thread_sum<BlockThreads>(d_in, num_items));
+    if (threadIdx.x == 0) {
+        *d_out = sum;
+    }
+}
+
 //! @brief Block `b` sums its share of `d_in` into `d_block_sums[b]`; the last block to finish sums those
-//!        into `*d_out`. `*d_tickets` must be 0 at launch, unless the grid is a single block, which writes
-//!        its sum to `*d_out` and uses neither `d_block_sums` nor `d_tickets`.
+//!        into `*d_out`. `*d_tickets` must be 0 at launch.
 template <int BlockThreads, typename T>
 static __global__ void __launch_bounds__(BlockThreads)
     reduce_kernel(const T* d_in, T* d_block_sums, unsigned* d_tickets, T* d_out, int num_items)
 {
     __shared__ bool last_block;
     const T sum = block_sum<BlockThreads>(thread_sum<BlockThreads>(d_in, num_items));
-    if (gridDim.x == 1) {
-        if (threadIdx.x == 0) {
-            *d_out = sum;
-        }
-        return;
-    }
     if (threadIdx.x == 0) {
         d_block_sums[blockIdx.x] = sum;
         __threadfence();  // the sum is visible to every block before the ticket is taken
@@ -170,12 +189,18 @@ inline cudaError_t sum(void* d_temp_storage, std::size_t& temp_storage_bytes, co
     if (temp_storage_bytes < partials_bytes + sizeof(unsigned)) {
         return cudaErrorInvalidValue;
     }
+    if (num_items / 4 <= small_block_threads * vectors_in_flight) {
+        single_block_kernel<small_block_threads><<<1, small_block_threads, 0, stream>>>(d_in, d_out, num_items);
+        return cudaGetLastError();
+    }
+    if (blocks == 1) {
+        single_block_kernel<block_threads><<<1, block_threads, 0, stream>>>(d_in, d_out, num_items);
+        return cudaGetLastError();
+    }
     T* d_block_sums = static_cast<T*>(d_temp_storage);
     unsigned* d_tickets = reinterpret_cast<unsigned*>(static_cast<char*>(d_temp_storage) + partials_bytes);
-    if (blocks > 1) {
-        if (cudaError_t error = cudaMemsetAsync(d_tickets, 0, sizeof(unsigned), stream); error != cudaSuccess) {
-            return error;
-        }
+    if (cudaError_t error = cudaMemsetAsync(d_tickets, 0, sizeof(unsigned), stream); error != cudaSuccess) {
+        return error;
     }
     reduce_kernel<block_threads><<<blocks, block_threads, 0, stream>>>(d_in, d_block_sums, d_tickets, d_out,
                                                                         num_items);
