@@ -10,6 +10,14 @@ void check_cuda(cudaError_t code, const char* expression, const char* file, int 
     }
 }
 
+void check_cublas(cublasStatus_t status, const char* what)
+{
+    if (status != CUBLAS_STATUS_SUCCESS) {
+        throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusName(status) + " (" +
+                                 cublasGetStatusString(status) + ")");
+    }
+}
+
 std::string cuda_unavailable_reason()
 {
     int count = 0;

@@ -1,6 +1,7 @@
 // Error handling for the harness (tests and timing program). Never compiled out.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <stdexcept>
@@ -20,6 +21,9 @@ private:
 
 //! @brief Throws CudaError unless `code` is cudaSuccess.
 void check_cuda(cudaError_t code, const char* expression, const char* file, int line);
+
+//! @brief Throws std::runtime_error naming `what` unless `status` is CUBLAS_STATUS_SUCCESS.
+void check_cublas(cublasStatus_t status, const char* what);
 
 //! @brief Empty when a CUDA device can be used, else one line saying why not.
 std::string cuda_unavailable_reason();

@@ -1,4 +1,5 @@
 #include "sgemm_steps.hpp"
+#include "cuda_check.hpp"
 
 #include "../snippets/sgemm/01_naive.cuh"
 #include "../snippets/sgemm/02_coalesced.cuh"
@@ -11,9 +12,6 @@
 #include "../snippets/sgemm/09_cp_async_pipeline.cuh"
 #include "../snippets/sgemm/10_autotuned.cuh"
 #include "../snippets/sgemm/11_tf32_wmma.cuh"
-
-#include <stdexcept>
-#include <string>
 
 namespace stepwise::sgemm {
 namespace {
@@ -103,18 +101,6 @@ const std::vector<Step>& steps()
     };
     return all;
 }
-
-namespace {
-
-void check_cublas(cublasStatus_t status, const char* what)
-{
-    if (status != CUBLAS_STATUS_SUCCESS) {
-        throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusName(status) + " (" +
-                                 cublasGetStatusString(status) + ")");
-    }
-}
-
-}  // namespace
 
 CublasSgemm::CublasSgemm(bool tf32) : tf32_(tf32)
 {

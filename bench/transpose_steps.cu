@@ -1,4 +1,5 @@
 #include "transpose_steps.hpp"
+#include "cuda_check.hpp"
 
 #include "../snippets/transpose/01_serial.cuh"
 #include "../snippets/transpose/02_thread_per_row.cuh"
@@ -10,9 +11,6 @@
 #include "../snippets/transpose/08_float4_tile_64.cuh"
 #include "../snippets/transpose/09_eight_loads_in_flight.cuh"
 #include "../snippets/transpose/10_output_order.cuh"
-
-#include <stdexcept>
-#include <string>
 
 namespace stepwise::transpose {
 
@@ -60,18 +58,6 @@ const std::vector<Step>& steps()
     };
     return all;
 }
-
-namespace {
-
-void check_cublas(cublasStatus_t status, const char* what)
-{
-    if (status != CUBLAS_STATUS_SUCCESS) {
-        throw std::runtime_error(std::string(what) + " failed: " + cublasGetStatusName(status) + " (" +
-                                 cublasGetStatusString(status) + ")");
-    }
-}
-
-}  // namespace
 
 CublasTranspose::CublasTranspose() { check_cublas(cublasCreate(&handle_), "cublasCreate"); }
 
