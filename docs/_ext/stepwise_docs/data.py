@@ -331,9 +331,12 @@ def load_measurements(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> dict:
             raise DataError(
                 f"measurement file {_display(path)}: chapter {chapter['id']!r} lists a timing twice"
             )
-        for kind in ("steps", "ceilings", "baselines"):
+        # Each list of rows (the autotuning configurations too) names its timings and has one row per key.
+        row_lists = [(kind, chapter[kind], "row") for kind in ("steps", "ceilings", "baselines")]
+        row_lists.append(("autotune", chapter.get("autotune", []), "autotuning row"))
+        for kind, rows, what in row_lists:
             seen: set[tuple] = set()
-            for ri, row in enumerate(chapter[kind]):
+            for ri, row in enumerate(rows):
                 where = f"/chapters/{ci}/{kind}/{ri}"
                 if row["timing"] not in timing_ids:
                     raise DataError(
@@ -343,25 +346,10 @@ def load_measurements(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> dict:
                 key = (row["id"], row["n"], row["timing"])
                 if key in seen:
                     raise DataError(
-                        f"measurement file {_display(path)}: at {where}: a second row for "
+                        f"measurement file {_display(path)}: at {where}: a second {what} for "
                         f"{row['id']} n={row['n']} timing={row['timing']}"
                     )
                 seen.add(key)
-        seen_tune: set[tuple] = set()
-        for ri, row in enumerate(chapter.get("autotune", [])):
-            where = f"/chapters/{ci}/autotune/{ri}"
-            if row["timing"] not in timing_ids:
-                raise DataError(
-                    f"measurement file {_display(path)}: at {where}: timing {row['timing']!r} "
-                    f"is not one of chapter {chapter['id']!r}'s timings {timing_ids}"
-                )
-            key = (row["id"], row["n"], row["timing"])
-            if key in seen_tune:
-                raise DataError(
-                    f"measurement file {_display(path)}: at {where}: a second autotuning row for "
-                    f"{row['id']} n={row['n']} timing={row['timing']}"
-                )
-            seen_tune.add(key)
     return data
 
 
