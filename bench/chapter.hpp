@@ -28,6 +28,9 @@ struct StepEntry {
     std::vector<ProblemSize> sizes;
     std::vector<KernelEntry> kernels;  //!< what the launcher launches, with its block shapes
     nlohmann::json tiling = nullptr;   //!< how the step tiles the work (the SGEMM chapter's bounds), or null
+    //! What the GPU and the build must offer beyond CUDA's baseline ("sm_90a": compute capability 9.0 and code built
+    //! for it), or empty. A GPU without it skips the step; its measurement lists it under "unsupported".
+    std::string needs = "";
 };
 
 //! @brief A ceiling or a library baseline.
@@ -121,6 +124,9 @@ std::unique_ptr<Chapter> make_occupancy_chapter();
 
 //! @brief The dynamic-parallelism chapter.
 std::unique_ptr<Chapter> make_dynamic_parallelism_chapter();
+
+//! @brief The tensor-core GEMM chapter (Hopper's wgmma and TMA).
+std::unique_ptr<Chapter> make_tensor_core_gemm_chapter();
 
 // ---- helpers shared by the chapters (measurement.cpp) ----
 

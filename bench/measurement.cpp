@@ -17,6 +17,7 @@ std::vector<std::unique_ptr<Chapter>> make_chapters()
     chapters.push_back(make_twist_chapter());
     chapters.push_back(make_reduction_chapter());
     chapters.push_back(make_sgemm_chapter());
+    chapters.push_back(make_tensor_core_gemm_chapter());
     chapters.push_back(make_divergence_chapter());
     chapters.push_back(make_occupancy_chapter());
     chapters.push_back(make_dynamic_parallelism_chapter());
@@ -194,6 +195,9 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
                                   {"kernels", kernels}};
             if (!s.tiling.is_null()) {
                 step["tiling"] = s.tiling;
+            }
+            if (!s.needs.empty()) {
+                step["needs"] = s.needs;
             }
             j["steps"].push_back(std::move(step));
         }

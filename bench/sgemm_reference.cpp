@@ -95,6 +95,16 @@ double fp32_tolerance(int K) { return 1e-5 * std::sqrt(static_cast<double>(K)); 
 
 double tf32_tolerance(int K) { return std::max(2e-4 * std::sqrt(static_cast<double>(K)), 4e-3); }
 
+std::string Comparison::element_note() const
+{
+    if (element_tolerance == 0) {
+        return "";
+    }
+    char text[64];
+    std::snprintf(text, sizeof text, " + %.2g of |ref|", element_tolerance);
+    return text;
+}
+
 std::string Comparison::describe(int N) const
 {
     const std::size_t row = worst_index / static_cast<std::size_t>(N);
@@ -102,19 +112,21 @@ std::string Comparison::describe(int N) const
     char text[400];
     std::snprintf(text, sizeof text,
                   "element (%zu, %zu): got %.9g, expected %.9g, |got - expected| = %.3g = %.3g of max|ref| = %.4g "
-                  "(tolerance %.2g); %zu over tolerance, %zu NaN where finite, %zu NaN/Inf not matched",
+                  "(tolerance %.2g of max|ref|%s); %zu over tolerance, %zu NaN where finite, %zu NaN/Inf not matched",
                   row, col, worst_got, worst_expected, worst_abs, max_ref > 0 ? worst_abs / max_ref : worst_abs,
-                  max_ref, tolerance, over_tolerance, nan_outputs, special_mismatches);
+                  max_ref, tolerance, element_note().c_str(), over_tolerance, nan_outputs, special_mismatches);
     return text;
 }
 
-Comparison compare(const std::vector<float>& got, const std::vector<double>& ref, double tolerance)
+Comparison compare(const std::vector<float>& got, const std::vector<double>& ref, double tolerance,
+                   double element_tolerance)
 {
     if (got.size() != ref.size()) {
         throw std::invalid_argument("compare: result and reference differ in size");
     }
     Comparison c;
     c.tolerance = tolerance;
+    c.element_tolerance = element_tolerance;
     for (const double r : ref) {
         if (std::isfinite(r)) {
             c.max_ref = std::max(c.max_ref, std::abs(r));
@@ -150,7 +162,7 @@ Comparison compare(const std::vector<float>& got, const std::vector<double>& ref
         } else {
             const double error = std::abs(g - r);
             c.max_abs = std::max(c.max_abs, error);
-            if (!(error <= allowed)) {
+            if (!(error <= allowed + element_tolerance * std::abs(r))) {
                 ++c.over_tolerance;
             }
             note(i, error);

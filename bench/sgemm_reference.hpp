@@ -48,13 +48,19 @@ struct Comparison {
     double worst_got = 0;            //!< its value in the result
     double worst_expected = 0;       //!< and in the reference
     double tolerance = 0;
+    double element_tolerance = 0;    //!< the part of the allowed error relative to the element's own reference
 
     bool within_tolerance() const { return over_tolerance == 0 && special_mismatches == 0 && nan_outputs == 0; }
     //! One line: the worst element as (row, column), its value and reference, and the error relative to max|ref|.
     std::string describe(int N) const;
+
+private:
+    std::string element_note() const;
 };
 
-//! @brief Compares every element of `got` with `ref` within `tolerance * max|ref|`.
-Comparison compare(const std::vector<float>& got, const std::vector<double>& ref, double tolerance);
+//! @brief Compares every element of `got` with `ref` within `tolerance * max|ref| + element_tolerance * |ref|` (the
+//!        second term for results rounded to a narrow type, whose rounding error is relative to each element).
+Comparison compare(const std::vector<float>& got, const std::vector<double>& ref, double tolerance,
+                   double element_tolerance = 0);
 
 }  // namespace stepwise::sgemm

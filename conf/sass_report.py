@@ -12,8 +12,10 @@ writes, per function:
 * counts of its instructions: ``instructions`` (every SASS instruction but the NOP padding),
   ``bra``, ``bssy``, ``bsync``, ``warpsync``, ``exit`` (by opcode, whatever the modifiers:
   ``BRA.U`` is a BRA), ``predicated`` (instructions under a guard predicate such as ``@P0``,
-  ``@!P1`` or ``@UP0``; ``@PT``, always true, is no guard) and ``mufu``, the special-function
-  unit's instructions by variant (``{"MUFU.SIN": 256, "MUFU.COS": 256}``);
+  ``@!P1`` or ``@UP0``; ``@PT``, always true, is no guard), ``mufu``, the special-function
+  unit's instructions by variant (``{"MUFU.SIN": 256, "MUFU.COS": 256}``), and ``mma``, the
+  tensor cores' instructions by variant (``{"HMMA.16816.F32.BF16": 64}`` for ``mma.sync``,
+  ``{"HGMMA.64x256x16.F32.BF16": 4}`` for Hopper's ``wgmma``);
 * a short listing: every BRA, BSSY, BSYNC, WARPSYNC and MUFU instruction with its address,
   without cuobjdump's ``/* 0x... */`` encoding comments. A run of more than three MUFU
   instructions of one variant with no other listed instruction between them (an unrolled loop
@@ -28,7 +30,7 @@ The JSON file (written whole or not at all)::
                     "arch": "sm_90",
                     "counts": {"instructions": 1043, "bra": 3, "bssy": 1, "bsync": 1,
                                "warpsync": 0, "exit": 2, "predicated": 2,
-                               "mufu": {"MUFU.COS": 256, "MUFU.SIN": 256}},
+                               "mufu": {"MUFU.COS": 256, "MUFU.SIN": 256}, "mma": {}},
                     "listing": ["/*00d0*/       BSSY B0, 0x8130 ;", "..."]}]}
 
 ``name`` is the demangled name without return type and parameters (template arguments kept:
@@ -62,6 +64,8 @@ USAGE = "sass_report.py --cuobjdump PATH --object FILE --out FILE.json [--namesp
 
 #: Opcodes counted one by one (by the opcode before its first ".").
 COUNTED = ("BRA", "BSSY", "BSYNC", "WARPSYNC", "EXIT")
+#: The tensor cores' opcodes, counted by variant: Volta-to-Ampere warp MMAs, Hopper's warpgroup MMAs.
+TENSOR_OPCODES = ("HMMA", "IMMA", "DMMA", "BMMA", "HGMMA", "IGMMA", "QGMMA", "BGMMA")
 #: Opcodes whose instructions the listing keeps.
 LISTED = ("BRA", "BSSY", "BSYNC", "WARPSYNC", "MUFU")
 #: A run of more MUFU instructions of one variant than this is shortened in the listing.
@@ -144,7 +148,7 @@ def split_functions(listing: str) -> list[dict]:
 
 def count(instructions: list[tuple[str, str, str]]) -> dict:
     """The counts of one function's instructions (see the module's docstring)."""
-    counts = {"instructions": 0, **{op.lower(): 0 for op in COUNTED}, "predicated": 0, "mufu": {}}
+    counts = {"instructions": 0, **{op.lower(): 0 for op in COUNTED}, "predicated": 0, "mufu": {}, "mma": {}}
     for _address, guard, text in instructions:
         opcode = opcode_of(text)
         base = opcode.split(".")[0]
@@ -157,7 +161,10 @@ def count(instructions: list[tuple[str, str, str]]) -> dict:
             counts["predicated"] += 1
         if base == "MUFU":
             counts["mufu"][opcode] = counts["mufu"].get(opcode, 0) + 1
+        if base in TENSOR_OPCODES:
+            counts["mma"][opcode] = counts["mma"].get(opcode, 0) + 1
     counts["mufu"] = dict(sorted(counts["mufu"].items()))
+    counts["mma"] = dict(sorted(counts["mma"].items()))
     return counts
 
 

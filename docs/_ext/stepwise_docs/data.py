@@ -168,6 +168,10 @@ REGISTRY_SCHEMA: dict = {
                                 "same_operation": {"type": "boolean"},
                                 "beyond_article": {"type": "boolean"},
                                 "tiling": {"$ref": "#/$defs/tiling"},
+                                "needs": {"type": "string", "minLength": 1,
+                                          "description": "what the GPU and the build must offer "
+                                                         "(sm_80, sm_90, sm_90a); a GPU without it "
+                                                         "skips the step"},
                                 "kernels": {"type": "array", "minItems": 1,
                                             "items": {"$ref": "#/$defs/kernel"}},
                                 "sizes": {
@@ -379,6 +383,8 @@ class StepState:
     stale: bool = False
     stale_reason: str = ""
     current_sha256: str | None = None
+    #: Why this GPU did not run the step (the measurement's ``unsupported`` entry), or empty.
+    unsupported: str = ""
 
     @property
     def ok(self) -> bool:
@@ -406,6 +412,9 @@ class Chapter:
         self._rows: dict[tuple[str, str, int, str], dict] = {}
         #: The measured configurations of the chapter's autotuning sweep (``autotune`` rows), if any.
         self.autotune: list[dict] = list((measured or {}).get("autotune", []))
+        #: Steps, ceilings and baselines this GPU cannot run, and why (``unsupported``: id -> reason).
+        self.unsupported: dict[str, str] = {u["id"]: u["reason"]
+                                            for u in (measured or {}).get("unsupported", [])}
         if measured is not None:
             for kind in ("steps", "ceilings", "baselines"):
                 for row in measured[kind]:
@@ -542,7 +551,7 @@ class Chapter:
 
     # -- state -----------------------------------------------------------
     def _state(self, step: dict) -> StepState:
-        state = StepState(step=step)
+        state = StepState(step=step, unsupported=self.unsupported.get(step["id"], ""))
         path = self.dataset.repo_root / step["file"]
         if path.is_file():
             state.current_sha256 = source_sha256(path)
@@ -662,7 +671,7 @@ class Dataset:
                         f"registers or occupancy for {', '.join(uncounted)}; build with make, which "
                         "writes the registry from the compiler's --resource-usage reports",
                     ))
-                if state.missing:
+                if state.missing and not state.unsupported:  # a step the GPU cannot run is not missing
                     pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
                     out.append(Problem(
                         "missing", chapter.id, step["id"], step["file"],
@@ -677,7 +686,7 @@ class Dataset:
                         for t in chapter.timings
                         if chapter.any_row(entry["id"], n, t["id"])[1] is None
                     ]
-                    if missing:
+                    if missing and entry["id"] not in chapter.unsupported:
                         pairs = ", ".join(f"n={n} timing={t}" for n, t in missing)
                         out.append(Problem(
                             "missing", chapter.id, entry["id"], "",

@@ -297,7 +297,8 @@ def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
             badges.append("beyond the sources")
         if row is None:
             classes.append("stepwise-missing")
-            notes.append("missing: not measured in this file")
+            notes.append(f"not run: {state.unsupported}" if state.unsupported else
+                         "missing: not measured in this file")
             for key in ("vs_prev", "vs_first", "share", "accuracy", "tests"):
                 cells[key] = Cell(DASH)
             for baseline in chapter.baselines:
@@ -372,7 +373,8 @@ def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
                 cells["share"] = Cell(format_share(share_of_mark(mark, row)), ["stepwise-num"])
             else:
                 cells["share"] = Cell(DASH)
-            notes = [] if row else ["missing: not measured in this file"]
+            notes = [] if row else [f"not run: {chapter.unsupported[entry['id']]}"
+                                    if entry["id"] in chapter.unsupported else "missing: not measured in this file"]
             out.append(Row(kind, entry["id"], entry["title"], cells,
                            [f"stepwise-{kind}"] + ([] if row else ["stepwise-missing"]), [], notes))
     return out
@@ -488,6 +490,8 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
     if kind != "steps":
         if field_name == "share" and kind == "baselines":
             return format_share(share_of_mark(chapter.ceiling_row(chapter.share_of, n, timing), row))
+        if field_name == "max_rel" and kind == "baselines" and "accuracy" in row:  # a library validated as a step
+            return format_rel(row["accuracy"].get("max_rel"))
         raise DataError(f"field {field_name!r} applies to steps only, and {row_id!r} is a "
                         f"{kind[:-1]}")
     if field_name == "share":

@@ -355,6 +355,9 @@ def roofline(dataset: Dataset, chapter: Chapter, dram_bytes: dict[str, float], n
 # ---------------------------------------------------------------------------
 
 CONFIG_FIELDS = TILING_FIELDS + ("min_blocks",)
+#: Fields of a clustered kernel's configuration (the tensor-core chapter's): its cluster of tiles, and the cluster
+#: rows per group of its tile order.
+CLUSTER_FIELDS = ("cluster_m", "cluster_n", "group_m")
 
 
 @dataclass
@@ -362,7 +365,7 @@ class AutotuneRow:
     row: dict
     config: dict
     vs_baseline: float | None  # the baseline's median over this row's (above 1: faster)
-    steps: list[str]  # the step that uses this configuration (see _steps_with), or none
+    steps: list[str]  # the step that uses this configuration (its used_by, else see _steps_with), or none
 
     @property
     def id(self) -> str:
@@ -418,11 +421,13 @@ def autotune_rows(dataset: Dataset, chapter: Chapter, n: int, timing: str) -> li
     out = []
     for r in rows:
         config = r["config"]
-        out.append(AutotuneRow(r, config, ratio(base_row, r), _steps_with(chapter, config)))
+        steps = [chapter.step(r["used_by"])["id"]] if r.get("used_by") else _steps_with(chapter, config)
+        out.append(AutotuneRow(r, config, ratio(base_row, r), steps))
     pick = next(a for a in out if a.chosen)
     if not pick.steps:
         raise DataError(f"{where}: the chosen autotuning row {pick.id} is the tiling of no step in the "
-                        "step registry (its config must equal the autotuned step's tiling)")
+                        "step registry (its config must equal the autotuned step's tiling, or the row "
+                        "name its step in used_by)")
     out.sort(key=lambda a: (-(a.row.get("gflops") or 0.0), a.row["median_ms"]))
     return out
 

@@ -304,8 +304,13 @@ class AutotuneDirective(_GemmBase):
             raise self.fail(exc) from None
         base = chapter.baselines[0] if chapter.baselines else None
         label = fmt.baseline_label(chapter, base["id"]) if base else ""
-        header = ["configuration", "block tile", "warp tile", "thread tile", "threads", "stages",
-                  "min blocks / SM", "GFLOP/s", "median time"]
+        # Columns a configuration has: SGEMM's a minimum of blocks per SM, the tensor-core chapter's clusters.
+        with_min_blocks = any("min_blocks" in a.config for a in rows)
+        with_clusters = any(all(k in a.config for k in gemm.CLUSTER_FIELDS) for a in rows)
+        header = ["configuration", "block tile", "warp tile", "thread tile", "threads", "stages"]
+        header += ["min blocks / SM"] if with_min_blocks else []
+        header += ["cluster", "group"] if with_clusters else []
+        header += ["GFLOP/s", "median time"]
         header += [f"vs {label}"] if base else []
         header += ["registers / thread", "theoretical occupancy", "validated"]
         body, classes = [], []
@@ -323,9 +328,14 @@ class AutotuneDirective(_GemmBase):
                      _cell(gemm.config_text(c, "warp"), ["stepwise-num"]),
                      _cell(gemm.config_text(c, "thread"), ["stepwise-num"]),
                      _cell(str(c["threads"]), ["stepwise-num"]),
-                     _cell(str(c["stages"]) if c["stages"] else DASH, ["stepwise-num"]),
-                     _cell(str(c["min_blocks"]) if c["min_blocks"] else DASH, ["stepwise-num"]),
-                     _cell(sig(r["gflops"]) if r.get("gflops") is not None else DASH, ["stepwise-num"]),
+                     _cell(str(c["stages"]) if c["stages"] else DASH, ["stepwise-num"])]
+            if with_min_blocks:
+                cells.append(_cell(str(c["min_blocks"]) if c.get("min_blocks") else DASH, ["stepwise-num"]))
+            if with_clusters:
+                cells += [_cell(f"{c['cluster_m']} {TIMES} {c['cluster_n']}" if "cluster_m" in c else DASH,
+                                ["stepwise-num"]),
+                          _cell(str(c["group_m"]) if "group_m" in c else DASH, ["stepwise-num"])]
+            cells += [_cell(sig(r["gflops"]) if r.get("gflops") is not None else DASH, ["stepwise-num"]),
                      _cell(nodes.paragraph("", "", tooltip(
                          fmt.format_time(r["median_ms"]),
                          f"median of {r['samples']} samples, min\u2013max "
@@ -347,9 +357,16 @@ class AutotuneDirective(_GemmBase):
                       "first", classes)
         legend = (f"Every configuration was timed in the same run as the chapter\u2019s steps and "
                   "validated on the buffers it was timed on (hover \u201cyes\u201d for what it was "
-                  "compared with). Tiles: block bm \u00d7 bn \u00d7 bk, warp, thread; min blocks / "
-                  "SM: the kernel\u2019s __launch_bounds__. Registers and occupancy: what the CUDA "
-                  "runtime reported for the kernel on the measuring GPU.")
+                  "compared with). Tiles: block bm \u00d7 bn \u00d7 bk, warp (a warpgroup\u2019s, for "
+                  "wgmma kernels), thread. ")
+        if with_min_blocks:
+            legend += "Min blocks / SM: the kernel\u2019s __launch_bounds__. "
+        if with_clusters:
+            legend += ("Cluster: the tiles of C a cluster of blocks computes, along M \u00d7 along N (two "
+                       "blocks share one operand\u2019s tile through TMA multicast); group: the cluster rows "
+                       "visited together in the tile order. ")
+        legend += ("Registers and occupancy: what the CUDA runtime reported for the kernel on the "
+                   "measuring GPU.")
         if base:
             legend += (f" vs {label}: the median time of {base['id']} at the same size and timing "
                        f"over the configuration\u2019s (above 1{TIMES}: faster than {label}).")

@@ -59,6 +59,10 @@ METRICS = {
     "smsp__sass_branch_targets_threads_divergent.sum": "divergent branch targets",
     "smsp__sass_branch_targets_threads_uniform.sum": "uniform branch targets",
     "sm__warps_active.avg.pct_of_peak_sustained_active": "achieved occupancy",
+    "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active":
+        "tensor pipe active (HMMA and HGMMA)",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum": "shared-memory bank conflicts (wgmma reads)",
 }
 #: Metrics added after files were recorded: a launch may lack them, and only a field that needs
 #: one fails (naming the file and launch; re-run ``make profile``).
@@ -68,6 +72,9 @@ LATE_METRICS = (
     "smsp__sass_branch_targets_threads_divergent.sum",
     "smsp__sass_branch_targets_threads_uniform.sum",
     "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",
 )
 #: Units accepted as they are; anything else (Kbyte, Msector, ...) means ncu scaled the value.
 #: ``branches`` is the unit ncu (CUDA 13.0, on an H100) prints for the branch-target counts,
@@ -97,6 +104,11 @@ FIELDS = {
     "branch_uniformity": "branch uniformity (uniform branch targets over all branch targets)",
     "achieved_occupancy": "achieved occupancy (active warps per SM over the maximum, averaged over "
                           "the step's launches weighted by their warps)",
+    "tensor_active": "tensor pipe active (cycles the SMs' tensor cores ran HMMA or HGMMA over the cycles "
+                     "the SMs were active, averaged over the step's launches weighted by their warps)",
+    "dram_throughput": "DRAM throughput (share of its peak over the launches' elapsed time, averaged over "
+                       "the step's launches weighted by their warps)",
+    "wgmma_bank_conflicts": "shared-memory bank conflicts of the tensor cores' wgmma reads",
 }
 
 
@@ -187,14 +199,23 @@ class StepCounts:
             targets = self.value("branch_targets")
             uniform = self.total("smsp__sass_branch_targets_threads_uniform.sum")
             return uniform / targets if targets else float("nan")
-        if name == "achieved_occupancy":
-            # A per-launch average: the mean over the launches, weighted by their warps.
-            metric = "sm__warps_active.avg.pct_of_peak_sustained_active"
-            warps = sum(launch.warps for launch in self.launches)
-            if not warps:
-                return float("nan")
-            return sum(launch.metric(metric) * launch.warps for launch in self.launches) / warps / 100.0
+        if name == "achieved_occupancy":  # a per-launch average
+            return self._warp_weighted("sm__warps_active.avg.pct_of_peak_sustained_active")
+        if name == "tensor_active":
+            return self._warp_weighted(
+                "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active")
+        if name == "dram_throughput":
+            return self._warp_weighted("dram__throughput.avg.pct_of_peak_sustained_elapsed")
+        if name == "wgmma_bank_conflicts":
+            return self.total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum")
         raise NcuError(f"unknown Nsight Compute field {name!r} (known: {', '.join(FIELDS)})")
+
+    def _warp_weighted(self, percent_metric: str) -> float:
+        """A per-launch percentage as a fraction: the mean over the launches weighted by their warps."""
+        warps = sum(launch.warps for launch in self.launches)
+        if not warps:
+            return float("nan")
+        return sum(launch.metric(percent_metric) * launch.warps for launch in self.launches) / warps / 100.0
 
 
 # ---------------------------------------------------------------------------
@@ -451,7 +472,7 @@ def format_field(counts: StepCounts, name: str) -> str:
         return sig(value)
     if name == "instructions_per_warp":
         return sig(value, 4)
-    if name in ("warp_efficiency", "branch_uniformity", "achieved_occupancy"):
+    if name in ("warp_efficiency", "branch_uniformity", "achieved_occupancy", "tensor_active", "dram_throughput"):
         return f"{sig(100.0 * value)} %"
     if name in ("dram_bytes", "dram_read_bytes", "dram_write_bytes"):
         return format_bytes(int(value))

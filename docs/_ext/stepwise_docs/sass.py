@@ -9,10 +9,12 @@ file with ``cuobjdump -sass`` and counts each kernel's instructions::
                     "arch": "sm_90",
                     "counts": {"instructions": 2073, "bra": 3, "bssy": 1, "bsync": 1,
                                "warpsync": 0, "exit": 2, "predicated": 2,
-                               "mufu": {"MUFU.COS": 256, "MUFU.SIN": 256}},
+                               "mufu": {"MUFU.COS": 256, "MUFU.SIN": 256},
+                               "mma": {"HGMMA.64x256x16.F32.BF16": 4}},
                     "listing": ["/*00d0*/       BSSY B0, 0x8130 ;", "..."]}]}
 
-(``arch`` of a function is optional; the file's ``arch`` is used where it is missing.)
+(``arch`` of a function is optional; the file's ``arch`` is used where it is missing; so is
+``mma``, the tensor cores' instructions by variant, absent from reports made before it was counted.)
 Loading is strict, because the counts are printed as evidence: a missing file, bad JSON or a
 missing key is a :class:`SassError` that names the file.
 
@@ -131,11 +133,13 @@ def load(path: Path) -> SassReport:
         for key in COUNT_KEYS[:-1]:
             if not isinstance(counts[key], int) or isinstance(counts[key], bool) or counts[key] < 0:
                 raise SassError(f"{at} ({entry['name']}): counts.{key} is not a count: {counts[key]!r}")
-        mufu = counts["mufu"]
-        if not isinstance(mufu, dict) or not all(
-                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
-                for k, v in mufu.items()):
-            raise SassError(f"{at} ({entry['name']}): counts.mufu is not an object of counts")
+        counts.setdefault("mma", {})
+        for key in ("mufu", "mma"):
+            by_variant = counts[key]
+            if not isinstance(by_variant, dict) or not all(
+                    isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                    for k, v in by_variant.items()):
+                raise SassError(f"{at} ({entry['name']}): counts.{key} is not an object of counts")
         listing = entry["listing"]
         if not isinstance(listing, list) or not all(isinstance(line, str) for line in listing):
             raise SassError(f"{at} ({entry['name']}): 'listing' is not a list of strings")

@@ -606,7 +606,13 @@ class StepDirective(_Base):
                 f"{chapter.dataset.measured_where()}). The numbers below are for the old source; "
                 "re-run make measure.")
             out.append(warn)
-        if state.missing:
+        if state.unsupported:
+            note = nodes.note()
+            note += nodes.paragraph(
+                "", f"Not run on {chapter.dataset.gpu_name}: {state.unsupported}. Its tests skip there, "
+                "and the timing program leaves it out.")
+            out.append(note)
+        elif state.missing:
             warn = nodes.warning()
             by_timing: dict[str, list[str]] = {}
             for n, t in state.missing:
@@ -974,7 +980,10 @@ _NCU_CACHE: dict[tuple[str, int, int], list] = {}
 
 
 def _ncu_launches(path: Path) -> list:
-    """The launches of a CSV file, parsed once per content (keyed by path, size and mtime)."""
+    """The launches of a CSV file, parsed once per content (keyed by path, size and mtime); a
+    missing file is the NcuError ncu.load_csv gives it."""
+    if not path.is_file():
+        return ncu.load_csv(path)
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key not in _NCU_CACHE:
@@ -1017,6 +1026,9 @@ NCU_EXTRA_COLUMNS = [
     ("divergent_branches", "divergent branch targets"),
     ("branch_uniformity", "branch uniformity"),
     ("achieved_occupancy", "achieved occupancy"),
+    ("tensor_active", "tensor pipe active"),
+    ("dram_throughput", "DRAM throughput"),
+    ("wgmma_bank_conflicts", "bank conflicts (wgmma)"),
 ]
 
 
@@ -1068,8 +1080,7 @@ class NcuDirective(_Base):
         """One file's table and provenance line, and the columns shown."""
         first_only = self.options.get("launches", "all") == "first"
         try:
-            counts = ncu.step_counts(chapter, _ncu_launches(path) if path.is_file()
-                                     else ncu.load_csv(path), path, first_only)
+            counts = ncu.step_counts(chapter, _ncu_launches(path), path, first_only)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
         if "steps" in self.options:
@@ -1146,6 +1157,15 @@ class NcuDirective(_Base):
             ("achieved_occupancy",):
                 "Achieved occupancy: warps active on an SM over the SM\u2019s maximum, averaged "
                 "over the cycles it was active, then over the launches weighted by their warps.",
+            ("tensor_active",):
+                "Tensor pipe active: the cycles the SMs\u2019 tensor cores were busy with HMMA or "
+                "HGMMA instructions, over the cycles the SMs were active.",
+            ("dram_throughput",):
+                "DRAM throughput: device memory\u2019s traffic as a share of its peak over the "
+                "launch\u2019s time.",
+            ("wgmma_bank_conflicts",):
+                "Bank conflicts (wgmma): shared-memory bank conflicts of the tensor cores\u2019 own "
+                "reads of A and B (none where the tiles are swizzled as the descriptors say).",
         }
         text = ("Counts of the first launch only. " if first_only else
                 "Counts are sums over the launches. ")
@@ -1257,10 +1277,13 @@ class SassDirective(_Base):
             raise self.error(f"{self.name}: {exc}") from None
 
         variants = sorted({v for _s, _k, f in rows for v in f.counts["mufu"]})
+        mma = sorted({v for _s, _k, f in rows for v in f.counts.get("mma", {})})
+        mufu_columns = bool(variants) or not mma  # a chapter of tensor-core kernels need not show MUFU
         warpsync = any(f.counts["warpsync"] for _s, _k, f in rows)
         header = ["step", "kernel", "instructions", "BRA", "BSSY / BSYNC", "predicated"]
         header += ["WARPSYNC"] if warpsync else []
-        header += variants or ["MUFU"]
+        header += (variants or ["MUFU"]) if mufu_columns else []
+        header += mma
         body, classes = [], []
         for step, kernel, function in rows:
             c = function.counts
@@ -1271,7 +1294,9 @@ class SassDirective(_Base):
             numbers = [f"{c['instructions']:,}", f"{c['bra']:,}", f"{c['bssy']:,} / {c['bsync']:,}",
                        f"{c['predicated']:,}"]
             numbers += [f"{c['warpsync']:,}"] if warpsync else []
-            numbers += [f"{c['mufu'].get(v, 0):,}" for v in variants] if variants else ["0"]
+            if mufu_columns:
+                numbers += [f"{c['mufu'].get(v, 0):,}" for v in variants] if variants else ["0"]
+            numbers += [f"{c.get('mma', {}).get(v, 0):,}" for v in mma]
             cells += [_cell(text, ["stepwise-num"]) for text in numbers]
             body.append(cells)
             classes.append(["stepwise-stale"] if chapter.states[step["id"]].stale else [])
@@ -1290,8 +1315,11 @@ class SassDirective(_Base):
             "guard predicate (@P0, @!P1): the warp issues them, and only its threads whose "
             "predicate holds execute them. "
             + ("WARPSYNC: explicit warp synchronisations. " if warpsync else "")
-            + "MUFU: the special function unit\u2019s instructions by variant (__sinf is "
-              "MUFU.SIN, __cosf MUFU.COS).")
+            + ("MUFU: the special function unit\u2019s instructions by variant (__sinf is "
+               "MUFU.SIN, __cosf MUFU.COS). " if mufu_columns else "")
+            + ("HMMA, HGMMA: the tensor cores\u2019 instructions by shape and types: HMMA is a warp\u2019s "
+               "mma.sync (and what WMMA compiles to), HGMMA a warpgroup\u2019s wgmma, Hopper\u2019s; "
+               "each is one instruction in the code, however many times its loop runs it." if mma else ""))
         out += nodes.paragraph("", legend, classes=["stepwise-legend"])
         if "listing" in self.options:
             for step, kernel, function in rows:
