@@ -213,6 +213,25 @@ def gemm_autotune_rows(chapter: dict, timing: str) -> list[dict]:
     return rows
 
 
+def used_by_autotune_rows(chapter: dict, timing: str, n: int) -> list[dict]:
+    """FIXTURE autotuning rows of a kernel template whose configurations name the step that picks among them
+    (``used_by``: the chapter's last step) rather than matching a step's tiling; the first is chosen."""
+    step = chapter["steps"][-1]["id"]
+    rows = []
+    for index, bn in enumerate((256, 128)):
+        config = {"block_m": 128, "block_n": bn, "block_k": 64, "warp_m": 64, "warp_n": bn, "thread_m": 0,
+                  "thread_n": 0, "threads": 384, "stages": 4, "cluster_m": 2, "cluster_n": 1, "group_m": 8}
+        rows.append({
+            "id": f"bn{bn}_s4_c2x1_g8", "config": config, **_gemm_stats(n, timing, 0.9 - 0.1 * index),
+            "validated": True, "validation": "FIXTURE: within the FIXTURE tolerance of the FIXTURE reference",
+            "accuracy": {"max_rel": 1e-3, "tolerance_rel": 1e-3},
+            "resources": [{"kernel": f"gemm_kernel<bn{bn}>", "block": [384, 1, 1], "registers": 168,
+                           "static_shared_bytes": 64, "local_bytes": 0, "blocks_per_sm": 1, "occupancy": 0.1875}],
+            "chosen": index == 0, "used_by": step,
+        })
+    return rows
+
+
 def _gemm_chapter(ch: dict, root: Path) -> dict:
     """A FIXTURE measurement chapter for an SGEMM-like registry chapter."""
     rows_s, rows_c, rows_b = [], [], []
@@ -321,8 +340,11 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
                     # every size of the chapter, as the timing program writes them, and the sweep's
                     for n in dict.fromkeys(sizes + row_sizes(ch, e)):
                         nbytes = None if e["id"] == "empty_launch" else 8 * n
-                        out.append({"id": e["id"], "title": e["title"],
-                                    **_stats(n, t["id"], 0.01 * scale * (i + 1), nbytes)})
+                        row = {"id": e["id"], "title": e["title"],
+                               **_stats(n, t["id"], 0.01 * scale * (i + 1), nbytes)}
+                        if ref_kind == "b":  # a library validated as the steps are (the tensor-core chapter's)
+                            row.update(validated=True, validation="FIXTURE", accuracy={"max_rel": 1e-6})
+                        out.append(row)
             for i, s in enumerate(ch["steps"]):
                 problems = {size["n"]: size.get("problem", "") for size in s["sizes"]}
                 for n in row_sizes(ch, s):
@@ -339,9 +361,12 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
                                      "second_application_max_rel": 1e-7},
                         "tests": {"passed": 3, "failed": 0, "skipped": 0},
                     })
-        chapters.append({"id": ch["id"], "title": ch["title"], "share_of": ch["share_of"],
-                         "timings": ch["timings"], "ceilings": rows_c, "baselines": rows_b,
-                         "steps": rows_s})
+        chapter = {"id": ch["id"], "title": ch["title"], "share_of": ch["share_of"],
+                   "timings": ch["timings"], "ceilings": rows_c, "baselines": rows_b, "steps": rows_s}
+        if ch["id"] == "tensor_core_gemm":  # its page shows its autotuning sweep at 1024 and at 4096
+            chapter["autotune"] = [r for t in ch["timings"] for n in (1024, 4096)
+                                   for r in used_by_autotune_rows(ch, t["id"], n)]
+        chapters.append(chapter)
     return {
         "schema": 1, "generator": "stepwise_bench",
         "gpu": {"name": FIXTURE_GPU, "slug": "fixture-gpu", "compute_capability": "9.0",

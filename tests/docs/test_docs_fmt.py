@@ -154,8 +154,21 @@ def test_single_values(dataset):
         fmt.single_value(ch, "01_naive", "median", "warm", N)
     with pytest.raises(DataError, match="steps only"):
         fmt.single_value(ch, "empty_launch", "max_ulp", "batch", N)
+    with pytest.raises(DataError, match="steps only"):  # a baseline without accuracy fields
+        fmt.single_value(ch, "lib_scale", "max_rel", "batch", N)
     with pytest.raises(LookupError):
         fmt.single_value(ch, "01_naive", "median", "batch", 7)
+
+
+def test_a_baseline_validated_like_the_steps_has_a_max_rel(project):
+    data = synth.fixture_measurement()
+    for row in data["chapters"][0]["baselines"]:
+        row["validated"] = True
+        row["validation"] = "FIXTURE"
+        row["accuracy"] = {"max_rel": 1.5e-3}
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ch = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    assert fmt.single_value(ch, "lib_scale", "max_rel", "batch", N) == "1.50e-3"
 
 
 # -- provenance --------------------------------------------------------------------------

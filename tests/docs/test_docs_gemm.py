@@ -81,7 +81,9 @@ def test_limits_and_autotune_are_optional():
 
 
 @pytest.mark.parametrize("edit, needle", [
-    (lambda d: gemm_of(d)["autotune"][0]["config"].pop("min_blocks"), "min_blocks"),
+    (lambda d: gemm_of(d)["autotune"][0]["config"].pop("stages"), "stages"),
+    (lambda d: gemm_of(d)["autotune"][0]["config"].update(cluster_m=0), "cluster_m"),
+    (lambda d: gemm_of(d)["autotune"][0].update(used_by="gemm step"), "used_by"),
     (lambda d: gemm_of(d)["autotune"][0].pop("chosen"), "chosen"),
     (lambda d: gemm_of(d)["autotune"][0].update(resources=[]), "resources"),
     (lambda d: d["gpu"]["limits"].pop("shared_memory_banks"), "shared_memory_banks"),
@@ -353,3 +355,21 @@ def test_the_chosen_row_names_the_last_step_with_its_tiling(project):
     ds = Dataset(registry, synth.fixture_measurement(), synth.FIXTURE_PROJECT)
     rows = gemm.autotune_rows(ds, ds.chapter("gemm"), 512, T)
     assert rows[0].chosen and rows[0].steps == ["03_autotuned"]
+
+
+def test_a_row_that_names_its_step_needs_no_matching_tiling(project):
+    """A kernel template whose configurations are not a step's tiling (the tensor-core chapter's, with clusters)
+    names the step that picks among them (used_by); its extra fields are kept."""
+    data = synth.fixture_measurement()
+    chosen_step = synth.fixture_registry()["chapters"][-1]["steps"][-1]["id"]
+    for row in gemm_of(data)["autotune"]:
+        # block_k + 1: the tiling of no step, so only used_by can name the step
+        row["config"] = {**row["config"], "block_k": row["config"]["block_k"] + 1, "cluster_m": 2, "cluster_n": 1,
+                         "group_m": 8}
+        row["config"].pop("min_blocks")
+        row["used_by"] = chosen_step
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ds = Dataset.load(project / "registry.json", project / "measurements", project)
+    out = gemm.autotune_rows(ds, ds.chapter("gemm"), 512, T)
+    assert all(a.steps == [chosen_step] for a in out)
+    assert all(a.config["cluster_m"] == 2 and "min_blocks" not in a.config for a in out)

@@ -505,3 +505,39 @@ def test_every_field_can_be_a_column():
     # the fields of the late metrics are not among the default columns: older files lack them
     assert not {"branch_targets", "divergent_branches", "branch_uniformity",
                 "achieved_occupancy"} & {key for key, _label in NCU_COLUMNS}
+
+
+TENSOR = "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active"
+DRAM_PCT = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+GMMA_CONFLICTS = "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum"
+TENSOR_METRICS = (TENSOR, DRAM_PCT, GMMA_CONFLICTS)
+
+
+def test_tensor_pipe_dram_throughput_and_wgmma_conflicts(tmp_path, divergence):
+    rows = launch_rows(0, DIV_KERNEL, "(256, 1, 1)", "(4096, 1, 1)",
+                       {TENSOR: "93.59", DRAM_PCT: "29.49", GMMA_CONFLICTS: "12"})
+    rows += launch_rows(1, DIV_KERNEL, "(256, 1, 1)", "(1024, 1, 1)",
+                        {TENSOR: "50", DRAM_PCT: "10", GMMA_CONFLICTS: "4"})
+    path = write_csv(tmp_path, rows)
+    counts = ncu.step_counts(divergence, ncu.load_csv(path), path)[0]
+    # percentages: the launches' mean weighted by their warps (32,768 and 8,192); conflicts: the sum
+    assert counts.value("tensor_active") == pytest.approx((0.9359 * 32768 + 0.5 * 8192) / 40960)
+    assert counts.value("dram_throughput") == pytest.approx((0.2949 * 32768 + 0.1 * 8192) / 40960)
+    assert counts.value("wgmma_bank_conflicts") == 16
+    assert ncu.format_field(counts, "tensor_active") == "84.9 %"
+    assert ncu.format_field(counts, "dram_throughput") == "25.6 %"
+    assert ncu.format_field(counts, "wgmma_bank_conflicts") == "16"
+    for metric in TENSOR_METRICS:
+        assert metric in ncu.METRICS and metric in ncu.LATE_METRICS
+
+
+@pytest.mark.parametrize("name, metric", [
+    ("tensor_active", TENSOR), ("dram_throughput", DRAM_PCT), ("wgmma_bank_conflicts", GMMA_CONFLICTS)])
+def test_a_file_recorded_before_the_tensor_metrics_fails_only_their_fields(tmp_path, divergence, name, metric):
+    path = write_csv(tmp_path, launch_rows(0, DIV_KERNEL, "(256, 1, 1)", "(4, 1, 1)",
+                                           {"smsp__inst_executed.sum": "100"}, leave_out=TENSOR_METRICS))
+    counts = ncu.step_counts(divergence, ncu.load_csv(path), path)[0]
+    assert counts.value("instructions") == 100
+    with pytest.raises(ncu.NcuError) as exc:
+        ncu.format_field(counts, name)
+    assert_error(exc, path.name, "launch 0", f"has no {metric}", "re-run make profile")

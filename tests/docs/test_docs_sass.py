@@ -84,7 +84,7 @@ def test_counts_and_listing_of_the_fixture():
     assert interleaved["mangled"] == INTERLEAVED and interleaved["arch"] == "sm_90"
     assert interleaved["counts"] == {"instructions": 56, "bra": 3, "bssy": 1, "bsync": 1, "warpsync": 0,
                                      "exit": 2, "predicated": 2,
-                                     "mufu": {"MUFU.COS": 6, "MUFU.SIN": 6}}
+                                     "mufu": {"MUFU.COS": 6, "MUFU.SIN": 6}, "mma": {}}
     assert interleaved["listing"] == [
         "/*00d0*/       BSSY B0, 0x8130 ;",
         "/*0100*/   @P0 BRA 0x4120 ;",
@@ -129,13 +129,24 @@ def test_parse_instruction(line, parsed):
     assert sass_report.parse_instruction(line) == parsed
 
 
+def test_tensor_core_instructions_are_counted_by_variant():
+    instructions = [("0000", "", "HMMA.16816.F32.BF16 R4, R8, R12, R4 ;"),
+                    ("0010", "", "HMMA.16816.F32.BF16 R16, R8, R14, R16 ;"),
+                    ("0020", "", "HGMMA.64x256x16.F32.BF16 R24, gdesc[UR16], R24, gsb0 ;"),
+                    ("0030", "", "WARPGROUP.ARRIVE ;"), ("0040", "", "FFMA R1, R2, R3, R1 ;")]
+    counts = sass_report.count(instructions)
+    assert counts["mma"] == {"HGMMA.64x256x16.F32.BF16": 1, "HMMA.16816.F32.BF16": 2}
+    assert counts["instructions"] == 5 and counts["mufu"] == {}
+    assert sass_report.short_listing(instructions) == []  # the listing keeps branches, barriers and MUFU
+
+
 def test_counts_of_guards_warpsync_and_nop():
     instructions = [("0000", "", "WARPSYNC 0xffffffff ;"), ("0010", "@PT", "FADD R1, R1, R2 ;"),
                     ("0020", "@!UP0", "BRA.U 0x40 ;"), ("0030", "@P1", "MUFU.EX2 R3, R3 ;"),
                     ("0040", "", "NOP;"), ("0050", "@P0", "NOP;"), ("0060", "", "EXIT ;")]
     counts = sass_report.count(instructions)
     assert counts == {"instructions": 5, "bra": 1, "bssy": 0, "bsync": 0, "warpsync": 1, "exit": 1,
-                      "predicated": 2, "mufu": {"MUFU.EX2": 1}}
+                      "predicated": 2, "mufu": {"MUFU.EX2": 1}, "mma": {}}
     assert sass_report.short_listing(instructions) == [
         "/*0000*/       WARPSYNC 0xffffffff ;", "/*0020*/ @!UP0 BRA.U 0x40 ;", "/*0030*/   @P1 MUFU.EX2 R3, R3 ;"]
 
@@ -362,6 +373,7 @@ def test_load_a_report(tmp_path):
     (report_data(function_entry("a::k", bra=-1)), ["counts.bra is not a count"]),
     (report_data(function_entry("a::k", bra="3")), ["counts.bra is not a count"]),
     (report_data(function_entry("a::k", mufu={"MUFU.SIN": "x"})), ["counts.mufu"]),
+    (report_data(function_entry("a::k", mma={"HGMMA.64x256x16.F32.BF16": -1})), ["counts.mma"]),
     (report_data({**function_entry("a::k"), "listing": [1]}), ["'listing' is not a list of strings"]),
 ])
 def test_load_errors_name_the_file(tmp_path, data, needles):
@@ -374,6 +386,14 @@ def test_load_errors_name_the_file(tmp_path, data, needles):
     assert "\n" not in message and "SASS report" in message and "chapter.json" in message, message
     for needle in needles:
         assert needle in message, message
+
+
+def test_tensor_core_counts_load_and_may_be_absent(tmp_path):
+    with_mma = function_entry("a::b::k", mma={"HGMMA.64x256x16.F32.BF16": 4})
+    report = sass.load(write_report(tmp_path / "tc.json", report_data(with_mma)))
+    assert report.functions[0].counts["mma"] == {"HGMMA.64x256x16.F32.BF16": 4}
+    older = sass.load(write_report(tmp_path / "old.json", report_data(function_entry("a::b::k"))))
+    assert older.functions[0].counts["mma"] == {}  # reports made before mma was counted
 
 
 def step_entry(step_id: str, namespace: str, kernels: list[tuple[str, list[int]]],

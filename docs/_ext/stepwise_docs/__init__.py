@@ -69,8 +69,9 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     picks fields of ncu.FIELDS, among them ones not shown by default:
     ``dram_read_bytes``, ``dram_write_bytes``, ``branch_targets``,
     ``divergent_branches``, ``branch_uniformity`` (uniform over all branch
-    targets) and ``achieved_occupancy`` (the launches' mean, weighted by
-    their warps); a file profiled before a field's metric was (see
+    targets), ``achieved_occupancy``, ``tensor_active`` (the tensor pipe's
+    busy cycles, HMMA and HGMMA) and ``dram_throughput`` (each the launches'
+    mean, weighted by their warps) and ``wgmma_bank_conflicts``; a file profiled before a field's metric was (see
     ncu.LATE_METRICS) makes that field a build error: re-run make profile.
     Where the file's name starts with a GPU's slug and the chapter
     (``<slug>-<chapter>-...``), the other GPUs' files beside it (their slug
@@ -78,7 +79,8 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     not an error.
 ``stepwise-sass CHAPTER`` (options ``:steps: ID ...``, ``:listing:``)
     What the compiler made of each step's kernels: SASS instructions, BRA,
-    BSSY / BSYNC, predicated instructions and MUFU by variant, from the
+    BSSY / BSYNC, predicated instructions, MUFU by variant and the tensor
+    cores' instructions (HMMA, HGMMA) by variant, from the
     build's ``<stepwise_sass_dir>/<CHAPTER>.json`` (conf/sass_report.py over
     ``cuobjdump -sass``; see :mod:`.sass`); ``:listing:`` adds each step's
     branches, barriers and MUFU instructions as a listing. A missing file or
@@ -110,7 +112,11 @@ Registry fields the pages read beyond the steps (all optional): a chapter's
 
 Strict builds (Sphinx ``-W``) also fail when a registry chapter has no page, or
 a step no ``stepwise-step`` section, and on every GPU's missing or stale rows
-(each message names its measurement file).
+(each message names its measurement file). Not missing: a step the GPU cannot
+run (the file's ``unsupported`` list: its sections say why), and a chapter a
+recorded file has no numbers for where ``pending.toml`` beside the recorded
+files says why (every per-GPU block of that chapter shows the reason; an
+entry that is no longer true fails the build).
 
 Configuration (conf.py; conf/conf.py fills them from environment variables):
 ``stepwise_registry``, ``stepwise_measurements`` (a file or a directory: every

@@ -421,6 +421,15 @@ class Chapter:
                     self._rows[(kind, row["id"], row["n"], row["timing"])] = row
         self.states: dict[str, StepState] = {s["id"]: self._state(s) for s in self.steps}
 
+    @property
+    def pending(self) -> str:
+        """Why this GPU's recorded file has no numbers for the chapter, where ``pending.toml`` beside the
+        recorded files says so and the file indeed has none; else empty. The pages show the reason for that
+        GPU, and its steps are not *missing* rows (which a strict build fails on)."""
+        if self.measured is not None:
+            return ""
+        return self.dataset.pending.get(self.id, "")
+
     # -- lookups ---------------------------------------------------------
     def timing(self, timing_id: str) -> dict:
         for t in self.timings:
@@ -578,8 +587,11 @@ class Dataset:
     """The registry, one measurement file (or none) and the repository they describe."""
 
     def __init__(self, registry: dict, measurements: dict | None, repo_root: Path,
-                 measurement_path: Path | None = None, source: str = "recorded"):
+                 measurement_path: Path | None = None, source: str = "recorded",
+                 pending: dict[str, str] | None = None):
         self.registry = registry
+        #: Chapters this recorded file has no numbers for yet, and why (from ``pending.toml``).
+        self.pending: dict[str, str] = dict(pending or {})
         self.measurements = measurements
         self.repo_root = Path(repo_root)
         self.measurement_path = measurement_path
@@ -636,9 +648,18 @@ class Dataset:
         return f"on {gpu}, commit {commit}{dirty}"
 
     def problems(self) -> list[Problem]:
-        """Every step whose numbers are missing or stale, in registry order."""
+        """Every step whose numbers are missing or stale, in registry order, and every entry of
+        ``pending.toml`` for this file that is no longer true (the chapter is recorded, or unknown)."""
         out: list[Problem] = []
         file_name = _display(self.measurement_path) if self.measurement_path else "the measurement file"
+        for chapter_id in self.pending:
+            chapter = self.chapters.get(chapter_id)
+            if chapter is None or chapter.measured is not None:
+                out.append(Problem(
+                    "pending", chapter_id, "", "",
+                    f"{PENDING_FILE} says {file_name} has no numbers for chapter {chapter_id!r}, but "
+                    + ("the step registry has no such chapter" if chapter is None else "it has")
+                    + f"; remove the entry [{self.slug}] {chapter_id}"))
         for chapter in self.chapters.values():
             for step in chapter.steps:
                 state = chapter.states[step["id"]]
@@ -671,7 +692,8 @@ class Dataset:
                         f"registers or occupancy for {', '.join(uncounted)}; build with make, which "
                         "writes the registry from the compiler's --resource-usage reports",
                     ))
-                if state.missing and not state.unsupported:  # a step the GPU cannot run is not missing
+                # A step the GPU cannot run is not missing, nor one of a chapter the file has no numbers for.
+                if state.missing and not state.unsupported and not chapter.pending:
                     pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
                     out.append(Problem(
                         "missing", chapter.id, step["id"], step["file"],
@@ -686,7 +708,7 @@ class Dataset:
                         for t in chapter.timings
                         if chapter.any_row(entry["id"], n, t["id"])[1] is None
                     ]
-                    if missing and entry["id"] not in chapter.unsupported:
+                    if missing and entry["id"] not in chapter.unsupported and not chapter.pending:
                         pairs = ", ".join(f"n={n} timing={t}" for n, t in missing)
                         out.append(Problem(
                             "missing", chapter.id, entry["id"], "",
@@ -694,6 +716,28 @@ class Dataset:
                             f"for {pairs} in {file_name}; re-run make measure",
                         ))
         return out
+
+
+#: Beside the recorded measurement files: chapters a recorded GPU's file has no numbers for yet, and why.
+PENDING_FILE = "pending.toml"
+
+
+def load_pending(recorded: Path | None) -> dict[str, dict[str, str]]:
+    """``pending.toml`` of the recorded files' directory: a table per GPU slug, of chapter id -> reason, e.g.
+    ``[nvidia-h200]`` then ``tensor_core_gemm = "..."``; empty where there is no such file."""
+    if recorded is None or not (Path(recorded) / PENDING_FILE).is_file():
+        return {}
+    import tomllib
+
+    path = Path(recorded) / PENDING_FILE
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DataError(f"{_display(path)} cannot be read: {exc}") from None
+    for slug, chapters in data.items():
+        if not isinstance(chapters, dict) or not all(isinstance(v, str) and v.strip() for v in chapters.values()):
+            raise DataError(f"{_display(path)}: [{slug}] must map chapter ids to reasons (non-empty strings)")
+    return data
 
 
 def _is_sha256(text: str) -> bool:
@@ -790,13 +834,18 @@ def load_datasets(registry_path: Path, measurements: Path, repo_root: Path, sour
     whose GPU the first ones do not cover. So a fresh measurement replaces the recorded one of its
     GPU and is shown beside the recorded ones of the other GPUs."""
     registry = load_registry(registry_path)
-    datasets = [Dataset(registry, data, repo_root, path, source)
+    # pending.toml speaks of the recorded files only: a fresh measurement of the same GPU replaces them.
+    pending = load_pending(recorded if recorded is not None else
+                           (measurements if source == "recorded" and Path(measurements).is_dir() else None))
+    datasets = [Dataset(registry, data, repo_root, path, source,
+                        pending.get(data["gpu"]["slug"]) if source == "recorded" else None)
                 for path, data in measurement_files(measurements, schema_path)]
     if recorded is not None:
         covered = {d.slug for d in datasets}
         resolved = {Path(p).resolve() for p in (d.measurement_path for d in datasets)}
         for path, data in measurement_files(recorded, schema_path, allow_empty=True):
             if data["gpu"]["slug"] not in covered and path.resolve() not in resolved:
-                datasets.append(Dataset(registry, data, repo_root, path, "recorded"))
+                datasets.append(Dataset(registry, data, repo_root, path, "recorded",
+                                        pending.get(data["gpu"]["slug"])))
     return Datasets(datasets, primary_gpu)
 

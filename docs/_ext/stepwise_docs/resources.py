@@ -57,10 +57,13 @@ def preferred_arch(dataset: Dataset) -> str | None:
 
 
 def _compiled_for(kernel: dict, arch: str | None) -> dict | None:
+    """The kernel's counts for ``arch``, else for its arch-specific variant (``sm_90a`` on a 9.0 GPU), else the
+    first architecture compiled."""
     compiled = kernel.get("compiled") or []
-    for entry in compiled:
-        if arch is not None and entry["arch"] == arch:
-            return entry
+    for wanted in (arch, f"{arch}a") if arch is not None else ():
+        for entry in compiled:
+            if entry["arch"] == wanted:
+                return entry
     return compiled[0] if compiled else None
 
 

@@ -406,7 +406,10 @@ class _Base(SphinxDirective):
         for dataset in self.datasets:
             chapter = self.chapter(chapter_id, dataset) if chapter_id else None
             block = gpu_block(dataset)
-            block.extend(render(dataset, chapter))
+            if chapter is not None and chapter.pending:
+                block += not_measured_node(dataset, chapter)
+            else:
+                block.extend(render(dataset, chapter))
             out.append(block)
         return out
 
@@ -463,6 +466,17 @@ class _Base(SphinxDirective):
             if not sizes:
                 raise self.error(f"{self.name}: chapter {chapter.id!r} has no size n={wanted}")
         return sizes
+
+
+def not_measured_node(dataset: Dataset, chapter: Chapter) -> nodes.Node:
+    """What a GPU's block shows for a chapter its recorded file has no numbers for yet (``pending.toml``)."""
+    run = dataset.run
+    note = nodes.note(classes=["stepwise-not-measured"])
+    note += nodes.paragraph(
+        "", f"Not recorded on {dataset.gpu_name} yet: its measurement file (commit "
+        f"{run.get('commit', 'unknown')}, {str(run.get('date', 'an unknown date'))[:10]}) has no numbers for this "
+        f"chapter. {chapter.pending}")
+    return note
 
 
 class ProvenanceDirective(_Base):
@@ -905,9 +919,8 @@ class RunDirective(_Base):
     optional_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        if self.arguments:
-            self.chapter(self.arguments[0])
-        return self.per_gpu(lambda dataset, _chapter: self._table(dataset))
+        chapter_id = self.chapter(self.arguments[0]).id if self.arguments else None
+        return self.per_gpu(lambda dataset, _chapter: self._table(dataset), chapter_id)
 
     def _table(self, ds: Dataset) -> list[nodes.Node]:
         gpu, run = ds.gpu, ds.run
