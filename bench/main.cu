@@ -174,7 +174,13 @@ int measure(const Options& options, const std::vector<std::unique_ptr<stepwise::
         for (const stepwise::Selection& s : selection) {
             std::fprintf(stderr, "stepwise_bench: measuring %s (%zu steps)\n", s.chapter->entry().id.c_str(),
                          s.step_ids.size());
+            const auto chapter_begin = std::chrono::steady_clock::now();
             nlohmann::json chapter = s.chapter->measure(context, s.step_ids);
+            const double chapter_seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - chapter_begin).count();
+            chapter["measure_seconds"] = chapter_seconds;
+            std::fprintf(stderr, "stepwise_bench: measured %s in %.0f s\n", s.chapter->entry().id.c_str(),
+                         chapter_seconds);
             for (auto& row : chapter.at("steps")) {
                 row["resources"] =
                     stepwise::step_runtime_resources(stepwise::find_step(s.chapter->entry(), row.at("id")));

@@ -141,10 +141,14 @@ nlohmann::json chapter_header(const ChapterEntry& chapter)
 {
     nlohmann::json timings = nlohmann::json::array();
     for (const TimingMode& t : chapter.timings) {
-        timings.push_back({{"id", t.id},
-                           {"label", t.label},
-                           {"l2", t.flush_l2 ? "flushed" : "warm"},
-                           {"launches_per_sample", t.launches_per_sample}});
+        nlohmann::json timing = {{"id", t.id},
+                                 {"label", t.label},
+                                 {"l2", t.flush_l2 ? "flushed" : "warm"},
+                                 {"launches_per_sample", t.launches_per_sample}};
+        if (t.throttle_threshold) {
+            timing["throttle_threshold"] = *t.throttle_threshold;
+        }
+        timings.push_back(std::move(timing));
     }
     return {{"id", chapter.id}, {"title", chapter.title}, {"share_of", chapter.share_of}, {"timings", timings}};
 }
@@ -252,6 +256,11 @@ nlohmann::json timing_row(const RowTiming& timing, std::int64_t n, const std::st
                           {"gbps", nullptr},
                           {"flops", nullptr},
                           {"gflops", nullptr}};
+    if (timing.sm_clock) {
+        row["sm_clock_mhz"] = {{"median", timing.sm_clock->median_mhz},
+                               {"min", timing.sm_clock->min_mhz},
+                               {"max", timing.sm_clock->max_mhz}};
+    }
     if (bytes) {
         row["bytes"] = *bytes;
         row["gbps"] = static_cast<double>(*bytes) / seconds * 1e-9;

@@ -56,6 +56,7 @@ RowTiming Sampler::time(const std::string& what, const TimingMode& mode, const s
             highest_clock_mhz_ = std::max(highest_clock_mhz_, *mhz);
         }
     }
+    const double threshold = mode.throttle_threshold.value_or(throttle_threshold_);
     std::vector<std::pair<double, double>> taken;  // (ms, SM clock MHz or 0)
     std::vector<double> kept;
     RowTiming row;
@@ -65,7 +66,7 @@ RowTiming Sampler::time(const std::string& what, const TimingMode& mode, const s
         const double mhz = nvml_.sm_clock_mhz().value_or(0.0);
         highest_clock_mhz_ = std::max(highest_clock_mhz_, mhz);
         taken.emplace_back(ms, mhz);
-        if (mhz > 0 && is_throttled(mhz, highest_clock_mhz_, throttle_threshold_)) {
+        if (mhz > 0 && is_throttled(mhz, highest_clock_mhz_, threshold)) {
             ++row.throttled_samples;
         } else {
             kept.push_back(ms);
@@ -76,24 +77,32 @@ RowTiming Sampler::time(const std::string& what, const TimingMode& mode, const s
         }
         if (kept.empty() && seconds >= rule_.max_seconds_per_row) {
             throw std::runtime_error(what + ": every sample ran throttled (SM clock below " +
-                                     std::to_string(throttle_threshold_) + " of " +
+                                     std::to_string(threshold) + " of " +
                                      std::to_string(highest_clock_mhz_) + " MHz)");
         }
     }
     // The run's highest clock may have risen during the row: re-judge the kept samples against it.
     kept.clear();
+    std::vector<double> kept_clocks;
     row.throttled_samples = 0;
     for (const auto& [ms, mhz] : taken) {
-        if (mhz > 0 && is_throttled(mhz, highest_clock_mhz_, throttle_threshold_)) {
+        if (mhz > 0 && is_throttled(mhz, highest_clock_mhz_, threshold)) {
             ++row.throttled_samples;
         } else {
             kept.push_back(ms);
+            if (mhz > 0) {
+                kept_clocks.push_back(mhz);
+            }
         }
     }
     if (kept.empty()) {
         throw std::runtime_error(what + ": every sample ran throttled");
     }
     row.summary = summarize(kept);
+    if (!kept_clocks.empty()) {
+        const SampleSummary clocks = summarize(kept_clocks);
+        row.sm_clock = ClockSummary{clocks.median_ms, clocks.min_ms, clocks.max_ms};
+    }
     return row;
 }
 

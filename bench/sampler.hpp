@@ -9,22 +9,43 @@
 
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace stepwise {
 
 //! @brief How a chapter's samples are taken; each is a separate, labelled measurement.
 struct TimingMode {
+    TimingMode(std::string id_, std::string label_, bool flush_l2_, int launches_per_sample_,
+               std::optional<double> throttle_threshold_ = std::nullopt)
+        : id(std::move(id_)), label(std::move(label_)), flush_l2(flush_l2_),
+          launches_per_sample(launches_per_sample_), throttle_threshold(throttle_threshold_)
+    {
+    }
+
     std::string id;
     std::string label;
     bool flush_l2 = false;         //!< write a buffer of twice the L2 size before each sample
     int launches_per_sample = 1;   //!< events around this many back-to-back launches; time is per launch
+    //! A sample whose SM clock is below this share of the run's highest is thrown away as throttled; unset: the run's
+    //! `--throttle-threshold`. 0 keeps every sample, for loads that run where the card's power limit puts the clock
+    //! (sustained tensor-core work): their rows then say which clocks they ran at.
+    std::optional<double> throttle_threshold;
+};
+
+//! @brief The SM clock over a row's kept samples (read through NVML after each), in MHz.
+struct ClockSummary {
+    double median_mhz = 0;
+    double min_mhz = 0;
+    double max_mhz = 0;
 };
 
 //! @brief The kept samples of a row and how many were thrown away as throttled.
 struct RowTiming {
     SampleSummary summary;
     std::size_t throttled_samples = 0;
+    std::optional<ClockSummary> sm_clock;  //!< unset without NVML
 };
 
 //! @brief Takes samples until the stopping rule is met, on one stream, for the whole run.

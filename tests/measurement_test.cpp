@@ -207,6 +207,33 @@ TEST(Rows, RatesComeFromTheMedian)
     EXPECT_TRUE(no_rates.at("gflops").is_null());
 }
 
+TEST(Rows, TheSmClockOfTheKeptSamplesIsRecordedWhereItWasRead)
+{
+    RowTiming t;
+    t.summary = summarize({0.002});
+    EXPECT_FALSE(timing_row(t, 4, "batch", std::nullopt, std::nullopt).contains("sm_clock_mhz"));  // no NVML
+    t.sm_clock = ClockSummary{1755, 1650, 1980};
+    const nlohmann::json clock = timing_row(t, 4, "batch", std::nullopt, std::nullopt).at("sm_clock_mhz");
+    EXPECT_DOUBLE_EQ(clock.at("median").get<double>(), 1755);
+    EXPECT_DOUBLE_EQ(clock.at("min").get<double>(), 1650);
+    EXPECT_DOUBLE_EQ(clock.at("max").get<double>(), 1980);
+}
+
+TEST(Registry, ATimingsOwnThrottleThresholdIsListedAndOnlyThere)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    for (const auto& chapter : registry.at("chapters")) {
+        for (const auto& timing : chapter.at("timings")) {
+            // Sustained tensor-core work runs where the power limit puts the clock: that chapter keeps every sample.
+            if (chapter.at("id") == "tensor_core_gemm") {
+                EXPECT_EQ(timing.at("throttle_threshold"), 0.0);
+            } else {
+                EXPECT_FALSE(timing.contains("throttle_threshold")) << chapter.at("id");
+            }
+        }
+    }
+}
+
 TEST(Rows, ShareOfCeilingMatchesSizeAndTiming)
 {
     nlohmann::json chapter = {

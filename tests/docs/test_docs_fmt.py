@@ -171,6 +171,20 @@ def test_a_baseline_validated_like_the_steps_has_a_max_rel(project):
     assert fmt.single_value(ch, "lib_scale", "max_rel", "batch", N) == "1.50e-3"
 
 
+def test_a_rows_sm_clock_is_shown_where_it_was_read(project):
+    data = synth.fixture_measurement()
+    chapter = data["chapters"][0]
+    chapter["timings"][0]["throttle_threshold"] = 0.0  # a timing that keeps every sample (schema-valid)
+    row = next(r for r in chapter["steps"] if r["id"] == "02_vector" and r["timing"] == "batch")
+    row["sm_clock_mhz"] = {"median": 1755.0, "min": 1650.0, "max": 1980.0}
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ch = Dataset.load(project / "registry.json", project / "measurements", project).chapter("demo")
+    assert fmt.single_value(ch, "02_vector", "clock", "batch", N) == "1,755 MHz"
+    assert fmt.single_value(ch, "01_naive", "clock", "batch", N) == fmt.DASH  # a file without clocks
+    cell = next(r for r in fmt.step_rows(ch, "batch", N) if r.id == "02_vector").cells["median"]
+    assert "SM clock 1,755 MHz (median; 1,650\u20131,980 MHz)" in cell.title
+
+
 # -- provenance --------------------------------------------------------------------------
 
 def test_provenance_recorded(dataset):

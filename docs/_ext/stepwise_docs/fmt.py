@@ -263,6 +263,20 @@ def baseline_column(baseline_id: str) -> str:
     return f"vs:{baseline_id}"
 
 
+def format_clock(row: dict) -> str:
+    """The median SM clock of a row's kept samples, e.g. ``"1,755 MHz"``; a dash where it was not read."""
+    clock = row.get("sm_clock_mhz")
+    return DASH if not clock else f"{clock['median']:,.0f} MHz"
+
+
+def _clock_note(row: dict) -> str:
+    clock = row.get("sm_clock_mhz")
+    if not clock:
+        return ""
+    return (f"; SM clock {clock['median']:,.0f} MHz (median; "
+            f"{clock['min']:,.0f}{EN_DASH}{clock['max']:,.0f} MHz)")
+
+
 def _time_cells(row: dict | None) -> dict[str, Cell]:
     if row is None:
         return {"median": Cell(DASH), "spread": Cell(DASH), "gbps": Cell(DASH), "gflops": Cell(DASH)}
@@ -270,7 +284,7 @@ def _time_cells(row: dict | None) -> dict[str, Cell]:
         "median": Cell(format_time(row["median_ms"]), ["stepwise-num"],
                        f"median of {row['samples']} samples; relative noise "
                        f"{sig(100 * row['rel_noise'], 2)} %; "
-                       f"{row['throttled_samples']} throttled samples discarded",
+                       f"{row['throttled_samples']} throttled samples discarded{_clock_note(row)}",
                        sub=format_spread(row["min_ms"], row["max_ms"], row["median_ms"])),
         "spread": Cell(format_spread(row["min_ms"], row["max_ms"], row["median_ms"]), ["stepwise-num"]),
         "gbps": Cell(format_rate(row["gbps"], "GB/s").removesuffix(" GB/s") if row["gbps"] is not None
@@ -411,6 +425,7 @@ FIELDS = {
     "samples": "samples",
     "rel_noise": "relative noise",
     "throttled": "throttled samples discarded",
+    "clock": "median SM clock during the kept samples",
     "share": "share of the ceiling",
     "speedup_prev": "speedup over the previous step",
     "speedup_first": "speedup over the first step",
@@ -487,6 +502,8 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
         return f"{sig(100 * row['rel_noise'], 2)} %"
     if field_name == "throttled":
         return str(row["throttled_samples"])
+    if field_name == "clock":
+        return format_clock(row)
     if kind != "steps":
         if field_name == "share" and kind == "baselines":
             return format_share(share_of_mark(chapter.ceiling_row(chapter.share_of, n, timing), row))

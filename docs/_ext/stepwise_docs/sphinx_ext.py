@@ -920,9 +920,9 @@ class RunDirective(_Base):
 
     def run(self) -> list[nodes.Node]:
         chapter_id = self.chapter(self.arguments[0]).id if self.arguments else None
-        return self.per_gpu(lambda dataset, _chapter: self._table(dataset), chapter_id)
+        return self.per_gpu(self._table, chapter_id)
 
-    def _table(self, ds: Dataset) -> list[nodes.Node]:
+    def _table(self, ds: Dataset, chapter: Chapter | None) -> list[nodes.Node]:
         gpu, run = ds.gpu, ds.run
         rule = run["stopping_rule"]
 
@@ -973,6 +973,13 @@ class RunDirective(_Base):
                                    f"{fmt.sig(100 * rule['throttle_threshold'], 3)} % of the "
                                    "run's highest clock"),
         ]
+        for timing in (chapter.measured or {}).get("timings", []) if chapter is not None else []:
+            if "throttle_threshold" in timing:  # the chapter's timing has its own rule
+                own = timing["throttle_threshold"]
+                rows.append((f"throttle threshold of this chapter's timing {timing['id']}",
+                             "none: every sample is kept, whatever its SM clock (each row records the clocks "
+                             "it ran at)" if own == 0 else
+                             f"{fmt.sig(100 * own, 3)} % of the run's highest clock"))
         known = {"min_samples", "max_samples", "target_rel_stderr", "target_rel_noise",
                  "max_seconds_per_row", "throttle_threshold", "warmup_samples"}
         for key in sorted(set(rule) - known):  # anything newer timing programs add
