@@ -12,6 +12,7 @@
 #include "../snippets/sgemm/09_cp_async_pipeline.cuh"
 #include "../snippets/sgemm/10_autotuned.cuh"
 #include "../snippets/sgemm/11_tf32_wmma.cuh"
+#include "../snippets/sgemm/12_tf32_wgmma.cuh"
 
 namespace stepwise::sgemm {
 namespace {
@@ -98,8 +99,20 @@ const std::vector<Step>& steps()
          {kernel_entry("sgemm_kernel", tf32_wmma::sgemm_kernel, dim3(tf32_wmma::threads), tf32_wmma::smem_bytes)},
          tiles(tf32_wmma::BM, tf32_wmma::BN, tf32_wmma::BK, 0, 0, tf32_wmma::threads, tf32_wmma::stages, tf32_wmma::WM,
                tf32_wmma::WN)},
+        {"12_tf32_wgmma", "TF32 on Hopper's warpgroup MMA (wgmma, TMA, clusters)", "snippets/sgemm/12_tf32_wgmma.cuh",
+         "stepwise::sgemm::tf32_wgmma", true, false, 1, 1, 4, false, max_timed_n, tf32_wgmma::sgemm,
+         {kernel_entry("sgemm_kernel", tf32_wgmma::sgemm_kernel, dim3(tf32_wgmma::threads), tf32_wgmma::smem_bytes),
+          kernel_entry("transpose_b_kernel", tf32_wgmma::transpose_b_kernel, dim3(32, 8))},
+         tiles(tf32_wgmma::BM, tf32_wgmma::BN, tf32_wgmma::BK, 0, 0, tf32_wgmma::threads, tf32_wgmma::stages,
+               tf32_wgmma::WGM, tf32_wgmma::BN),
+         tf32_wgmma::requirement, tf32_wgmma::requirement_met},
     };
     return all;
+}
+
+std::string unsupported_reason(const Step& step)
+{
+    return stepwise::unsupported_reason(step.needs, step.needs_met == nullptr || step.needs_met());
 }
 
 CublasSgemm::CublasSgemm(bool tf32) : tf32_(tf32)

@@ -17,12 +17,28 @@ constexpr int measured_dims[] = {1024, 8192};
 //! The one-thread step is timed at the source's size only: at 8192 x 8192 a launch would take seconds.
 constexpr int one_thread_max_dim = 1024;
 
-//! The sweep: square sizes from 256 x 256 (256 KiB) to 4096 x 4096 (64 MiB) besides the two above, for the rows below.
+//! The sweep: square sizes from 256 x 256 (256 KiB) to 4096 x 4096 (64 MiB) besides the two above, and one shape
+//! whose rows start on no float4 boundary (the final step's single-float kernel), for the rows below.
 constexpr int sweep_dims[] = {256, 512, 2048, 4096};
+struct Shape {
+    int rows, cols;
+};
+constexpr Shape odd_shape{8191, 8193};
 const std::vector<std::string> sweep_rows = {"10_output_order", "07_tile_32x8", "05_tile_16x16", "cublas_sgeam",
                                              "device_copy"};
 
-std::string size_text(int dim) { return std::to_string(dim) + " x " + std::to_string(dim) + " float"; }
+std::string size_text(Shape s) { return std::to_string(s.rows) + " x " + std::to_string(s.cols) + " float"; }
+std::string size_text(int dim) { return size_text(Shape{dim, dim}); }
+
+//! @brief The shape measured at size n (its element count): the odd shape, else a square.
+Shape shape_of(std::int64_t n)
+{
+    if (n == static_cast<std::int64_t>(odd_shape.rows) * odd_shape.cols) {
+        return odd_shape;
+    }
+    const int dim = static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))));
+    return {dim, dim};
+}
 
 class TransposeChapter final : public Chapter {
 public:
@@ -55,6 +71,7 @@ public:
         for (const int dim : sweep_dims) {
             sweep.sizes.push_back({static_cast<std::int64_t>(dim) * dim, size_text(dim)});
         }
+        sweep.sizes.push_back({static_cast<std::int64_t>(odd_shape.rows) * odd_shape.cols, size_text(odd_shape)});
         add_sweep(entry_, std::move(sweep));
         // The serial step runs at 1024 x 1024 only: the first step at the DRAM-bound size is step 2.
         entry_.headline = Headline{std::int64_t{8192} * 8192, "single_cold", "02_thread_per_row", entry_.steps.back().id};
@@ -72,10 +89,12 @@ public:
         const transpose::CublasTranspose cublas;
 
         for (const std::int64_t n : all_sizes(entry_)) {
-            const int dim = static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))));
+            const Shape shape = shape_of(n);
+            const int rows = shape.rows;
+            const int cols = shape.cols;
             const std::int64_t bytes = 2 * n * static_cast<std::int64_t>(sizeof(float));  // read once, written once
-            const std::vector<float> input = transpose::random_matrix(dim, dim, context.seed + dim);
-            const std::vector<float> expected = transpose::reference_transpose(input, dim, dim);
+            const std::vector<float> input = transpose::random_matrix(rows, cols, context.seed + rows);
+            const std::vector<float> expected = transpose::reference_transpose(input, rows, cols);
             DeviceBuffer<float> d_in(input.size());
             DeviceBuffer<float> d_out(input.size());
             d_in.upload(input);
@@ -105,11 +124,11 @@ public:
                 STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
                 const transpose::BitComparison c = transpose::compare_bits(d_out.download(), expected);
                 row["validated"] = c.identical();
-                row["validation"] = c.describe(dim);
+                row["validation"] = c.describe(rows);
                 row["accuracy"] = {{"max_rel", c.identical() ? nlohmann::json(0.0) : nlohmann::json(nullptr)}};
             };
 
-            const auto sgeam = [&] { return cublas(d_in.data(), d_out.data(), dim, dim, stream); };
+            const auto sgeam = [&] { return cublas(d_in.data(), d_out.data(), rows, cols, stream); };
             for (const TimingMode& mode : entry_.timings) {
                 if (!measured_at(entry_, "cublas_sgeam", n)) {
                     break;
@@ -127,7 +146,7 @@ public:
                     continue;
                 }
                 const StepEntry& registry_step = find_step(entry_, step.id);
-                const auto launch = [&] { return step.transpose(d_in.data(), d_out.data(), dim, dim, stream); };
+                const auto launch = [&] { return step.transpose(d_in.data(), d_out.data(), rows, cols, stream); };
                 const TestCounts tests = context.tests_of(entry_, registry_step);
                 for (const TimingMode& mode : entry_.timings) {
                     nlohmann::json row =

@@ -53,8 +53,10 @@ const std::vector<Step>& steps()
          {kernel_entry("transpose_kernel", eight_loads_in_flight::transpose_kernel,
                        dim3(eight_loads_in_flight::block_threads))}},
         {"10_output_order", "Blocks ordered along the output's rows", "snippets/transpose/10_output_order.cuh",
-         "stepwise::transpose::output_order", true, false, 4, output_order::transpose,
-         {kernel_entry("transpose_kernel", output_order::transpose_kernel, dim3(output_order::block_threads))}},
+         "stepwise::transpose::output_order", true, false, 1, output_order::transpose,
+         {kernel_entry("transpose_kernel", output_order::transpose_kernel, dim3(output_order::block_threads)),
+          kernel_entry("transpose_scalar_kernel", output_order::transpose_scalar_kernel,
+                       dim3(output_order::scalar_threads))}},
     };
     return all;
 }

@@ -4,7 +4,7 @@
 #include "transpose_reference.hpp"
 #include "transpose_steps.hpp"
 
-#include "../snippets/transpose/07_tile_32x8.cuh"
+#include "../snippets/transpose/10_output_order.cuh"
 
 #include <gtest/gtest.h>
 
@@ -152,6 +152,57 @@ TEST(TransposeProfile, EveryStepOnceAtTheSourcesSize)
     }
 }
 
+// ---- the final step takes any shape and any 4-byte-aligned pointers ----
+
+TEST(TransposeFinalStep, AnyShapeFromAndToAnyFourByteAlignedPointers)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    constexpr std::size_t guard = 8;  // poisoned floats before and after the output
+    // Multiples of 4 at 16-byte-aligned pointers take the float4 kernel, everything else the single-float one.
+    for (const Shape shape : {Shape{1, 7}, Shape{33, 65}, Shape{1000, 1500}, Shape{2047, 2049}}) {
+        for (const auto& [in_offset, out_offset] : {std::pair{0, 0}, {1, 0}, {0, 3}, {2, 1}}) {
+            SCOPED_TRACE(std::to_string(shape.rows) + " x " + std::to_string(shape.cols) + ", offsets " +
+                         std::to_string(in_offset) + " and " + std::to_string(out_offset) + " floats");
+            const std::size_t elements = static_cast<std::size_t>(shape.rows) * shape.cols;
+            const std::vector<float> input = random_matrix(shape.rows, shape.cols, seed + shape.rows + in_offset);
+            std::vector<float> padded_input(in_offset, 0.f);
+            padded_input.insert(padded_input.end(), input.begin(), input.end());
+            DeviceBuffer<float> d_in(padded_input.size());
+            d_in.upload(padded_input);
+            DeviceBuffer<float> d_out(out_offset + elements + 2 * guard);
+            d_out.fill_bytes(0xFF, 0);
+            ASSERT_EQ(output_order::transpose(d_in.data() + in_offset, d_out.data() + out_offset + guard, shape.rows,
+                                              shape.cols, 0),
+                      cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            const std::vector<float> all = d_out.download();
+            const auto first = all.begin() + static_cast<std::ptrdiff_t>(out_offset + guard);
+            const std::vector<float> output(first, first + static_cast<std::ptrdiff_t>(elements));
+            const BitComparison c = compare_bits(output, reference_transpose(input, shape.rows, shape.cols));
+            EXPECT_TRUE(c.identical()) << c.describe(shape.rows);
+            std::vector<float> outside(all.begin(), first);
+            outside.insert(outside.end(), first + static_cast<std::ptrdiff_t>(elements), all.end());
+            const std::vector<unsigned char> poison(outside.size() * sizeof(float), 0xFF);
+            EXPECT_EQ(std::memcmp(outside.data(), poison.data(), poison.size()), 0) << "wrote outside the output";
+        }
+    }
+}
+
+TEST(TransposeFinalStep, RejectsPointersThatAreNotFloatAligned)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    DeviceBuffer<float> d_a(64 * 64 + 1);
+    DeviceBuffer<float> d_b(64 * 64 + 1);
+    const auto two_bytes_in = [](float* p) {
+        return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(p) + 2);
+    };
+    EXPECT_EQ(output_order::transpose(two_bytes_in(d_a.data()), d_b.data(), 64, 64, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(output_order::transpose(d_a.data(), two_bytes_in(d_b.data()), 64, 64, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // ---- the library baseline the timing program measures ----
 
 TEST(TransposeBaseline, CublasSgeamTransposesRowMajorMatrices)
@@ -172,12 +223,12 @@ TEST(TransposeBaseline, CublasSgeamTransposesRowMajorMatrices)
 
 // ---- how to call a step from your own code ----
 
-TEST(TransposeUsage, TransposeAMatrixWithTheTiledStep)
+TEST(TransposeUsage, TransposeAMatrixWithTheFinalStep)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::vector<float> h_in = random_matrix(1000, 1500, fresh_seed());
     // example-begin transpose-usage
-    const int num_rows = 1000;  // any size: the tiled steps guard their edges
+    const int num_rows = 1000;  // any size, and pointers aligned to a float at least
     const int num_cols = 1500;
     const std::size_t bytes = static_cast<std::size_t>(num_rows) * num_cols * sizeof(float);
     std::vector<float> h_out(h_in.size());
@@ -188,7 +239,7 @@ TEST(TransposeUsage, TransposeAMatrixWithTheTiledStep)
     ASSERT_EQ(cudaMalloc(&d_out, bytes), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(d_in, h_in.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
 
-    ASSERT_EQ(stepwise::transpose::tile_32x8::transpose(d_in, d_out, num_rows, num_cols), cudaSuccess);
+    ASSERT_EQ(stepwise::transpose::output_order::transpose(d_in, d_out, num_rows, num_cols), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(h_out.data(), d_out, bytes, cudaMemcpyDeviceToHost), cudaSuccess);  // waits for it
 
     ASSERT_EQ(cudaFree(d_out), cudaSuccess);

@@ -8,6 +8,11 @@
 //! output rows (and read tiles of the same input columns): the writes of the
 //! blocks running at one time land close together, where the DRAM can merge
 //! them. Everything else is step 9.
+//!
+//! As the chapter's final step it also takes any shape and any 4-byte-aligned
+//! pointers: where a dimension is not a multiple of 4 or a pointer not 16-byte
+//! aligned, the rows do not start on float4 boundaries, and a kernel with
+//! the same block order moves single floats, in tiles taller than wide.
 #pragma once
 
 #include <cstddef>
@@ -76,24 +81,82 @@ static __global__ void __launch_bounds__(block_threads)
     }
 }
 
+//! The single-float kernel's tile: 128 input rows by 32 columns, so that each block writes 512-byte runs of the
+//! output's rows. Rows that start on no 16-byte boundary split sectors at both ends of every run a block writes;
+//! long runs make those splits rare.
+constexpr int scalar_tile_rows = 128;
+constexpr int scalar_tile_cols = 32;
+constexpr int scalar_threads = 256;
+
+//! @brief transpose_kernel for any shape and 4-byte-aligned rows, one float at a time: block (bx, by) reads the
+//!        input tile at rows bx * scalar_tile_rows.., columns by * scalar_tile_cols.., all loads issued before the
+//!        first shared-memory store.
+static __global__ void __launch_bounds__(scalar_threads)
+    transpose_scalar_kernel(const float* d_in, float* d_out, int num_rows, int num_cols)
+{
+    constexpr int rows_at_once = scalar_threads / scalar_tile_cols;  // reading: a warp reads 32 floats of a row
+    constexpr int cols_at_once = scalar_threads / scalar_tile_rows;  // writing: a warp writes 32 floats of a row
+    static_assert(scalar_tile_cols == 32 && scalar_threads % scalar_tile_rows == 0, "whole warps per row");
+    __shared__ float tile[scalar_tile_rows][scalar_tile_cols + 1];
+    const int row0 = blockIdx.x * scalar_tile_rows;
+    const int col0 = blockIdx.y * scalar_tile_cols;
+
+    const int col = threadIdx.x % scalar_tile_cols;
+    const int row = threadIdx.x / scalar_tile_cols;
+    float v[scalar_tile_rows / rows_at_once];
+#pragma unroll
+    for (int k = 0; k < scalar_tile_rows / rows_at_once; ++k) {
+        const int in_row = row0 + row + k * rows_at_once;
+        v[k] = in_row < num_rows && col0 + col < num_cols
+                   ? d_in[static_cast<std::size_t>(in_row) * num_cols + col0 + col]
+                   : 0.f;
+    }
+#pragma unroll
+    for (int k = 0; k < scalar_tile_rows / rows_at_once; ++k) {
+        tile[row + k * rows_at_once][col] = v[k];
+    }
+    __syncthreads();
+
+    const int out_col = threadIdx.x % scalar_tile_rows;  // the input row this thread writes out as an output column
+    const int first = threadIdx.x / scalar_tile_rows;
+#pragma unroll
+    for (int k = 0; k < scalar_tile_cols / cols_at_once; ++k) {
+        const int c = first + k * cols_at_once;
+        if (col0 + c < num_cols && row0 + out_col < num_rows) {
+            d_out[static_cast<std::size_t>(col0 + c) * num_rows + row0 + out_col] = tile[out_col][c];
+        }
+    }
+}
+
+//! @brief Whether `p` is a multiple of `bytes`.
+inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
 //! @brief Writes the transpose of `d_in` to `d_out`.
-//! @param[in]  d_in     `num_rows` x `num_cols` floats, row-major, 16-byte aligned
-//! @param[out] d_out    `num_cols` x `num_rows` floats, row-major: `d_out[c][r] = d_in[r][c]`, 16-byte aligned
-//! @param[in]  num_rows rows of `d_in`: a multiple of 4
-//! @param[in]  num_cols columns of `d_in`: a multiple of 4, at most 65535 * tile_dim
+//! @param[in]  d_in     `num_rows` x `num_cols` floats, row-major
+//! @param[out] d_out    `num_cols` x `num_rows` floats, row-major: `d_out[c][r] = d_in[r][c]`
+//! @param[in]  num_rows rows of `d_in`
+//! @param[in]  num_cols columns of `d_in`, at most 65535 * scalar_tile_cols
 //! @param[in]  stream   stream to launch on
-//! @pre `num_rows` and `num_cols` positive multiples of 4, `num_cols <= 65535 * tile_dim`; `d_in` and `d_out`
-//!      16-byte aligned (cudaMalloc's are) and not overlapping
+//! @pre `num_rows` and `num_cols` positive, `num_cols <= 65535 * scalar_tile_cols`; `d_in` and `d_out` 4-byte
+//!      aligned and not overlapping. Both dimensions multiples of 4 and both pointers 16-byte aligned (cudaMalloc's
+//!      are) take the float4 kernel; anything else the single-float one.
 //! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
 inline cudaError_t transpose(const float* d_in, float* d_out, int num_rows, int num_cols, cudaStream_t stream = 0)
 {
-    if (!valid_arguments(d_in, d_out, num_rows, num_cols) || num_rows % 4 != 0 || num_cols % 4 != 0 ||
-        num_cols > 65535 * tile_dim || reinterpret_cast<std::uintptr_t>(d_in) % alignof(float4) != 0 ||
-        reinterpret_cast<std::uintptr_t>(d_out) % alignof(float4) != 0) {
+    if (!valid_arguments(d_in, d_out, num_rows, num_cols) || num_cols > 65535 * scalar_tile_cols ||
+        !aligned(d_in, alignof(float)) || !aligned(d_out, alignof(float))) {
         return cudaErrorInvalidValue;
     }
-    const dim3 grid((num_rows + tile_dim - 1) / tile_dim, (num_cols + tile_dim - 1) / tile_dim);
-    transpose_kernel<<<grid, block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols);
+    const bool float4_rows = num_rows % 4 == 0 && num_cols % 4 == 0 && aligned(d_in, alignof(float4)) &&
+                             aligned(d_out, alignof(float4));
+    if (float4_rows) {
+        const dim3 grid((num_rows + tile_dim - 1) / tile_dim, (num_cols + tile_dim - 1) / tile_dim);
+        transpose_kernel<<<grid, block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols);
+    } else {
+        const dim3 grid((num_rows + scalar_tile_rows - 1) / scalar_tile_rows,
+                        (num_cols + scalar_tile_cols - 1) / scalar_tile_cols);
+        transpose_scalar_kernel<<<grid, scalar_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols);
+    }
     return cudaGetLastError();
 }
 
