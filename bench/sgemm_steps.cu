@@ -84,22 +84,30 @@ const std::vector<Step>& steps()
                        cp_async_pipeline::smem_bytes)},
          tiles(cp_async_pipeline::BM, cp_async_pipeline::BN, cp_async_pipeline::BK, cp_async_pipeline::TM,
                cp_async_pipeline::TN, cp_async_pipeline::threads, cp_async_pipeline::stages, cp_async_pipeline::WM,
-               cp_async_pipeline::WN)},
+               cp_async_pipeline::WN),
+         cp_async_pipeline::requirement, cp_async_pipeline::requirement_met},
         {"10_autotuned", "The autotuned configuration", "snippets/sgemm/10_autotuned.cuh",
          "stepwise::sgemm::autotuned", true, true, Chosen::BM, Chosen::BN, Chosen::BK, true, max_timed_n,
          autotuned::sgemm,
          {kernel_entry("sgemm_kernel<stepwise::sgemm::autotuned::Config<128, 128, 16, 64, 32, 8, 8, 3, 2> >",
                        autotuned::sgemm_kernel<Chosen>, dim3(Chosen::threads), Chosen::smem_bytes)},
          tiles(Chosen::BM, Chosen::BN, Chosen::BK, Chosen::TM, Chosen::TN, Chosen::threads, Chosen::stages, Chosen::WM,
-               Chosen::WN)},
+               Chosen::WN),
+         autotuned::requirement, autotuned::requirement_met},
         {"11_tf32_wmma", "TF32 tensor cores through WMMA", "snippets/sgemm/11_tf32_wmma.cuh",
          "stepwise::sgemm::tf32_wmma", true, false, tf32_wmma::BM, tf32_wmma::BN, tf32_wmma::BK, true, max_timed_n,
          tf32_wmma::sgemm,
          {kernel_entry("sgemm_kernel", tf32_wmma::sgemm_kernel, dim3(tf32_wmma::threads), tf32_wmma::smem_bytes)},
          tiles(tf32_wmma::BM, tf32_wmma::BN, tf32_wmma::BK, 0, 0, tf32_wmma::threads, tf32_wmma::stages, tf32_wmma::WM,
-               tf32_wmma::WN)},
+               tf32_wmma::WN),
+         tf32_wmma::requirement, tf32_wmma::requirement_met},
     };
     return all;
+}
+
+std::string unsupported_reason(const Step& step)
+{
+    return stepwise::unsupported_reason(step.needs, step.needs_met == nullptr || step.needs_met());
 }
 
 CublasSgemm::CublasSgemm(bool tf32) : tf32_(tf32)

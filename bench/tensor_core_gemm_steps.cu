@@ -29,16 +29,6 @@ KernelEntry persistent_kernel(const char* name)
     return kernel_entry(name, persistent::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
 }
 
-//! The compute capability of the current device, "9.0".
-std::string compute_capability(int& major, int& minor)
-{
-    int device = 0;
-    STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
-    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    return std::to_string(major) + "." + std::to_string(minor);
-}
-
 // ---- the tensor cores' ceiling: wgmma from shared memory, nothing else ----
 
 constexpr int peak_warpgroups = 2;
@@ -154,18 +144,7 @@ const std::vector<Step>& steps()
     return all;
 }
 
-std::string unsupported_reason(const Step& step)
-{
-    if (step.needs_met()) {
-        return "";
-    }
-    int major = 0;
-    int minor = 0;
-    const std::string needs = step.needs;
-    return "needs " + needs + (needs == "sm_90a" ? ": a GPU of compute capability 9.0 and this code built for it"
-                                                 : ": compute capability " + needs.substr(3, 1) + ".0 or higher") +
-           " (this GPU: " + compute_capability(major, minor) + ")";
-}
+std::string unsupported_reason(const Step& step) { return stepwise::unsupported_reason(step.needs, step.needs_met()); }
 
 CublasGemmBf16::CublasGemmBf16() { check_cublas(cublasCreate(&handle_), "cublasCreate"); }
 

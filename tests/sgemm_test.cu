@@ -68,7 +68,13 @@ constexpr std::size_t guard_floats = 1024;  // poisoned floats after C: an overr
 
 class SgemmStepTest : public ::testing::TestWithParam<Step> {
 protected:
-    void SetUp() override { STEPWISE_SKIP_WITHOUT_GPU(); }
+    void SetUp() override
+    {
+        STEPWISE_SKIP_WITHOUT_GPU();
+        if (const std::string reason = unsupported_reason(GetParam()); !reason.empty()) {
+            GTEST_SKIP() << GetParam().id << " " << reason;
+        }
+    }
 
     //! The step's `C = alpha A B + beta C` with C's initial contents `c_in` (empty: poisoned with NaN); checks that
     //! A and B were left alone and that nothing was written past C.
@@ -272,6 +278,9 @@ TEST(SgemmProfile, EveryStepOnceAt4096)
     const std::vector<double> expected(cublas.begin(), cublas.end());
     DeviceBuffer<float> d_C(expected.size());
     for (const Step& step : steps()) {
+        if (!unsupported_reason(step).empty()) {
+            continue;  // SgemmUnsupported checks what it returns
+        }
         d_C.fill_bytes(0xFF, 0);
         ASSERT_EQ(step.sgemm(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess) << step.id;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << step.id;
@@ -289,6 +298,34 @@ TEST(SgemmTf32, RejectsACNotAlignedTo32Bytes)
     DeviceBuffer<float> d_C(128 * 128 + 8);
     EXPECT_EQ(tf32_wmma::sgemm(128, 128, 16, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data() + 4), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ---- a step this GPU cannot run (sm_80's cp.async and TF32 WMMA on a 7.5 GPU) says so and does nothing ----
+
+TEST(SgemmUnsupported, AStepThisGpuCannotRunReturnsNotSupportedAndLeavesCAlone)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    constexpr int n = 128;
+    DeviceBuffer<float> d_A(n * n);
+    DeviceBuffer<float> d_B(n * n);
+    DeviceBuffer<float> d_C(n * n);
+    d_C.fill_bytes(0x5A, 0);
+    int checked = 0;
+    for (const Step& step : steps()) {
+        if (unsupported_reason(step).empty()) {
+            continue;
+        }
+        EXPECT_EQ(step.sgemm(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaErrorNotSupported)
+            << step.id;
+        ++checked;
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "every step of the chapter runs on this GPU";
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> after = d_C.download();
+    std::vector<unsigned char> expected(after.size() * sizeof(float), 0x5A);
+    EXPECT_EQ(std::memcmp(after.data(), expected.data(), expected.size()), 0) << "an unsupported step wrote to C";
 }
 
 // ---- the library baselines the timing program measures ----
@@ -322,6 +359,10 @@ TEST(SgemmBaseline, CublasComputesTheRowMajorProductInFp32AndTf32)
 TEST(SgemmUsage, MultiplyWithTheAutotunedStep)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
+    if (const std::string reason = stepwise::unsupported_reason(autotuned::requirement, autotuned::requirement_met());
+        !reason.empty()) {
+        GTEST_SKIP() << "10_autotuned " << reason;
+    }
     const std::uint64_t seed = fresh_seed();
     const std::vector<float> h_A = random_matrix(512, 256, seed);
     const std::vector<float> h_B = random_matrix(256, 384, seed + 1);
