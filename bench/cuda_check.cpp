@@ -32,4 +32,28 @@ std::string cuda_unavailable_reason()
     return count == 0 ? "no CUDA device" : "";
 }
 
+std::string unsupported_reason(const std::string& needs, bool needs_met)
+{
+    if (needs.empty() || needs_met) {
+        return "";
+    }
+    int device = 0;
+    int major = 0;
+    int minor = 0;
+    STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
+    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return unsupported_text(needs, major, minor);
+}
+
+std::string unsupported_text(const std::string& needs, int major, int minor)
+{
+    const bool specific = !needs.empty() && needs.back() == 'a';  // "sm_90a": that compute capability exactly
+    const std::string digits = needs.substr(needs.find('_') + 1, needs.size() - needs.find('_') - 1 - specific);
+    const std::string capability = digits.substr(0, digits.size() - 1) + "." + digits.substr(digits.size() - 1);
+    return "needs " + needs + (specific ? ": a GPU of compute capability " + capability
+                                        : ": compute capability " + capability + " or higher") +
+           " and this code built for it (this GPU: " + std::to_string(major) + "." + std::to_string(minor) + ")";
+}
+
 }  // namespace stepwise

@@ -28,6 +28,16 @@ void check_cublas(cublasStatus_t status, const char* what);
 //! @brief Empty when a CUDA device can be used, else one line saying why not.
 std::string cuda_unavailable_reason();
 
+//! @brief Why the current GPU cannot run a step that needs `needs` ("sm_80", "sm_90", "sm_90a": a snippet's
+//!        `requirement`), "needs sm_80: compute capability 8.0 or higher and this code built for it (this GPU: 7.5)";
+//!        empty when it needs nothing or `needs_met` (the snippet's `requirement_met()`).
+//! @throws CudaError when the device cannot be queried
+std::string unsupported_reason(const std::string& needs, bool needs_met);
+
+//! @brief What unsupported_reason says on a GPU of compute capability `major`.`minor`.
+//! @pre `needs` is "sm_" and at least two digits, then perhaps "a"
+std::string unsupported_text(const std::string& needs, int major, int minor);
+
 }  // namespace stepwise
 
 //! Checks a CUDA return code; throws stepwise::CudaError naming the call on failure.

@@ -151,25 +151,6 @@ std::string qualified_name(const std::string& demangled)
     return text;
 }
 
-std::string unsupported_reason(const std::string& needs, bool met)
-{
-    if (needs.empty() || met) {
-        return "";
-    }
-    int device = 0;
-    int major = 0;
-    int minor = 0;
-    STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
-    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    const bool arch_specific = needs.back() == 'a';  // sm_90a: that compute capability exactly
-    const auto wanted = compute_capability(arch_specific ? needs.substr(0, needs.size() - 1) : needs);
-    const std::string version = wanted ? std::to_string(wanted->first) + "." + std::to_string(wanted->second) : "?";
-    const std::string what = arch_specific ? ": a GPU of compute capability " + version + " and this code built for it"
-                                           : ": compute capability " + version + " or higher";
-    return "needs " + needs + what + " (this GPU: " + std::to_string(major) + "." + std::to_string(minor) + ")";
-}
-
 std::optional<std::pair<int, int>> compute_capability(const std::string& arch)
 {
     static const std::regex pattern(R"(sm_(\d+)(\d)[a-z]?)");

@@ -72,11 +72,6 @@ struct Occupancy {
 //!        results per clock per SM of 32-bit floating-point multiply-add); nullopt for one this program does not know.
 std::optional<int> fp32_lanes_per_sm(int major, int minor);
 
-//! @brief Why the current GPU cannot run a step that needs `needs` ("sm_80", "sm_90a"; empty: nothing), given
-//!        `met`, whether the machine code the driver loaded for this GPU has it: "needs sm_90a: ... (this GPU:
-//!        8.9)", or empty when it can.
-std::string unsupported_reason(const std::string& needs, bool met);
-
 //! @brief The compute capability in an architecture name: "sm_90" -> {9, 0}; nullopt for anything else.
 std::optional<std::pair<int, int>> compute_capability(const std::string& arch);
 

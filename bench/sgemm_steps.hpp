@@ -39,8 +39,8 @@ struct Step {
     SgemmFunction sgemm;
     std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes
     Tiling tiling;
-    const char* needs = "";            //!< what the GPU and the build must offer ("sm_90a"), or nothing
-    bool (*needs_met)() = nullptr;     //!< whether the code the driver loaded for the current GPU has it
+    const char* needs = "";           //!< what the GPU and the build must offer beyond sm_75 ("sm_80", "sm_90a"), or empty
+    bool (*needs_met)() = nullptr;    //!< whether the code the driver loaded for the current GPU has it
 
     //! @brief Whether the launcher accepts this shape (given aligned buffers).
     bool accepts(int M, int N, int K) const
@@ -52,7 +52,8 @@ struct Step {
 //! @brief Every step, in teaching order.
 const std::vector<Step>& steps();
 
-//! @brief Why the current GPU cannot run `step` ("needs sm_90a: ..."), or empty when it can.
+//! @brief Why the current GPU cannot run `step` ("needs sm_80: ...", "needs sm_90a: ..."), or empty when it can.
+//! @throws CudaError when the device cannot be queried
 std::string unsupported_reason(const Step& step);
 
 //! @brief The library baseline: cuBLAS on the same row-major problem (computed as the column-major

@@ -1,11 +1,16 @@
 // The timing program's registry, step selection, rows and GoogleTest attribution (no GPU needed).
 #include "chapter.hpp"
 #include "command_line.hpp"
+#include "cuda_check.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <set>
+#include <sstream>
 
 namespace stepwise {
 namespace {
@@ -64,6 +69,58 @@ TEST(Registry, JsonListsChaptersStepsAndHashes)
     EXPECT_EQ(elementwise.at("steps").at(0).at("id"), "01_original_kernel_a");
     EXPECT_EQ(elementwise.at("steps").at(0).at("source_sha256").get<std::string>().size(), 64u);
     EXPECT_EQ(elementwise.at("timings").size(), 2u);
+}
+
+TEST(Registry, EveryStepSaysWhatItsSnippetRequires)
+{
+    // A snippet that needs more than sm_75 says so (`constexpr const char* requirement = "sm_80";`); its registry
+    // entry must too, or a GPU without it would time an empty kernel. This file is tests/, the snippets' root is ../.
+    const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path();
+    const std::regex requirement(R"re(constexpr const char\* requirement = "([^"]+)")re");
+    int with_requirement = 0;
+    for (const auto& chapter : make_chapters()) {
+        for (const StepEntry& s : chapter->entry().steps) {
+            std::ifstream in(root / s.file);
+            ASSERT_TRUE(in) << root / s.file;
+            std::stringstream text;
+            text << in.rdbuf();
+            const std::string source = text.str();
+            std::smatch m;
+            const std::string wanted = std::regex_search(source, m, requirement) ? m[1].str() : "";
+            EXPECT_EQ(s.needs, wanted) << chapter->entry().id << "/" << s.id;
+            with_requirement += !wanted.empty();
+        }
+    }
+    EXPECT_GT(with_requirement, 0);
+}
+
+TEST(Registry, JsonSaysSgemmSteps9To11NeedSm80)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    const auto sgemm = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
+                                    [](const nlohmann::json& c) { return c.at("id") == "sgemm"; });
+    ASSERT_NE(sgemm, registry.at("chapters").end());
+    for (const auto& step : sgemm->at("steps")) {
+        const std::string id = step.at("id");
+        if (id < "09") {  // fp32 FMAs and plain loads: any GPU CUDA 13 supports
+            EXPECT_FALSE(step.contains("needs")) << id;
+        } else if (id < "12") {  // cp.async, TF32 WMMA
+            EXPECT_EQ(step.value("needs", ""), "sm_80") << id;
+        }
+    }
+}
+
+TEST(Unsupported, TheReasonNamesWhatTheStepNeedsAndThisGpu)
+{
+    EXPECT_EQ(unsupported_text("sm_80", 7, 5),
+              "needs sm_80: compute capability 8.0 or higher and this code built for it (this GPU: 7.5)");
+    EXPECT_EQ(unsupported_text("sm_120", 9, 0),
+              "needs sm_120: compute capability 12.0 or higher and this code built for it (this GPU: 9.0)");
+    EXPECT_EQ(unsupported_text("sm_90a", 12, 0),
+              "needs sm_90a: a GPU of compute capability 9.0 and this code built for it (this GPU: 12.0)");
+    // Nothing needed, or what is needed is there: no reason, and no device queried (this runs without a GPU).
+    EXPECT_EQ(unsupported_reason("", false), "");
+    EXPECT_EQ(unsupported_reason("sm_80", true), "");
 }
 
 TEST(Registry, EveryHeadlineNamesStepsMeasuredAtItsSizeAndTiming)

@@ -284,7 +284,7 @@ TEST(SgemmProfile, EveryStepOnceAt4096)
     DeviceBuffer<float> d_C(expected.size());
     for (const Step& step : steps()) {
         if (!unsupported_reason(step).empty()) {
-            continue;  // the profiler finds no kernel of it, and the page says what it needs
+            continue;  // SgemmUnsupported checks what it returns
         }
         d_C.fill_bytes(0xFF, 0);
         ASSERT_EQ(step.sgemm(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess) << step.id;
@@ -345,6 +345,34 @@ TEST(SgemmTf32Wgmma, AnyMAndNFromBAndCAlignedToAFloat)
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// ---- a step this GPU cannot run (sm_80 code on a 7.5 GPU, sm_90a code on anything but 9.0) says so, does nothing ----
+
+TEST(SgemmUnsupported, AStepThisGpuCannotRunReturnsNotSupportedAndLeavesCAlone)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    constexpr int n = 128;
+    DeviceBuffer<float> d_A(n * n);
+    DeviceBuffer<float> d_B(n * n);
+    DeviceBuffer<float> d_C(n * n);
+    d_C.fill_bytes(0x5A, 0);
+    int checked = 0;
+    for (const Step& step : steps()) {
+        if (unsupported_reason(step).empty()) {
+            continue;
+        }
+        EXPECT_EQ(step.sgemm(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaErrorNotSupported)
+            << step.id;
+        ++checked;
+    }
+    if (checked == 0) {
+        GTEST_SKIP() << "every step of the chapter runs on this GPU";
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> after = d_C.download();
+    std::vector<unsigned char> expected(after.size() * sizeof(float), 0x5A);
+    EXPECT_EQ(std::memcmp(after.data(), expected.data(), expected.size()), 0) << "an unsupported step wrote to C";
+}
+
 // ---- the library baselines the timing program measures ----
 
 TEST(SgemmBaseline, CublasComputesTheRowMajorProductInFp32AndTf32)
@@ -376,6 +404,10 @@ TEST(SgemmBaseline, CublasComputesTheRowMajorProductInFp32AndTf32)
 TEST(SgemmUsage, MultiplyWithTheAutotunedStep)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
+    if (const std::string reason = stepwise::unsupported_reason(autotuned::requirement, autotuned::requirement_met());
+        !reason.empty()) {
+        GTEST_SKIP() << "10_autotuned " << reason;
+    }
     const std::uint64_t seed = fresh_seed();
     const std::vector<float> h_A = random_matrix(512, 256, seed);
     const std::vector<float> h_B = random_matrix(256, 384, seed + 1);

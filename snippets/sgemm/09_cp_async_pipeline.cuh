@@ -91,6 +91,7 @@ static __global__ void __launch_bounds__(threads)
     sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
                  float* __restrict__ C)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) float smem[];
     const int warp = threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
@@ -171,6 +172,31 @@ static __global__ void __launch_bounds__(threads)
                                   make_float4(acc[i][j], acc[i][j + 1], acc[i][j + 2], acc[i][j + 3]), alpha, beta);
         }
     }
+#endif
+}
+
+//! What this step needs of the GPU and the build: `cp.async`, compute capability 8.0 or higher.
+constexpr const char* requirement = "sm_80";
+
+//! Built with those instructions this kernel is bounded to 128 threads, without them to 32: its attributes tell the
+//! launcher which machine code the driver loaded for this GPU, without launching anything.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+constexpr int marker_threads = 128;
+#else
+constexpr int marker_threads = 32;
+#endif
+static __global__ void __launch_bounds__(marker_threads) requirement_marker_kernel() {}
+
+//! @brief Whether the machine code the driver loaded for the current GPU has the instructions this step uses
+//!        (see `requirement`); where it does not, the kernels are empty and the launcher does not launch them.
+static inline bool requirement_met()
+{
+    cudaFuncAttributes attributes{};
+    if (cudaFuncGetAttributes(&attributes, requirement_marker_kernel) != cudaSuccess) {
+        cudaGetLastError();  // no code for this GPU at all: reported as cudaErrorNotSupported instead
+        return false;
+    }
+    return attributes.maxThreadsPerBlock == 128;
 }
 
 //! @brief `C = alpha * A * B + beta * C`, row-major; C is not read when `beta == 0`.
@@ -183,14 +209,19 @@ static __global__ void __launch_bounds__(threads)
 //! @param[in]     beta    scales the old C (not read when 0)
 //! @param[in,out] d_C     M x N floats, row-major
 //! @param[in]     stream  stream to launch on
-//! @pre M, N multiples of 128, K a multiple of 16, `M <= 65535 * 128`; B and C 16-byte aligned; buffers not null
-//! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
+//! @pre M, N multiples of 128, K a multiple of 16, `M <= 65535 * 128`; B and C 16-byte aligned; buffers not null; a
+//!      GPU of compute capability 8.0 or higher
+//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
+//!         only for one), the error of the shared-memory opt-in, else the launch's error
 inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                          cudaStream_t stream = 0)
 {
     if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || M % BM != 0 || N % BN != 0 || K % BK != 0 ||
         M / BM > 65535 || !aligned16(d_B) || !aligned16(d_C)) {
         return cudaErrorInvalidValue;
+    }
+    if (!requirement_met()) {
+        return cudaErrorNotSupported;
     }
     // Above 48 KiB a kernel must opt in to dynamic shared memory. Not cached in a static: a kernel included in
     // several translation units is a different kernel in each.

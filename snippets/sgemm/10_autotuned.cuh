@@ -103,6 +103,7 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
     sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
                  float* __restrict__ C)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK;
     constexpr int WM = Cfg::WM, WN = Cfg::WN, TM = Cfg::TM, TN = Cfg::TN;
     constexpr int S = Cfg::stages;
@@ -239,6 +240,31 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
                                   alpha, beta);
         }
     }
+#endif
+}
+
+//! What this step needs of the GPU and the build: `cp.async`, compute capability 8.0 or higher.
+constexpr const char* requirement = "sm_80";
+
+//! Built with those instructions this kernel is bounded to 128 threads, without them to 32: its attributes tell the
+//! launcher which machine code the driver loaded for this GPU, without launching anything.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+constexpr int marker_threads = 128;
+#else
+constexpr int marker_threads = 32;
+#endif
+static __global__ void __launch_bounds__(marker_threads) requirement_marker_kernel() {}
+
+//! @brief Whether the machine code the driver loaded for the current GPU has the instructions this step uses
+//!        (see `requirement`); where it does not, the kernels are empty and the launcher does not launch them.
+static inline bool requirement_met()
+{
+    cudaFuncAttributes attributes{};
+    if (cudaFuncGetAttributes(&attributes, requirement_marker_kernel) != cudaSuccess) {
+        cudaGetLastError();  // no code for this GPU at all: reported as cudaErrorNotSupported instead
+        return false;
+    }
+    return attributes.maxThreadsPerBlock == 128;
 }
 
 //! @brief `C = alpha * A * B + beta * C` with the kernel in configuration `Cfg` (row-major, C not read when
@@ -250,9 +276,10 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
 //! @param[in]     beta    scales the old C (not read when 0)
 //! @param[in,out] d_C     M x N floats, row-major, 16-byte aligned
 //! @param[in]     stream  stream to launch on
-//! @pre the sizes as above, `M / Cfg::BM <= 65535`, the buffers not null and aligned as above
-//! @return `cudaErrorInvalidValue` if a precondition fails, the error of the shared-memory opt-in, else the
-//!         launch's error
+//! @pre the sizes as above, `M / Cfg::BM <= 65535`, the buffers not null and aligned as above; a GPU of compute
+//!      capability 8.0 or higher
+//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
+//!         only for one), the error of the shared-memory opt-in, else the launch's error
 template <class Cfg>
 inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                          cudaStream_t stream = 0)
@@ -260,6 +287,9 @@ inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A
     if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || M % Cfg::BM != 0 || N % Cfg::BN != 0 || K % Cfg::BK != 0 ||
         M / Cfg::BM > 65535 || !aligned16(d_B) || !aligned16(d_C)) {
         return cudaErrorInvalidValue;
+    }
+    if (!requirement_met()) {
+        return cudaErrorNotSupported;
     }
     if constexpr (Cfg::smem_bytes > 48 * 1024) {  // not cached in a static: each translation unit has its kernel
         const cudaError_t opt_in = cudaFuncSetAttribute(
@@ -285,8 +315,10 @@ using Chosen = Config<128, 128, 16, 64, 32, 8, 8, 3, 2>;
 //! @param[in]     beta    scales the old C (not read when 0)
 //! @param[in,out] d_C     M x N floats, row-major, 16-byte aligned
 //! @param[in]     stream  stream to launch on
-//! @pre M, N multiples of 128 (`M <= 65535 * 128`), K a multiple of 16; buffers not null, B and C 16-byte aligned
-//! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
+//! @pre M, N multiples of 128 (`M <= 65535 * 128`), K a multiple of 16; buffers not null, B and C 16-byte aligned; a
+//!      GPU of compute capability 8.0 or higher
+//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
+//!         only for one), the error of the shared-memory opt-in, else the launch's error
 inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                          cudaStream_t stream = 0)
 {

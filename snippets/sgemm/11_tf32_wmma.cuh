@@ -60,6 +60,8 @@ constexpr int b_stage = BK * ldb;
 constexpr std::size_t smem_bytes = static_cast<std::size_t>(stages) * (a_stage + b_stage) * sizeof(float);
 static_assert((a_stage + b_stage) % 8 == 0, "stages keep the 32-byte alignment WMMA loads need");
 
+// WMMA's TF32 fragments exist only in code for sm_80 and newer (the kernel below is empty elsewhere).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 8, float>;
@@ -72,12 +74,14 @@ __device__ __forceinline__ void round_to_tf32(Frag& f)
         f.x[i] = wmma::__float_to_tf32(f.x[i]);
     }
 }
+#endif
 
 //! @brief Computes the block's tile of `C = alpha * A * B + beta * C` (A, B, C row-major).
 static __global__ void __launch_bounds__(threads)
     sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
                  float* __restrict__ C)
 {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) float smem[];
     const int t = threadIdx.x;
     const int warp = t / 32;
@@ -186,6 +190,32 @@ static __global__ void __launch_bounds__(threads)
             wmma::store_matrix_sync(c, acc[i][j], N, wmma::mem_row_major);
         }
     }
+#endif
+}
+
+//! What this step needs of the GPU and the build: TF32 tensor-core instructions and `cp.async`, compute capability
+//! 8.0 or higher.
+constexpr const char* requirement = "sm_80";
+
+//! Built with those instructions this kernel is bounded to 128 threads, without them to 32: its attributes tell the
+//! launcher which machine code the driver loaded for this GPU, without launching anything.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+constexpr int marker_threads = 128;
+#else
+constexpr int marker_threads = 32;
+#endif
+static __global__ void __launch_bounds__(marker_threads) requirement_marker_kernel() {}
+
+//! @brief Whether the machine code the driver loaded for the current GPU has the instructions this step uses
+//!        (see `requirement`); where it does not, the kernels are empty and the launcher does not launch them.
+static inline bool requirement_met()
+{
+    cudaFuncAttributes attributes{};
+    if (cudaFuncGetAttributes(&attributes, requirement_marker_kernel) != cudaSuccess) {
+        cudaGetLastError();  // no code for this GPU at all: reported as cudaErrorNotSupported instead
+        return false;
+    }
+    return attributes.maxThreadsPerBlock == 128;
 }
 
 //! @brief `C = alpha * A * B + beta * C`, row-major; C is not read when `beta == 0`.
@@ -199,14 +229,19 @@ static __global__ void __launch_bounds__(threads)
 //! @param[in,out] d_C     M x N floats, row-major
 //! @param[in]     stream  stream to launch on
 //! @pre M, N multiples of 128, K a multiple of 16, `M <= 65535 * 128`; buffers not null; A and B 16-byte aligned
-//!      (16-byte copies), C 32-byte aligned (WMMA loads and stores its fragments from 256-bit aligned addresses)
-//! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
+//!      (16-byte copies), C 32-byte aligned (WMMA loads and stores its fragments from 256-bit aligned addresses); a GPU
+//!      of compute capability 8.0 or higher
+//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
+//!         only for one), the error of the shared-memory opt-in, else the launch's error
 inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                          cudaStream_t stream = 0)
 {
     if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || M % BM != 0 || N % BN != 0 || K % BK != 0 ||
         M / BM > 65535 || !aligned(d_A, 16) || !aligned(d_B, 16) || !aligned(d_C, 32)) {
         return cudaErrorInvalidValue;
+    }
+    if (!requirement_met()) {
+        return cudaErrorNotSupported;
     }
     // Above 48 KiB a kernel must opt in to dynamic shared memory. Not cached in a static: a kernel included in
     // several translation units is a different kernel in each.

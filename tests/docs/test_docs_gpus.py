@@ -494,3 +494,32 @@ def test_one_gpu_pages_look_as_before_with_a_heading(project):
     assert "(512 x 512 float (fixture))" not in text and "262,144" in text
     summaries = re.findall(r'stepwise-step-table.*?</table>', html, re.S)
     assert all("262144" not in s and "16777216" not in s for s in summaries)
+
+
+@needs_doxygen
+def test_a_gpu_without_what_the_last_gemm_steps_need_says_so_everywhere(project):
+    """GPU B as a T4 (7.5): the gemm chapter's autotuned and TF32 steps need sm_80, as SGEMM 9 to 11 do; the
+    timing program leaves them (and the autotuning sweep of the autotuned step's kernel) out and lists them
+    under ``unsupported``. The strict build passes, and every place that would show them says why."""
+    reason = "needs sm_80: compute capability 8.0 or higher and this code built for it (this GPU: 7.5)"
+    unsupported = ["03_autotuned", "04_tf32"]
+
+    def change(d):
+        d["gpu"]["compute_capability"] = "7.5"
+        gemm = next(c for c in d["chapters"] if c["id"] == "gemm")
+        gemm["steps"] = [r for r in gemm["steps"] if r["id"] not in unsupported]
+        gemm["autotune"] = []
+        gemm["unsupported"] = [{"id": step, "reason": reason} for step in unsupported]
+    edit(with_b(project), change)
+    proc = build_docs(project, "--strict")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html, text = page(project, "gemm.html")
+    for step in unsupported:
+        assert f"Not run on {synth.FIXTURE_GPU_B}: {reason}" in text, step
+    assert text.count(f"Not run on {synth.FIXTURE_GPU_B}: {reason}") == len(unsupported)
+    assert f"Not run on {synth.FIXTURE_GPU}" not in text  # GPU A runs everything
+    html, text = page(project)
+    summary = html[html.index('stepwise-summary stepwise-gpus-2'):]
+    summary = summary[:summary.index("</table>")]
+    assert f'title="not run: {reason}">needs sm_80<' in summary  # B's final gemm step and what compares it
+    assert summary.count(">needs sm_80<") == 4  # final step, speedup, share, vs library

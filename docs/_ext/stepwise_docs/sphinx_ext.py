@@ -1559,7 +1559,7 @@ class SummaryDirective(_Base):
             "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
             "vs library: the chapter\u2019s library baseline\u2019s time over the final step\u2019s "
             "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; n/a: not "
-            "measured on that GPU."),
+            "measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why)."),
             classes=["stepwise-legend"])
         return [out]
 
@@ -1569,8 +1569,12 @@ class SummaryDirective(_Base):
         where = f"in {path.name if path else 'the measurement file'}"
 
         def na(*rows: tuple[str, dict | None], text: str = "n/a") -> nodes.paragraph:
-            what = ", ".join(f"{h.chapter.id}/{rid} n={h.n} timing={h.timing}" for rid, row in rows
-                             if row is None)
+            missing = [rid for rid, row in rows if row is None]
+            why = list(dict.fromkeys(h.chapter.unsupported[rid] for rid in missing if rid in h.chapter.unsupported))
+            if why and all(rid in h.chapter.unsupported for rid in missing):  # "needs sm_80: ..."
+                return nodes.paragraph("", "", tooltip(why[0].split(":")[0], f"not run: {'; '.join(why)}",
+                                                       ["stepwise-warning"]))
+            what = ", ".join(f"{h.chapter.id}/{rid} n={h.n} timing={h.timing}" for rid in missing)
             return nodes.paragraph("", "", tooltip(text, f"not measured: {what} {where}",
                                                    ["stepwise-warning"]))
 
