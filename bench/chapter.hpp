@@ -18,6 +18,9 @@ namespace stepwise {
 struct ProblemSize {
     std::int64_t n = 0;
     std::string problem;  //!< e.g. "2048 x 2048 float"
+    //! A GEMM's M, N, K where they differ (n is then a key, not a size: the pages leave it out of their plots
+    //! against n, and cite it as MxNxK); empty otherwise.
+    std::vector<int> shape = {};
 };
 
 //! @brief A step as the registry lists it.

@@ -181,7 +181,11 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
         for (const StepEntry& s : c.steps) {
             nlohmann::json sizes = nlohmann::json::array();
             for (const ProblemSize& p : s.sizes) {
-                sizes.push_back({{"n", p.n}, {"problem", p.problem}});
+                nlohmann::json size = {{"n", p.n}, {"problem", p.problem}};
+                if (!p.shape.empty()) {
+                    size["shape"] = p.shape;
+                }
+                sizes.push_back(size);
             }
             nlohmann::json kernels = nlohmann::json::array();
             for (const KernelEntry& k : s.kernels) {

@@ -27,11 +27,26 @@ Tiling tiles(int bm, int bn, int bk, int tm, int tn, int threads, int stages = 0
     return Tiling{bm, bn, bk, wm, wn, tm, tn, threads, stages};
 }
 
+//! Step 10's kernel in configuration Cfg, as the compiler names it ("sgemm_kernel<...Config<128, ...>, false>").
+template <class Cfg, bool Edges>
+KernelEntry autotuned_kernel()
+{
+    const std::string config = "stepwise::sgemm::autotuned::Config<" + std::to_string(Cfg::BM) + ", " +
+                               std::to_string(Cfg::BN) + ", " + std::to_string(Cfg::BK) + ", " +
+                               std::to_string(Cfg::WM) + ", " + std::to_string(Cfg::WN) + ", " +
+                               std::to_string(Cfg::TM) + ", " + std::to_string(Cfg::TN) + ", " +
+                               std::to_string(Cfg::stages) + ", " + std::to_string(Cfg::min_blocks) + ">";
+    return kernel_entry("sgemm_kernel<" + config + (Edges ? ", true>" : ", false>"),
+                        autotuned::sgemm_kernel<Cfg, Edges>, dim3(Cfg::threads), Cfg::smem_bytes);
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
 {
-    using autotuned::Chosen;
+    using autotuned::Large;
+    using autotuned::Medium;
+    using autotuned::Small;
     static const std::vector<Step> all = {
         {"01_naive", "One thread per element of C", "snippets/sgemm/01_naive.cuh", "stepwise::sgemm::naive", false,
          true, 1, 1, 1, false, naive_max_timed_n, naive::sgemm,
@@ -87,13 +102,13 @@ const std::vector<Step>& steps()
                cp_async_pipeline::TN, cp_async_pipeline::threads, cp_async_pipeline::stages, cp_async_pipeline::WM,
                cp_async_pipeline::WN),
          cp_async_pipeline::requirement, cp_async_pipeline::requirement_met},
-        {"10_autotuned", "The autotuned configuration", "snippets/sgemm/10_autotuned.cuh",
-         "stepwise::sgemm::autotuned", true, true, Chosen::BM, Chosen::BN, Chosen::BK, true, max_timed_n,
-         autotuned::sgemm,
-         {kernel_entry("sgemm_kernel<stepwise::sgemm::autotuned::Config<128, 128, 16, 64, 32, 8, 8, 3, 2> >",
-                       autotuned::sgemm_kernel<Chosen>, dim3(Chosen::threads), Chosen::smem_bytes)},
-         tiles(Chosen::BM, Chosen::BN, Chosen::BK, Chosen::TM, Chosen::TN, Chosen::threads, Chosen::stages, Chosen::WM,
-               Chosen::WN),
+        {"10_autotuned", "Autotuned configurations, any shape", "snippets/sgemm/10_autotuned.cuh",
+         "stepwise::sgemm::autotuned", true, true, 1, 1, 1, false, max_timed_n, autotuned::sgemm,
+         {autotuned_kernel<Large, false>(), autotuned_kernel<Large, true>(), autotuned_kernel<Medium, false>(),
+          autotuned_kernel<Medium, true>(), autotuned_kernel<Small, false>(), autotuned_kernel<Small, true>(),
+          kernel_entry("scale_kernel", autotuned::scale_kernel, dim3(autotuned::scale_threads))},
+         tiles(Large::BM, Large::BN, Large::BK, Large::TM, Large::TN, Large::threads, Large::stages, Large::WM,
+               Large::WN),
          autotuned::requirement, autotuned::requirement_met},
         {"11_tf32_wmma", "TF32 tensor cores through WMMA", "snippets/sgemm/11_tf32_wmma.cuh",
          "stepwise::sgemm::tf32_wmma", true, false, tf32_wmma::BM, tf32_wmma::BN, tf32_wmma::BK, true, max_timed_n,

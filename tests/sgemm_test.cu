@@ -1,6 +1,7 @@
 // GPU tests of the SGEMM chapter: every step against a double-precision CPU product, and at 4096^3 against cuBLAS.
 #include "device_buffer.hpp"
 #include "gpu_test_support.hpp"
+#include "sgemm_autotune.hpp"
 #include "sgemm_reference.hpp"
 #include "sgemm_steps.hpp"
 
@@ -13,7 +14,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 namespace stepwise::sgemm {
@@ -263,6 +266,283 @@ std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.
 
 INSTANTIATE_TEST_SUITE_P(Sgemm, SgemmStepTest, ::testing::ValuesIn(steps()), step_name);
 
+// ---- step 10 at any shape: the launcher's rule, every plan it can pick, pointers off by one float ----
+
+namespace at = autotuned;
+
+//! The shapes of every regime the rule has, on GPUs of several sizes.
+const Shape rule_shapes[] = {{4096, 4096, 4096}, {2048, 2048, 2048}, {1024, 1024, 1024}, {1000, 1000, 1000},
+                             {512, 512, 512},    {256, 256, 256},    {1, 1, 1},          {4097, 4097, 4097},
+                             {8192, 8192, 128},  {128, 8192, 8192},  {8192, 128, 8192},  {7, 13, 5},
+                             {333, 517, 1001},   {768, 768, 768},    {65, 100000, 3}};
+
+TEST(SgemmPlan, TheRulePicksLargeTilesSplitKOrSmallTilesByShape)
+{
+    // Host code only: runs without a GPU. An H100 has 132 SMs.
+    const auto plan = [](int M, int N, int K) { return at::choose_plan(M, N, K, 132); };
+    const int last = static_cast<int>(std::tuple_size_v<at::Configs>) - 1;
+    for (const int n : {2048, 4095, 4096, 4097, 8192}) {
+        EXPECT_EQ(plan(n, n, n).config, 0) << n;
+        EXPECT_EQ(plan(n, n, n).splits, 1) << n;
+    }
+    EXPECT_EQ(plan(8192, 8192, 128).config, 0);  // short K, many tiles
+    EXPECT_EQ(plan(8192, 8192, 128).splits, 1);
+    for (const Shape s : {Shape{128, 8192, 8192}, Shape{8192, 128, 8192}, Shape{1024, 1024, 1024}}) {
+        const at::Plan p = plan(s.M, s.N, s.K);  // few tiles, long K: split
+        EXPECT_EQ(p.config, 0) << shape_text(s);
+        EXPECT_GT(p.splits, 1) << shape_text(s);
+        EXPECT_GE(100LL * ((s.M + 127) / 128) * ((s.N + 127) / 128) * p.splits, at::fill_percent * 132LL * 2)
+            << shape_text(s);
+    }
+    for (const int n : {1, 256, 512}) {  // nothing fills the GPU: the smallest tiles, whole K
+        EXPECT_EQ(plan(n, n, n).config, last) << n;
+        EXPECT_EQ(plan(n, n, n).splits, 1) << n;
+    }
+}
+
+TEST(SgemmPlan, EveryPlanIsValidAndNoSplitIsEmpty)
+{
+    for (const int sms : {1, 16, 78, 114, 132, 144}) {
+        for (const Shape s : rule_shapes) {
+            const at::Plan p = at::choose_plan(s.M, s.N, s.K, sms);
+            ASSERT_GE(p.config, 0);
+            ASSERT_LT(p.config, static_cast<int>(std::size(at::config_tiles)));
+            const int bk = at::config_tiles[p.config].BK;
+            ASSERT_GE(p.splits, 1);
+            EXPECT_LT(static_cast<long long>(p.splits - 1) * at::split_length(s.K, bk, p.splits), s.K)
+                << shape_text(s) << " on " << sms << " SMs: an empty split";
+        }
+    }
+}
+
+TEST(SgemmPlan, TheAutotuningSweepTimesWhatTheLauncherRunsExactlyOnce)
+{
+    // The sweep marks as chosen the row the launcher runs: exactly one (configuration, splits) of its list.
+    for (const int sms : {16, 78, 114, 132, 144}) {
+        for (const Shape s : rule_shapes) {
+            int runs = 0;
+            for (const AutotuneCandidate& c : autotune_candidates()) {
+                for (const int splits : autotune_splits(c, s.M, s.N, s.K, sms)) {
+                    runs += launcher_runs(c, splits, s.M, s.N, s.K, sms) ? 1 : 0;
+                }
+            }
+            EXPECT_EQ(runs, 1) << shape_text(s) << " on " << sms << " SMs";
+        }
+    }
+}
+
+//! Step 10 through its launcher, or through a plan forced on it; inputs and C offset by `offset` floats into their
+//! buffers (1: only 4-byte aligned), with poisoned guards before and after C.
+class SgemmAnyShapeTest : public ::testing::TestWithParam<Step> {
+protected:
+    void SetUp() override { STEPWISE_SKIP_WITHOUT_GPU(); }
+
+    using Launch = std::function<cudaError_t(int M, int N, int K, float alpha, const float* A, const float* B,
+                                             float beta, float* C)>;
+
+    static Launch launcher()
+    {
+        return [](int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+            return at::sgemm(M, N, K, alpha, A, B, beta, C, 0);
+        };
+    }
+
+    static Launch forced(at::Plan plan)
+    {
+        return [plan](int M, int N, int K, float alpha, const float* A, const float* B, float beta, float* C) {
+            return at::sgemm_planned(plan, M, N, K, alpha, A, B, beta, C, 0);
+        };
+    }
+
+    //! C = alpha A B + beta C0 (C0 empty: C starts as NaN, beta must be 0); checks guards, A and B.
+    void run(Shape s, const std::vector<float>& A, const std::vector<float>& B, float alpha, float beta,
+             const std::vector<float>& C0, int offset, const Launch& launch, std::vector<float>& C)
+    {
+        const std::size_t c_size = static_cast<std::size_t>(s.M) * s.N;
+        DeviceBuffer<float> d_A(A.size() + offset);
+        DeviceBuffer<float> d_B(B.size() + offset);
+        DeviceBuffer<float> d_C(c_size + offset + guard_floats);
+        ASSERT_EQ(cudaMemcpy(d_A.data() + offset, A.data(), A.size() * sizeof(float), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(d_B.data() + offset, B.data(), B.size() * sizeof(float), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        d_C.fill_bytes(0xFF, 0);
+        if (!C0.empty()) {
+            ASSERT_EQ(cudaMemcpy(d_C.data() + offset, C0.data(), c_size * sizeof(float), cudaMemcpyHostToDevice),
+                      cudaSuccess);
+        }
+        ASSERT_EQ(launch(s.M, s.N, s.K, alpha, d_A.data() + offset, d_B.data() + offset, beta, d_C.data() + offset),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::vector<float> all = d_C.download();
+        const std::vector<unsigned char> poison(guard_floats * sizeof(float), 0xFF);
+        ASSERT_EQ(std::memcmp(all.data(), poison.data(), offset * sizeof(float)), 0) << "wrote before C";
+        ASSERT_EQ(std::memcmp(all.data() + offset + c_size, poison.data(), poison.size()), 0) << "wrote past C";
+        C.assign(all.begin() + offset, all.begin() + offset + static_cast<std::ptrdiff_t>(c_size));
+        std::vector<float> a_after = d_A.download();
+        std::vector<float> b_after = d_B.download();
+        EXPECT_TRUE(same_bits(std::vector<float>(a_after.begin() + offset, a_after.end()), A)) << "changed A";
+        EXPECT_TRUE(same_bits(std::vector<float>(b_after.begin() + offset, b_after.end()), B)) << "changed B";
+    }
+
+    //! Fresh inputs; C = 1.5 A B - 0.5 C0 where `with_beta`, else C = A B over a C of NaN; every element checked.
+    void check(Shape s, bool with_beta, int offset, const Launch& launch, std::uint64_t seed)
+    {
+        SCOPED_TRACE(shape_text(s) + (with_beta ? ", beta -0.5" : ", beta 0") + ", offset " + std::to_string(offset));
+        const std::vector<float> A = random_matrix(s.M, s.K, seed);
+        const std::vector<float> B = random_matrix(s.K, s.N, seed + 1);
+        const std::vector<float> C0 = with_beta ? random_matrix(s.M, s.N, seed + 2) : std::vector<float>{};
+        std::vector<float> C;
+        ASSERT_NO_FATAL_FAILURE(run(s, A, B, with_beta ? 1.5f : 1.f, with_beta ? -0.5f : 0.f, C0, offset, launch, C));
+        const std::vector<double> expected =
+            reference_gemm(s.M, s.N, s.K, with_beta ? 1.5 : 1.0, A, B, with_beta ? -0.5 : 0.0, C0);
+        const Comparison c = compare(C, expected, fp32_tolerance(s.K));
+        EXPECT_TRUE(c.within_tolerance()) << c.describe(s.N);
+    }
+};
+
+TEST_P(SgemmAnyShapeTest, MatchesTheDoubleProductAtShapesThatAreMultiplesOfNothing)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Shape shapes[] = {{1, 1, 1},     {7, 13, 5},   {127, 129, 131}, {333, 517, 1001},
+                            {1, 4097, 3},  {4097, 1, 2}, {129, 2, 999},   {130, 258, 17}};
+    for (const Shape s : shapes) {
+        ASSERT_NO_FATAL_FAILURE(check(s, false, 0, launcher(), seed + s.M));
+        ASSERT_NO_FATAL_FAILURE(check(s, true, 0, launcher(), seed + s.N));
+    }
+}
+
+TEST_P(SgemmAnyShapeTest, TakesPointersOffByOneFloat)
+{
+    // B and C only 4-byte aligned: the shapes that would take the aligned path take the one with edges.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape s : {Shape{256, 384, 64}, Shape{127, 129, 131}, Shape{128, 8, 2048}}) {
+        ASSERT_NO_FATAL_FAILURE(check(s, false, 1, launcher(), seed + s.M));
+        ASSERT_NO_FATAL_FAILURE(check(s, true, 1, launcher(), seed + s.N));
+    }
+}
+
+TEST_P(SgemmAnyShapeTest, EveryConfigurationWithAndWithoutSplitK)
+{
+    // Each configuration of the launcher's table, forced, whole K and split (3 splits; 2048 of K in 7: uneven), at a
+    // shape that fits its aligned instance, at one that fits nothing, and off by one float.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (int config = 0; config < static_cast<int>(std::size(at::config_tiles)); ++config) {
+        for (const int splits : {1, 3, 7}) {
+            SCOPED_TRACE("configuration " + std::to_string(config) + ", " + std::to_string(splits) + " splits");
+            const at::Plan plan{config, splits};
+            ASSERT_NO_FATAL_FAILURE(check({256, 384, 160}, false, 0, forced(plan), seed + config));
+            ASSERT_NO_FATAL_FAILURE(check({256, 384, 160}, true, 0, forced(plan), seed + config + 1));
+            ASSERT_NO_FATAL_FAILURE(check({127, 129, 131}, true, 0, forced(plan), seed + config + 2));
+            ASSERT_NO_FATAL_FAILURE(check({65, 33, 2048}, false, 1, forced(plan), seed + config + 3));
+        }
+    }
+}
+
+TEST_P(SgemmAnyShapeTest, SplitKKeepsNanAndInfinityWhereTheReferenceHasThem)
+{
+    // A split product adds partial sums into C with atomics: a NaN of A still fills its row, and +Inf its column.
+    const Shape s{128, 192, 2048};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::vector<float> A = random_matrix(s.M, s.K, seed);
+    std::vector<float> B = random_matrix(s.K, s.N, seed + 1);
+    for (int i = 0; i < s.M; ++i) {
+        A[static_cast<std::size_t>(i) * s.K + 1500] = 0.25f + std::abs(A[static_cast<std::size_t>(i) * s.K + 1500]);
+    }
+    A[static_cast<std::size_t>(3) * s.K + 100] = std::numeric_limits<float>::quiet_NaN();
+    B[static_cast<std::size_t>(1500) * s.N + 5] = std::numeric_limits<float>::infinity();
+    std::vector<float> C;
+    ASSERT_NO_FATAL_FAILURE(run(s, A, B, 1.f, 0.f, {}, 0, forced({0, 4}), C));
+    const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, 1.0, A, B, 0.0, {});
+    ASSERT_TRUE(std::isnan(expected[static_cast<std::size_t>(3) * s.N + 7]));
+    ASSERT_TRUE(std::isinf(expected[5]) && expected[5] > 0);
+    const Comparison c = compare(C, expected, fp32_tolerance(s.K));
+    EXPECT_TRUE(c.within_tolerance()) << c.describe(s.N);
+}
+
+TEST_P(SgemmAnyShapeTest, Matches1000CubedAtSampledElements)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "1000^3 under compute-sanitizer would take minutes; the smaller shapes are checked";
+    }
+    const Shape s{1000, 1000, 1000};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<float> A = random_matrix(s.M, s.K, seed);
+    const std::vector<float> B = random_matrix(s.K, s.N, seed + 1);
+    const std::vector<float> C0 = random_matrix(s.M, s.N, seed + 2);
+    std::vector<float> C;
+    ASSERT_NO_FATAL_FAILURE(run(s, A, B, 1.5f, -0.5f, C0, 0, launcher(), C));
+    const std::vector<std::size_t> where = sample_indices(s.M, s.N, 4096, seed + 3);
+    std::vector<float> sampled;
+    for (const std::size_t i : where) {
+        sampled.push_back(C[i]);
+    }
+    for (const float v : C) {
+        ASSERT_FALSE(std::isnan(v)) << "a NaN in C";
+    }
+    const Comparison c = compare(sampled, reference_elements(s.M, s.N, s.K, 1.5, A, B, -0.5, C0, where),
+                                 fp32_tolerance(s.K));
+    EXPECT_TRUE(c.within_tolerance()) << c.describe(1);
+}
+
+TEST_P(SgemmAnyShapeTest, MatchesCublasAtTheRectangularShapes)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "8192-long shapes under compute-sanitizer would take minutes; the smaller shapes are checked";
+    }
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const CublasSgemm cublas(false);
+    for (const Shape s : {Shape{8192, 8192, 128}, Shape{128, 8192, 8192}, Shape{8192, 128, 8192},
+                          Shape{4097, 4097, 4097}}) {
+        SCOPED_TRACE(shape_text(s));
+        const std::vector<float> A = random_matrix(s.M, s.K, seed + s.M);
+        const std::vector<float> B = random_matrix(s.K, s.N, seed + s.N);
+        DeviceBuffer<float> d_A(A.size());
+        DeviceBuffer<float> d_B(B.size());
+        DeviceBuffer<float> d_C(static_cast<std::size_t>(s.M) * s.N);
+        d_A.upload(A);
+        d_B.upload(B);
+        d_C.fill_bytes(0xFF, 0);
+        ASSERT_EQ(cublas(s.M, s.N, s.K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::vector<float> library = d_C.download();
+        const std::vector<std::size_t> where = sample_indices(s.M, s.N, 1024, seed);
+        std::vector<float> sampled;
+        for (const std::size_t i : where) {
+            sampled.push_back(library[i]);
+        }
+        const Comparison exact = compare(sampled, reference_elements(s.M, s.N, s.K, 1.0, A, B, 0.0, {}, where),
+                                         fp32_tolerance(s.K));
+        ASSERT_TRUE(exact.within_tolerance()) << "cuBLAS against double: " << exact.describe(1);
+        d_C.fill_bytes(0xFF, 0);
+        ASSERT_EQ(at::sgemm(s.M, s.N, s.K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const Comparison c = compare(d_C.download(), std::vector<double>(library.begin(), library.end()),
+                                     fp32_tolerance(s.K));
+        EXPECT_TRUE(c.within_tolerance()) << "against cuBLAS: " << c.describe(s.N);
+    }
+}
+
+//! Only step 10: its tests count on its page ("Sgemm/SgemmAnyShapeTest.*/10_autotuned").
+std::vector<Step> autotuned_step()
+{
+    std::vector<Step> out;
+    for (const Step& step : steps()) {
+        if (std::string(step.id) == "10_autotuned") {
+            out.push_back(step);
+        }
+    }
+    return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sgemm, SgemmAnyShapeTest, ::testing::ValuesIn(autotuned_step()), step_name);
+
 // ---- the kernels Nsight Compute profiles for the chapter's roofline (make profile) ----
 
 TEST(SgemmProfile, EveryStepOnceAt4096)
@@ -409,17 +689,17 @@ TEST(SgemmUsage, MultiplyWithTheAutotunedStep)
         GTEST_SKIP() << "10_autotuned " << reason;
     }
     const std::uint64_t seed = fresh_seed();
-    const std::vector<float> h_A = random_matrix(512, 256, seed);
-    const std::vector<float> h_B = random_matrix(256, 384, seed + 1);
+    const std::vector<float> h_A = random_matrix(512, 257, seed);
+    const std::vector<float> h_B = random_matrix(257, 383, seed + 1);
     // example-begin sgemm-usage
     const int M = 512;  // C is M x N, A is M x K, B is K x N, all row-major:
-    const int N = 384;  // M and N multiples of 128, K of 16 for this step
-    const int K = 256;
+    const int N = 383;  // any sizes for this step
+    const int K = 257;
     std::vector<float> h_C(static_cast<std::size_t>(M) * N);
 
     float* d_A = nullptr;
     float* d_B = nullptr;
-    float* d_C = nullptr;  // cudaMalloc's buffers are aligned as the step needs
+    float* d_C = nullptr;  // any float pointers; cudaMalloc's (16-byte aligned) are the fastest
     ASSERT_EQ(cudaMalloc(&d_A, h_A.size() * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&d_B, h_B.size() * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&d_C, h_C.size() * sizeof(float)), cudaSuccess);

@@ -1,17 +1,31 @@
 //! @file 10_autotuned.cuh
-//! @brief SGEMM step 10: Step 9 as a template over its tiles, in the configuration an autotuning sweep chose.
+//! @brief SGEMM step 10: Step 9 as a template over its tiles, for any M, N, K >= 1 and any float pointers, in
+//!        configurations an autotuning sweep chose and the launcher picks from the shape.
 //!
-//! Step 9 fixes its tile sizes by hand and waits for each k's fragments before
-//! its FMAs. Here the kernel is a template over block, warp and thread tiles,
-//! stages and blocks per SM (bench/sgemm_autotune.cu times every listed
-//! configuration in the same run), the fragments of the next k are read while
-//! the current k's FMAs run, and the copy addresses advance by one tile instead
-//! of being recomputed.
+//! Step 9 fixes its tile sizes by hand and waits for each k's fragments before its FMAs. Here the kernel is a
+//! template over block, warp and thread tiles, stages and blocks per SM (bench/sgemm_autotune.cu times every listed
+//! configuration in the same run), the fragments of the next k are read while the current k's FMAs run, and the
+//! copy addresses advance by one tile instead of being recomputed.
+//!
+//! Any shape: a second instance of the kernel (`Edges = true`) runs whenever the shape or the pointers do not fit
+//! the aligned fast path. Its copies are predicated cp.async with zero-fill (a source size of 0 reads nothing and
+//! writes zeros), B is copied 4 bytes at a time where its rows are not 16-byte aligned, and stores are checked
+//! against M and N. The row and column predicates are fixed per thread, so the loop gains a select per copy; the
+//! aligned instance is the tuned loop unchanged, so shapes that fit it pay nothing.
+//!
+//! Any size: a GPU is full only with enough blocks. The launcher reads the SM count and takes the first row of
+//! `plan_rows` that fills the GPU: large tiles, large tiles with K split among blocks (few tiles, long K), medium
+//! tiles (with split K), and small tiles for what nothing fills. A split product first scales C by beta, then every
+//! split adds its share with atomics: one pass over C more, and the order of the splits' sums varies run to run.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cuda_runtime.h>
+#include <iterator>
+#include <tuple>
+#include <utility>
 
 namespace stepwise::sgemm::autotuned {
 
@@ -22,13 +36,19 @@ inline bool basic_args_ok(int M, int N, int K, const float* A, const float* B, c
 }
 
 //! @brief Whether `p` is 16-byte aligned (cudaMalloc's buffers are).
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+__host__ __device__ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 //! @brief Four consecutive floats at `p` (16-byte aligned) in one load.
 __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
 //! @brief Stores four consecutive floats at `p` (16-byte aligned) in one store.
 __device__ __forceinline__ void store4(float* p, float4 v) { *reinterpret_cast<float4*>(p) = v; }
+
+//! @brief `*c = alpha * acc + beta * *c`, C not read when `beta == 0`.
+__device__ __forceinline__ void store_scaled(float* c, float acc, float alpha, float beta)
+{
+    *c = beta != 0.0f ? alpha * acc + beta * *c : alpha * acc;
+}
 
 //! @brief `store_scaled` for four consecutive elements at `c` (16-byte aligned).
 __device__ __forceinline__ void store_scaled4(float* c, float4 acc, float alpha, float beta)
@@ -52,11 +72,28 @@ __device__ __forceinline__ void cp_async_4(float* smem_dst, const float* gmem_sr
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem_src) : "memory");
 }
 
+//! @brief `cp_async_4` that writes a zero instead, reading nothing, where `!valid` (`gmem_src` must still be a
+//!        mapped address: callers pass the matrix's first element).
+__device__ __forceinline__ void cp_async_4_zfill(float* smem_dst, const float* gmem_src, bool valid)
+{
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(valid ? 4 : 0)
+                 : "memory");
+}
+
 //! @brief Starts a 16-byte copy from global to shared memory, bypassing L1; both addresses 16-byte aligned.
 __device__ __forceinline__ void cp_async_16(float* smem_dst, const float* gmem_src)
 {
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
+}
+
+//! @brief `cp_async_16` that writes 16 zero bytes instead, reading nothing, where `!valid`.
+__device__ __forceinline__ void cp_async_16_zfill(float* smem_dst, const float* gmem_src, bool valid)
+{
+    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(valid ? 16 : 0)
+                 : "memory");
 }
 
 //! @brief Closes the group of this thread's copies started since the last commit.
@@ -97,11 +134,15 @@ struct Config {
     static_assert(stages >= 2, "a ring needs two stages at least");
 };
 
-//! @brief Computes the block's tile of `C = alpha * A * B + beta * C` (A, B, C row-major).
-template <class Cfg>
+//! @brief Computes the block's tile of `C = alpha * A * B + beta * C` (A, B, C row-major) over its share of K:
+//!        block z takes k in `[z * k_split, min(K, (z + 1) * k_split))`. With one split it stores the tile; with
+//!        several (`gridDim.z > 1`) it adds `alpha` times its partial product to C, which the launcher scaled by beta.
+//!        `Edges`: any M, N, K, `k_split` and 4-byte-aligned B and C; else M, N, K and `k_split` are multiples of the
+//!        tile and B and C 16-byte aligned.
+template <class Cfg, bool Edges>
 static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
-    sgemm_kernel(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
-                 float* __restrict__ C)
+    sgemm_kernel(int M, int N, int K, int k_split, float alpha, const float* __restrict__ A,
+                 const float* __restrict__ B, float beta, float* __restrict__ C)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK;
@@ -116,6 +157,10 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
     const int lane = threadIdx.x % 32;
     const int frag_m = (warp / Cfg::warps_n) * WM + (lane / lanes_n) * 4;  // first row of sub-tile 0
     const int frag_n = (warp % Cfg::warps_n) * WN + (lane % lanes_n) * 4;  // first column of sub-tile 0
+    const int block_m = blockIdx.y * BM;
+    const int block_n = blockIdx.x * BN;
+    const int k_begin = blockIdx.z * k_split;
+    const int k_len = min(K - k_begin, k_split);
 
     // Copy maps, fixed per thread (only the tile and the stage change):
     //  A: 4-byte copies of k = a_k + 8h, rows m = a_m + r * a_row_step: a warp covers 4 rows x 8 k,
@@ -124,38 +169,84 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
     constexpr int a_row_step = threads / 8;
     constexpr int b_row_step = threads / (BN / 4);
     static_assert(BM % a_row_step == 0 && threads % (BN / 4) == 0 && BK % b_row_step == 0, "copy maps");
+    static_assert(BM / a_row_step <= 32, "one bit per row of A in a_rows");
     const int a_m = threadIdx.x / 8;
     const int a_k = threadIdx.x % 8;
     const int b_k = threadIdx.x / (BN / 4);
     const int b_n = (threadIdx.x % (BN / 4)) * 4;
-    const float* a_src = A + static_cast<std::size_t>(blockIdx.y) * BM * K + static_cast<std::size_t>(a_m) * K + a_k;
-    const float* b_src = B + static_cast<std::size_t>(b_k) * N + static_cast<std::size_t>(blockIdx.x) * BN + b_n;
+    const float* a_src = A + static_cast<std::size_t>(block_m + a_m) * K + k_begin + a_k;
+    const float* b_src = B + static_cast<std::size_t>(k_begin + b_k) * N + block_n + b_n;
     const std::size_t a_row_stride = static_cast<std::size_t>(a_row_step) * K;
     const std::size_t b_row_stride = static_cast<std::size_t>(b_row_step) * N;
-    C += static_cast<std::size_t>(blockIdx.y) * BM * N + static_cast<std::size_t>(blockIdx.x) * BN;
 
-    const int tiles = K / BK;
+    // Edges only: which of the thread's rows of A and columns of B exist, and how B and C may be accessed.
+    unsigned a_rows = 0;
+    int b_cols = 0;  // columns b_n .. b_n + b_cols - 1 of the tile exist (0 .. 4)
+    bool b_vec = true, c_vec = true;
+    if constexpr (Edges) {
+#pragma unroll
+        for (int r = 0; r < BM / a_row_step; ++r) {
+            a_rows |= (block_m + a_m + r * a_row_step < M ? 1u : 0u) << r;
+        }
+        b_cols = max(0, min(4, N - (block_n + b_n)));
+        b_vec = N % 4 == 0 && aligned16(B);
+        c_vec = N % 4 == 0 && aligned16(C);
+    }
+
+    const int tiles = (k_len + BK - 1) / BK;
+    int k_next = 0;  // offset in this block's K range of the next tile to load
     // Issue the copies of the next tile (tiles are loaded in order) into `stage`.
     auto load_tile = [&](int stage) {
         float* As = smem + stage * Cfg::stage_floats + a_k * lda + a_m;
         float* Bs = smem + stage * Cfg::stage_floats + Cfg::a_stage + b_k * BN + b_n;
         const float* src = a_src;
+        if constexpr (!Edges) {
 #pragma unroll
-        for (int r = 0; r < BM / a_row_step; ++r) {
+            for (int r = 0; r < BM / a_row_step; ++r) {
 #pragma unroll
-            for (int h = 0; h < BK / 8; ++h) {
-                cp_async_4(As + h * 8 * lda + r * a_row_step, src + h * 8);
+                for (int h = 0; h < BK / 8; ++h) {
+                    cp_async_4(As + h * 8 * lda + r * a_row_step, src + h * 8);
+                }
+                src += a_row_stride;
             }
-            src += a_row_stride;
-        }
-        src = b_src;
+            src = b_src;
 #pragma unroll
-        for (int r = 0; r < BK / b_row_step; ++r) {
-            cp_async_16(Bs + r * b_row_step * BN, src);
-            src += b_row_stride;
+            for (int r = 0; r < BK / b_row_step; ++r) {
+                cp_async_16(Bs + r * b_row_step * BN, src);
+                src += b_row_stride;
+            }
+        } else {
+            const int k_left = k_len - k_next;  // elements of K that remain from this tile on
+#pragma unroll
+            for (int r = 0; r < BM / a_row_step; ++r) {
+#pragma unroll
+                for (int h = 0; h < BK / 8; ++h) {
+                    const bool valid = ((a_rows >> r) & 1u) != 0 && a_k + h * 8 < k_left;
+                    cp_async_4_zfill(As + h * 8 * lda + r * a_row_step, valid ? src + h * 8 : A, valid);
+                }
+                src += a_row_stride;
+            }
+            src = b_src;
+#pragma unroll
+            for (int r = 0; r < BK / b_row_step; ++r) {
+                const bool row = b_k + r * b_row_step < k_left;
+                float* dst = Bs + r * b_row_step * BN;
+                if (b_vec) {  // N % 4 == 0: a 16-byte chunk lies wholly inside or outside the matrix
+                    const bool valid = row && b_cols == 4;
+                    cp_async_16_zfill(dst, valid ? src : B, valid);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        const bool valid = row && j < b_cols;
+                        cp_async_4_zfill(dst + j, valid ? src + j : B, valid);
+                    }
+                }
+                src += b_row_stride;
+            }
         }
         a_src += BK;
         b_src += static_cast<std::size_t>(BK) * N;
+        k_next += BK;
     };
     // The thread's TM values of A and TN values of B for step k of the tile in (As, Bs).
     auto load_fragments = [&](float(&a)[TM], float(&b)[TN], const float* As, const float* Bs, int k) {
@@ -229,15 +320,41 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
         }
     }
 
+    // One split stores alpha * acc + beta * C; several add alpha * acc to the C the launcher scaled by beta.
+    const bool split = gridDim.z > 1;
+    C += static_cast<std::size_t>(block_m) * N + block_n;
 #pragma unroll
     for (int i = 0; i < TM; ++i) {
         const int row = frag_m + (i / 4) * 4 * lanes_m + i % 4;
 #pragma unroll
         for (int c = 0; c < TN / 4; ++c) {
             const int col = frag_n + c * 4 * lanes_n;
-            store_scaled4(&C[static_cast<std::size_t>(row) * N + col],
-                                  make_float4(acc[i][4 * c], acc[i][4 * c + 1], acc[i][4 * c + 2], acc[i][4 * c + 3]),
+            float* out = &C[static_cast<std::size_t>(row) * N + col];
+            if (Edges && (block_m + row >= M || block_n + col >= N)) {
+                continue;
+            }
+            if (!Edges || (c_vec && block_n + col + 3 < N)) {  // four columns of C, 16-byte aligned
+                if (split) {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) {
+                        atomicAdd(out + j, alpha * acc[i][4 * c + j]);
+                    }
+                } else {
+                    store_scaled4(out, make_float4(acc[i][4 * c], acc[i][4 * c + 1], acc[i][4 * c + 2], acc[i][4 * c + 3]),
                                   alpha, beta);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    if (block_n + col + j < N) {
+                        if (split) {
+                            atomicAdd(out + j, alpha * acc[i][4 * c + j]);
+                        } else {
+                            store_scaled(out + j, acc[i][4 * c + j], alpha, beta);
+                        }
+                    }
+                }
+            }
         }
     }
 #endif
@@ -267,62 +384,204 @@ static inline bool requirement_met()
     return attributes.maxThreadsPerBlock == 128;
 }
 
-//! @brief `C = alpha * A * B + beta * C` with the kernel in configuration `Cfg` (row-major, C not read when
-//!        `beta == 0`).
-//! @param[in]     M,N,K   sizes: `M % Cfg::BM == 0`, `N % Cfg::BN == 0`, `K % Cfg::BK == 0`
-//! @param[in]     alpha   scales A * B
-//! @param[in]     d_A     M x K floats, row-major, 4-byte aligned
-//! @param[in]     d_B     K x N floats, row-major, 16-byte aligned
-//! @param[in]     beta    scales the old C (not read when 0)
-//! @param[in,out] d_C     M x N floats, row-major, 16-byte aligned
-//! @param[in]     stream  stream to launch on
-//! @pre the sizes as above, `M / Cfg::BM <= 65535`, the buffers not null and aligned as above; a GPU of compute
-//!      capability 8.0 or higher
-//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
-//!         only for one), the error of the shared-memory opt-in, else the launch's error
-template <class Cfg>
-inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
-                         cudaStream_t stream = 0)
+//! @brief Threads per block of `scale_kernel`.
+constexpr int scale_threads = 256;
+
+//! @brief `C = beta * C` over `count` floats, zeros where `beta == 0` (C not read): the start of a split product.
+static __global__ void __launch_bounds__(scale_threads) scale_kernel(std::size_t count, float beta, float* __restrict__ C)
 {
-    if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || M % Cfg::BM != 0 || N % Cfg::BN != 0 || K % Cfg::BK != 0 ||
-        M / Cfg::BM > 65535 || !aligned16(d_B) || !aligned16(d_C)) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        C[i] = beta != 0.0f ? beta * C[i] : 0.0f;
+    }
+}
+
+//! @brief The K range of one split for `splits` requested: whole tiles of `BK`, none of them empty.
+constexpr int split_length(int K, int BK, int splits)
+{
+    const int k_tiles = (K + BK - 1) / BK;
+    return ((k_tiles + splits - 1) / splits) * BK;
+}
+
+//! @brief How many splits `split_length` leaves (at most `splits`, each one non-empty).
+constexpr int effective_splits(int K, int BK, int splits) { return (K + split_length(K, BK, splits) - 1) / split_length(K, BK, splits); }
+
+//! @brief Whether `sgemm_with<Cfg>` runs the aligned instance (`Edges = false`) for this problem.
+template <class Cfg>
+inline bool fits_aligned_path(int M, int N, int K, int k_split, const float* d_B, const float* d_C)
+{
+    return M % Cfg::BM == 0 && N % Cfg::BN == 0 && K % Cfg::BK == 0 && k_split % Cfg::BK == 0 && aligned16(d_B) &&
+           aligned16(d_C);
+}
+
+//! @brief `C = alpha * A * B + beta * C` with the kernel in configuration `Cfg`, K split among `splits` blocks
+//!        (row-major, C not read when `beta == 0`): scales C by beta first where `splits > 1`, then launches the
+//!        aligned instance where the problem fits it, else the one with edges.
+//! @param[in]     M,N,K   sizes, any positive
+//! @param[in]     alpha   scales A * B
+//! @param[in]     d_A     M x K floats, row-major
+//! @param[in]     d_B     K x N floats, row-major
+//! @param[in]     beta    scales the old C (not read when 0)
+//! @param[in,out] d_C     M x N floats, row-major
+//! @param[in]     splits  blocks that share one tile's K (fewer where K has fewer tiles of `Cfg::BK`)
+//! @param[in]     stream  stream to launch on
+//! @pre sizes positive, `ceil(M / Cfg::BM) <= 65535`, `1 <= splits <= 65535`, buffers not null, 4-byte aligned; a
+//!      GPU of compute capability 8.0 or higher
+//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
+//!         only for one), the error of the shared-memory opt-in, else the launches' error
+template <class Cfg>
+inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta,
+                              float* d_C, int splits = 1, cudaStream_t stream = 0)
+{
+    if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || (M + Cfg::BM - 1) / Cfg::BM > 65535 || splits < 1 ||
+        splits > 65535) {
         return cudaErrorInvalidValue;
     }
     if (!requirement_met()) {
         return cudaErrorNotSupported;
     }
+    const int k_split = split_length(K, Cfg::BK, splits);
+    splits = effective_splits(K, Cfg::BK, splits);
+    const bool aligned = fits_aligned_path<Cfg>(M, N, K, k_split, d_B, d_C);
+    const auto kernel = aligned ? sgemm_kernel<Cfg, false> : sgemm_kernel<Cfg, true>;
     if constexpr (Cfg::smem_bytes > 48 * 1024) {  // not cached in a static: each translation unit has its kernel
-        const cudaError_t opt_in = cudaFuncSetAttribute(
-            sgemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::smem_bytes));
+        const cudaError_t opt_in =
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(Cfg::smem_bytes));
         if (opt_in != cudaSuccess) {
             return opt_in;
         }
     }
-    sgemm_kernel<Cfg><<<dim3(N / Cfg::BN, M / Cfg::BM), Cfg::threads, Cfg::smem_bytes, stream>>>(M, N, K, alpha, d_A, d_B,
-                                                                                          beta, d_C);
+    if (splits > 1) {
+        const std::size_t count = static_cast<std::size_t>(M) * N;
+        const std::size_t blocks = (count + scale_threads - 1) / scale_threads;
+        scale_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), scale_threads, 0, stream>>>(count, beta,
+                                                                                                         d_C);
+        if (const cudaError_t error = cudaGetLastError(); error != cudaSuccess) {
+            return error;
+        }
+    }
+    const dim3 grid((N + Cfg::BN - 1) / Cfg::BN, (M + Cfg::BM - 1) / Cfg::BM, splits);
+    kernel<<<grid, Cfg::threads, Cfg::smem_bytes, stream>>>(M, N, K, k_split, alpha, d_A, d_B, beta, d_C);
     return cudaGetLastError();
 }
 
-//! @brief The configuration this step uses: the fastest of the autotuning sweep (bench/sgemm_autotune.cu) on an
-//!        H100 when the step was written; the chapter's page shows the sweep of the run it reports.
-using Chosen = Config<128, 128, 16, 64, 32, 8, 8, 3, 2>;
+//! @brief The launcher's configurations, chosen by an autotuning sweep on an H100 (bench/sgemm_autotune.cu; the
+//!        chapter's page shows the sweep of the run it reports): large tiles for large problems, then smaller
+//!        ones where large tiles are too few to fill the GPU.
+using Large = Config<128, 128, 16, 64, 32, 8, 8, 3, 2>;
+using Medium = Config<64, 64, 16, 32, 32, 4, 8, 3, 4>;
+using Small = Config<32, 32, 32, 32, 16, 4, 4, 3, 8>;
+using Configs = std::tuple<Large, Medium, Small>;
 
-//! @brief `C = alpha * A * B + beta * C` with the chosen configuration (row-major, C not read when `beta == 0`).
-//! @param[in]     M,N,K   sizes: M and N multiples of 128, K a multiple of 16
+//! @brief What the rule needs of a configuration: its tile and its blocks per SM.
+struct TileShape {
+    int BM, BN, BK, blocks_per_sm;
+};
+
+template <class... Cfgs>
+constexpr auto tile_shapes(std::tuple<Cfgs...>*)
+{
+    return std::array<TileShape, sizeof...(Cfgs)>{TileShape{Cfgs::BM, Cfgs::BN, Cfgs::BK, Cfgs::min_blocks}...};
+}
+
+//! @brief `Configs`' tiles, by index.
+inline constexpr auto config_tiles = tile_shapes(static_cast<Configs*>(nullptr));
+
+//! @brief One row of the launcher's table: a configuration (an index into `Configs`), the most blocks that may share
+//!        one tile's K, and the least K each of them must get.
+struct PlanRow {
+    int config, max_splits, min_split_k;
+};
+
+//! @brief The launcher's table, tried in order (see `choose_plan`). To tune, edit the rows.
+inline constexpr PlanRow plan_rows[] = {
+    {0, 1, 0},      // Large tiles, the whole K per block: large problems
+    {0, 16, 128},   // Large tiles, K split: few tiles, long K (128 x 8192 x 8192, 1024^3)
+    {1, 8, 128},    // Medium tiles, K split if need be
+    {2, 1, 0},      // Small tiles: problems nothing above fills (256^3, 512^3); the last row always fits
+};
+
+//! @brief A row fits when its blocks fill this share (percent) of the GPU's block slots (SMs x blocks per SM).
+inline constexpr int fill_percent = 90;
+
+//! @brief What the launcher runs: a configuration (an index into `Configs`) and the number of K splits.
+struct Plan {
+    int config, splits;
+};
+
+//! @brief The plan `sgemm` runs for an M x N x K product on a GPU of `sm_count` SMs: the first row of `plan_rows`
+//!        whose blocks (tiles x splits, with the fewest splits that do and at least `min_split_k` of K each) fill
+//!        `fill_percent` of the block slots; else the last row, unsplit.
+constexpr Plan choose_plan(int M, int N, int K, int sm_count)
+{
+    for (const PlanRow& row : plan_rows) {
+        const TileShape& t = config_tiles[row.config];
+        const long long tiles = static_cast<long long>((M + t.BM - 1) / t.BM) * ((N + t.BN - 1) / t.BN);
+        const long long slots = static_cast<long long>(sm_count) * t.blocks_per_sm;
+        for (int s = 1; s <= row.max_splits && (s == 1 || K / s >= row.min_split_k); ++s) {
+            if (100 * tiles * s >= fill_percent * slots) {
+                return {row.config, effective_splits(K, t.BK, s)};
+            }
+        }
+    }
+    return {plan_rows[std::size(plan_rows) - 1].config, 1};
+}
+
+static_assert(choose_plan(4096, 4096, 4096, 132).config == 0 && choose_plan(4096, 4096, 4096, 132).splits == 1);
+static_assert(choose_plan(128, 8192, 8192, 132).config == 0 && choose_plan(128, 8192, 8192, 132).splits > 1);
+static_assert(choose_plan(256, 256, 256, 132).config == std::tuple_size_v<Configs> - 1, "the last row always fits");
+
+//! @brief `sgemm_with` of each configuration of `Configs`, by index: the table a plan is run from.
+using Launcher = cudaError_t (*)(int, int, int, float, const float*, const float*, float, float*, int, cudaStream_t);
+
+template <std::size_t... I>
+constexpr std::array<Launcher, sizeof...(I)> launchers_of(std::index_sequence<I...>)
+{
+    return {&sgemm_with<std::tuple_element_t<I, Configs>>...};
+}
+
+inline constexpr auto config_launchers = launchers_of(std::make_index_sequence<std::tuple_size_v<Configs>>{});
+
+//! @brief Runs `plan` (the tests force every configuration with it); `sgemm` runs the plan `choose_plan` picks.
+//! @return `cudaErrorInvalidValue` for a plan outside `Configs`, else as `sgemm_with`
+inline cudaError_t sgemm_planned(Plan plan, int M, int N, int K, float alpha, const float* d_A, const float* d_B,
+                                 float beta, float* d_C, cudaStream_t stream = 0)
+{
+    if (plan.config < 0 || plan.config >= static_cast<int>(config_launchers.size())) {
+        return cudaErrorInvalidValue;
+    }
+    return config_launchers[plan.config](M, N, K, alpha, d_A, d_B, beta, d_C, plan.splits, stream);
+}
+
+//! @brief `C = alpha * A * B + beta * C` for any shape (row-major, C not read when `beta == 0`), in the plan
+//!        `choose_plan` picks for this GPU's SM count.
+//! @param[in]     M,N,K   sizes, any positive
 //! @param[in]     alpha   scales A * B
 //! @param[in]     d_A     M x K floats, row-major
-//! @param[in]     d_B     K x N floats, row-major, 16-byte aligned
+//! @param[in]     d_B     K x N floats, row-major
 //! @param[in]     beta    scales the old C (not read when 0)
-//! @param[in,out] d_C     M x N floats, row-major, 16-byte aligned
+//! @param[in,out] d_C     M x N floats, row-major
 //! @param[in]     stream  stream to launch on
-//! @pre M, N multiples of 128 (`M <= 65535 * 128`), K a multiple of 16; buffers not null, B and C 16-byte aligned; a
-//!      GPU of compute capability 8.0 or higher
+//! @pre sizes positive, `M <= 65535 * 128`; buffers not null and 4-byte aligned (16-byte aligned B and C, as
+//!      cudaMalloc's, are faster); a GPU of compute capability 8.0 or higher
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
-//!         only for one), the error of the shared-memory opt-in, else the launch's error
-inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
-                         cudaStream_t stream = 0)
+//!         only for one), an error reading the device's SM count, else the launches' error
+inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta,
+                         float* d_C, cudaStream_t stream = 0)
 {
-    return sgemm_with<Chosen>(M, N, K, alpha, d_A, d_B, beta, d_C, stream);
+    if (!basic_args_ok(M, N, K, d_A, d_B, d_C)) {
+        return cudaErrorInvalidValue;
+    }
+    int device = 0;
+    int sm_count = 0;
+    cudaError_t error = cudaGetDevice(&device);
+    if (error == cudaSuccess) {
+        error = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+    }
+    if (error != cudaSuccess) {
+        return error;
+    }
+    return sgemm_planned(choose_plan(M, N, K, sm_count), M, N, K, alpha, d_A, d_B, beta, d_C, stream);
 }
 
 }  // namespace stepwise::sgemm::autotuned

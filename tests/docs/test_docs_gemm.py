@@ -211,6 +211,30 @@ def test_sweep_problems(ds):
         sweep.sweep(ds.chapter("gemm"), "warm")
 
 
+def test_a_rectangular_problem_is_a_key_cited_by_shape_and_left_out_of_the_sweep(project):
+    # The SGEMM chapter's rectangular problems: a registry size with a shape, whose n is a key, not a size.
+    key = 512 * 10 ** 12 + 1000 * 10 ** 6 + 128
+    path = project / "registry.json"
+    registry = json.loads(path.read_text())
+    step = next(s for s in gemm_of(registry)["steps"] if s["id"] == "03_autotuned")
+    step["sizes"].append({"n": key, "problem": "512 x 1000 x 128", "shape": [512, 1000, 128]})
+    path.write_text(json.dumps(registry))
+    chapter = load(project).chapter("gemm")
+    assert chapter.shape(key) == (512, 1000, 128) and chapter.shape(512) is None
+    assert not chapter.is_size(key) and chapter.is_size(512)
+    assert chapter.n_of("512x1000x128") == key and chapter.n_of("512") == 512
+    with pytest.raises(DataError, match="no size of shape '4x4x4'"):
+        chapter.n_of("4x4x4")
+    assert (key, "512 x 1000 x 128") in chapter.sizes()  # it has its own tables
+    assert key not in sweep.sweep(chapter, T)["sizes"]  # but no place on an axis of n
+    with pytest.raises(LookupError):  # not measured yet: the role shows "not measured"
+        fmt.single_value(chapter, "03_autotuned", "gflops", T, key)
+    registry["chapters"][0]["steps"][0]["sizes"][0]["shape"] = [1, 2]
+    path.write_text(json.dumps(registry))
+    with pytest.raises(DataError, match="is not a step registry"):
+        load(project)
+
+
 # -- the roofline --------------------------------------------------------------------------
 
 def test_roofline_points_roofs_and_binding(ds, project):

@@ -97,7 +97,8 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
 Roles (the primary GPU's numbers; the tooltip names it):
 ``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS;
 also ``speedup_over:ROW`` and ``time_over:ROW``; N defaults to the chapter's first
-main size), and
+main size; ``#MxNxK`` names a rectangular GEMM problem, a registry size with that
+``shape``, whose n is a key that the plots against n leave out), and
 ``{stepwise-ncu-number}`CHAPTER/STEP/FIELD[@first]``` (see ncu.FIELDS, e.g.
 ``divergent_branches``, ``branch_uniformity``, ``achieved_occupancy``; reads the
 primary GPU's file of the last ``stepwise-ncu`` directive for that chapter on the

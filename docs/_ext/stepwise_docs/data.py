@@ -183,6 +183,13 @@ REGISTRY_SCHEMA: dict = {
                                         "properties": {
                                             "n": {"type": "integer"},
                                             "problem": {"type": "string"},
+                                            "shape": {
+                                                "type": "array", "minItems": 3, "maxItems": 3,
+                                                "items": {"type": "integer", "minimum": 1},
+                                                "description": "a GEMM's M, N, K where they differ: n is "
+                                                               "then a key, not a size (left out of plots "
+                                                               "against n; cited as #MxNxK)",
+                                            },
                                         },
                                     },
                                 },
@@ -490,6 +497,34 @@ class Chapter:
         for n in self.sweep_sizes():
             out.setdefault(n, self.problem(n))
         return list(out.items())
+
+    def shape(self, n: int) -> tuple[int, ...] | None:
+        """A size's ``shape`` (M, N, K) where the registry gives one, else None."""
+        for s in self.steps:
+            for size in s["sizes"]:
+                if size["n"] == n and "shape" in size:
+                    return tuple(size["shape"])
+        return None
+
+    def is_size(self, n: int) -> bool:
+        """Whether n is a size, to be drawn against the others: not a key of a rectangular problem
+        (a registry ``shape`` whose dimensions differ)."""
+        shape = self.shape(n)
+        return shape is None or len(set(shape)) == 1
+
+    def n_of(self, text: str) -> int:
+        """The n of a size as the pages cite it: ``4096``, or ``MxNxK`` for a size with that ``shape``."""
+        if "x" not in text:
+            return int(text)
+        try:
+            wanted = tuple(int(part) for part in text.split("x"))
+        except ValueError:
+            raise DataError(f"size {text!r}: expected N or MxNxK") from None
+        for s in self.steps:
+            for size in s["sizes"]:
+                if tuple(size.get("shape", ())) == wanted:
+                    return size["n"]
+        raise DataError(f"chapter {self.id!r} has no size of shape {text!r} in the step registry")
 
     def problem(self, n: int) -> str:
         """The problem text of size n, as the steps list it (``n = N`` where none does)."""

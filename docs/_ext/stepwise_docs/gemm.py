@@ -391,8 +391,9 @@ def _steps_with(chapter: Chapter, config: dict) -> list[str]:
 
 
 def autotune_n(chapter: Chapter, timing: str) -> int:
-    """The size of the chapter's autotuning rows (the largest, if there are several)."""
-    sizes = {r["n"] for r in chapter.autotune if r["timing"] == timing}
+    """The size of the chapter's autotuning rows (the largest, if there are several; a rectangular
+    problem's key is no size)."""
+    sizes = {r["n"] for r in chapter.autotune if r["timing"] == timing and chapter.is_size(r["n"])}
     if not sizes:
         raise DataError(f"chapter {chapter.id!r} has no autotuning rows (autotune) for timing {timing} "
                         "in the measurement file; re-run make measure")

@@ -1620,6 +1620,7 @@ class NumberRole(SphinxRole):
 
     ``CHAPTER/ROW/FIELD[@TIMING][#N][!GPU]``: the primary GPU's number, or with ``!GPU`` (a GPU
     slug, e.g. ``!nvidia-h200``) that GPU's; a GPU the build has no measurement file of is an error.
+    ``#N`` is a size, or ``#MxNxK`` a rectangular problem (a registry size with that ``shape``).
     """
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
@@ -1651,7 +1652,7 @@ class NumberRole(SphinxRole):
         try:
             chapter = dataset.chapter(chapter_id)
             timing = timing or chapter.timings[0]["id"]
-            n = int(n_text) if n_text else chapter.sizes()[0][0]
+            n = chapter.n_of(n_text) if n_text else chapter.sizes()[0][0]
             value = fmt.single_value(chapter, row_id, field_name, timing, n)
         except (DataError, ValueError) as exc:
             msg = self.inliner.reporter.error(f"stepwise-number {self.text!r}: {exc}",

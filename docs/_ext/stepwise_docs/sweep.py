@@ -52,7 +52,8 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
     """Median time and rate against n for the selected rows (see :func:`select_rows`), as plain data.
 
     The rate is GFLOP/s where the rows have it, else GB/s; a size where a row is not measured has
-    no point (None). The sizes are every size any of the rows is to be measured at. ``l2_n`` is
+    no point (None). The sizes are every size any of the rows is to be measured at, but the keys of
+    rectangular problems (:meth:`Chapter.is_size`), which have no place on an axis of n. ``l2_n`` is
     the n at which the problem's footprint equals this GPU's L2 cache, where that is within the
     sizes drawn (else None; ``l2_n_any`` has it regardless).
     """
@@ -60,7 +61,7 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
     ids = select_rows(chapter, rows, steps, baselines)
     if not ids:
         raise DataError(f"chapter {chapter.id!r}: no rows to draw against size")
-    sizes = sorted({n for row_id in ids for n in chapter.expected_sizes(row_id)})
+    sizes = sorted({n for row_id in ids for n in chapter.expected_sizes(row_id) if chapter.is_size(n)})
     measured = [(row_id, chapter.kind_of(row_id), [chapter.any_row(row_id, n, timing)[1] for n in sizes])
                 for row_id in ids]
     found = [r for _i, _k, rs in measured for r in rs if r is not None]
