@@ -276,7 +276,7 @@ const Shape rule_shapes[] = {{4096, 4096, 4096}, {2048, 2048, 2048}, {1024, 1024
                              {8192, 8192, 128},  {128, 8192, 8192},  {8192, 128, 8192},  {7, 13, 5},
                              {333, 517, 1001},   {768, 768, 768},    {65, 100000, 3}};
 
-TEST(SgemmPlan, TheRulePicksLargeTilesSplitKOrSmallTilesByShape)
+TEST(SgemmPlan, TheRulePicksLargeTilesSplitKMediumOrSmallTilesByShape)
 {
     // Host code only: runs without a GPU. An H100 has 132 SMs.
     const auto plan = [](int M, int N, int K) { return at::choose_plan(M, N, K, 132); };
@@ -287,12 +287,16 @@ TEST(SgemmPlan, TheRulePicksLargeTilesSplitKOrSmallTilesByShape)
     }
     EXPECT_EQ(plan(8192, 8192, 128).config, 0);  // short K, many tiles
     EXPECT_EQ(plan(8192, 8192, 128).splits, 1);
-    for (const Shape s : {Shape{128, 8192, 8192}, Shape{8192, 128, 8192}, Shape{1024, 1024, 1024}}) {
+    for (const Shape s : {Shape{128, 8192, 8192}, Shape{8192, 128, 8192}}) {
         const at::Plan p = plan(s.M, s.N, s.K);  // few tiles, long K: split
         EXPECT_EQ(p.config, 0) << shape_text(s);
         EXPECT_GT(p.splits, 1) << shape_text(s);
         EXPECT_GE(100LL * ((s.M + 127) / 128) * ((s.N + 127) / 128) * p.splits, at::fill_percent * 132LL * 2)
             << shape_text(s);
+    }
+    for (const int n : {1000, 1024}) {  // too few large tiles, K too short to split: the medium tiles
+        EXPECT_EQ(plan(n, n, n).config, 1) << n;
+        EXPECT_EQ(plan(n, n, n).splits, 1) << n;
     }
     for (const int n : {1, 256, 512}) {  // nothing fills the GPU: the smallest tiles, whole K
         EXPECT_EQ(plan(n, n, n).config, last) << n;

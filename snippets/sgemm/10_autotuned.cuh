@@ -9,7 +9,7 @@
 //!
 //! Any shape: a second instance of the kernel (`Edges = true`) runs whenever the shape or the pointers do not fit
 //! the aligned fast path. Its copies are predicated cp.async with zero-fill (a source size of 0 reads nothing and
-//! writes zeros), B is copied 4 bytes at a time where its rows are not 16-byte aligned, and stores are checked
+//! writes zeros) of 4 bytes each, and stores are checked
 //! against M and N. The row and column predicates are fixed per thread, so the loop gains a select per copy; the
 //! aligned instance is the tuned loop unchanged, so shapes that fit it pay nothing.
 //!
@@ -86,14 +86,6 @@ __device__ __forceinline__ void cp_async_16(float* smem_dst, const float* gmem_s
 {
     const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem_src) : "memory");
-}
-
-//! @brief `cp_async_16` that writes 16 zero bytes instead, reading nothing, where `!valid`.
-__device__ __forceinline__ void cp_async_16_zfill(float* smem_dst, const float* gmem_src, bool valid)
-{
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem_dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(valid ? 16 : 0)
-                 : "memory");
 }
 
 //! @brief Closes the group of this thread's copies started since the last commit.
@@ -182,14 +174,13 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
     // Edges only: which of the thread's rows of A and columns of B exist, and how B and C may be accessed.
     unsigned a_rows = 0;
     int b_cols = 0;  // columns b_n .. b_n + b_cols - 1 of the tile exist (0 .. 4)
-    bool b_vec = true, c_vec = true;
+    bool c_vec = true;
     if constexpr (Edges) {
 #pragma unroll
         for (int r = 0; r < BM / a_row_step; ++r) {
             a_rows |= (block_m + a_m + r * a_row_step < M ? 1u : 0u) << r;
         }
         b_cols = max(0, min(4, N - (block_n + b_n)));
-        b_vec = N % 4 == 0 && aligned16(B);
         c_vec = N % 4 == 0 && aligned16(C);
     }
 
@@ -231,15 +222,10 @@ static __global__ void __launch_bounds__(Cfg::threads, Cfg::min_blocks)
             for (int r = 0; r < BK / b_row_step; ++r) {
                 const bool row = b_k + r * b_row_step < k_left;
                 float* dst = Bs + r * b_row_step * BN;
-                if (b_vec) {  // N % 4 == 0: a 16-byte chunk lies wholly inside or outside the matrix
-                    const bool valid = row && b_cols == 4;
-                    cp_async_16_zfill(dst, valid ? src : B, valid);
-                } else {
 #pragma unroll
-                    for (int j = 0; j < 4; ++j) {
-                        const bool valid = row && j < b_cols;
-                        cp_async_4_zfill(dst + j, valid ? src + j : B, valid);
-                    }
+                for (int j = 0; j < 4; ++j) {
+                    const bool valid = row && j < b_cols;
+                    cp_async_4_zfill(dst + j, valid ? src + j : B, valid);
                 }
                 src += b_row_stride;
             }
@@ -469,7 +455,7 @@ inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A
 //!        chapter's page shows the sweep of the run it reports): large tiles for large problems, then smaller
 //!        ones where large tiles are too few to fill the GPU.
 using Large = Config<128, 128, 16, 64, 32, 8, 8, 3, 2>;
-using Medium = Config<64, 64, 16, 32, 32, 4, 8, 3, 4>;
+using Medium = Config<128, 64, 16, 64, 32, 8, 8, 3, 3>;
 using Small = Config<32, 32, 32, 32, 16, 4, 4, 3, 8>;
 using Configs = std::tuple<Large, Medium, Small>;
 
@@ -488,20 +474,21 @@ constexpr auto tile_shapes(std::tuple<Cfgs...>*)
 inline constexpr auto config_tiles = tile_shapes(static_cast<Configs*>(nullptr));
 
 //! @brief One row of the launcher's table: a configuration (an index into `Configs`), the most blocks that may share
-//!        one tile's K, and the least K each of them must get.
+//!        one tile's K, the least K each of them must get, and the blocks per SM the row wants to count as filling
+//!        the GPU.
 struct PlanRow {
-    int config, max_splits, min_split_k;
+    int config, max_splits, min_split_k, blocks_per_sm;
 };
 
 //! @brief The launcher's table, tried in order (see `choose_plan`). To tune, edit the rows.
 inline constexpr PlanRow plan_rows[] = {
-    {0, 1, 0},      // Large tiles, the whole K per block: large problems
-    {0, 16, 128},   // Large tiles, K split: few tiles, long K (128 x 8192 x 8192, 1024^3)
-    {1, 8, 128},    // Medium tiles, K split if need be
-    {2, 1, 0},      // Small tiles: problems nothing above fills (256^3, 512^3); the last row always fits
+    {0, 1, 0, 1},        // Large tiles, the whole K per block: a tile for (nearly) every SM
+    {0, 16, 1024, 2},    // Large tiles, long K split: two blocks per SM (128 x 8192 x 8192)
+    {1, 1, 0, 1},        // Medium tiles, the whole K: twice as many tiles (1000^3, 1024^3)
+    {2, 1, 0, 1},        // Small tiles: what nothing above fills (256^3, 512^3); the last row always fits
 };
 
-//! @brief A row fits when its blocks fill this share (percent) of the GPU's block slots (SMs x blocks per SM).
+//! @brief A row fits when its blocks fill this share (percent) of the SMs times the row's blocks per SM.
 inline constexpr int fill_percent = 90;
 
 //! @brief What the launcher runs: a configuration (an index into `Configs`) and the number of K splits.
@@ -511,13 +498,13 @@ struct Plan {
 
 //! @brief The plan `sgemm` runs for an M x N x K product on a GPU of `sm_count` SMs: the first row of `plan_rows`
 //!        whose blocks (tiles x splits, with the fewest splits that do and at least `min_split_k` of K each) fill
-//!        `fill_percent` of the block slots; else the last row, unsplit.
+//!        `fill_percent` of the SMs times the row's blocks per SM; else the last row, unsplit.
 constexpr Plan choose_plan(int M, int N, int K, int sm_count)
 {
     for (const PlanRow& row : plan_rows) {
         const TileShape& t = config_tiles[row.config];
         const long long tiles = static_cast<long long>((M + t.BM - 1) / t.BM) * ((N + t.BN - 1) / t.BN);
-        const long long slots = static_cast<long long>(sm_count) * t.blocks_per_sm;
+        const long long slots = static_cast<long long>(sm_count) * row.blocks_per_sm;
         for (int s = 1; s <= row.max_splits && (s == 1 || K / s >= row.min_split_k); ++s) {
             if (100 * tiles * s >= fill_percent * slots) {
                 return {row.config, effective_splits(K, t.BK, s)};
@@ -529,6 +516,7 @@ constexpr Plan choose_plan(int M, int N, int K, int sm_count)
 
 static_assert(choose_plan(4096, 4096, 4096, 132).config == 0 && choose_plan(4096, 4096, 4096, 132).splits == 1);
 static_assert(choose_plan(128, 8192, 8192, 132).config == 0 && choose_plan(128, 8192, 8192, 132).splits > 1);
+static_assert(choose_plan(1024, 1024, 1024, 132).config == 1 && choose_plan(1024, 1024, 1024, 132).splits == 1);
 static_assert(choose_plan(256, 256, 256, 132).config == std::tuple_size_v<Configs> - 1, "the last row always fits");
 
 //! @brief `sgemm_with` of each configuration of `Configs`, by index: the table a plan is run from.
