@@ -185,12 +185,12 @@ def config_id(config: dict) -> str:
             "_s{stages}_mb{min_blocks}").format(**config)
 
 
-def gemm_autotune_rows(chapter: dict, timing: str) -> list[dict]:
-    """FIXTURE autotuning rows: the chosen step's tiling (chosen) and two variants, at its largest
-    size (4096 where it has it)."""
+def gemm_autotune_rows(chapter: dict, timing: str, n: int | None = None) -> list[dict]:
+    """FIXTURE autotuning rows: the chosen step's tiling (chosen) and two variants, at `n` (default: its
+    largest size, 4096 where it has it)."""
     step = _gemm_chosen_step(chapter)
     sizes = [size["n"] for size in step["sizes"]]
-    n = 4096 if 4096 in sizes else max(sizes)
+    n = n or (4096 if 4096 in sizes else max(sizes))
     chosen = {**step["tiling"], "min_blocks": 2}
     variants = [(chosen, 1.0, True),
                 ({**chosen, "stages": chosen["stages"] + 1}, 0.8, False),
@@ -269,7 +269,16 @@ def _gemm_chapter(ch: dict, root: Path) -> dict:
                 })
     return {"id": ch["id"], "title": ch["title"], "share_of": ch["share_of"], "timings": ch["timings"],
             "ceilings": rows_c, "baselines": rows_b, "steps": rows_s,
-            "autotune": [r for t in ch["timings"] for r in gemm_autotune_rows(ch, t["id"])]}
+            "autotune": [r for t in ch["timings"] for n in _gemm_autotune_sizes(ch)
+                         for r in gemm_autotune_rows(ch, t["id"], n)]}
+
+
+def _gemm_autotune_sizes(chapter: dict) -> list[int]:
+    """Where the FIXTURE sweep runs: the chosen step's largest size (4096 where it has it), and 1024 too where
+    the step has it (the SGEMM page shows the sweep there as well)."""
+    sizes = [size["n"] for size in _gemm_chosen_step(chapter)["sizes"]]
+    main = 4096 if 4096 in sizes else max(sizes)
+    return [main] + ([1024] if 1024 in sizes and main != 1024 else [])
 
 
 def ncu_csv(chapter: dict, dram: dict[str, tuple[int, int]]) -> str:
