@@ -498,7 +498,7 @@ def test_one_id_two_block_shapes(tmp_path):
 
 def test_every_field_can_be_a_column():
     """stepwise-ncu's :columns: takes any field of ncu.FIELDS; each needs a column header."""
-    from stepwise_docs.sphinx_ext import NCU_COLUMNS, NCU_EXTRA_COLUMNS
+    from stepwise_docs.evidence import NCU_COLUMNS, NCU_EXTRA_COLUMNS
 
     labels = dict(NCU_COLUMNS + NCU_EXTRA_COLUMNS)
     assert set(labels) == set(ncu.FIELDS)

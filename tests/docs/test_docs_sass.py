@@ -21,7 +21,7 @@ import synth
 import sass_report  # conf/, on sys.path through synth
 from stepwise_docs import sass
 from stepwise_docs.data import DataError, Dataset
-from stepwise_docs.sphinx_ext import same_source_parts
+from stepwise_docs.steps import same_source_parts
 
 PY = sys.executable
 SCRIPT = synth.REPO / "conf" / "sass_report.py"

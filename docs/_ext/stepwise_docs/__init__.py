@@ -128,8 +128,14 @@ cover), ``stepwise_source`` (``fresh``/``recorded``, of ``stepwise_measurements`
 ``stepwise_repo_root``, ``stepwise_measurement_schema``, ``stepwise_sass_dir``
 (STEPWISE_SASS_DIR; default the registry's folder + ``/sass``).
 
-The Sphinx-specific code lives in :mod:`.sphinx_ext` so that :mod:`.data`
-and :mod:`.fmt` can be used (by conf/build_docs.py and tests) without it.
+The Sphinx-specific code lives apart, so that :mod:`.data` and :mod:`.fmt` can be
+used (by conf/build_docs.py and tests) without it, in modules by what they draw:
+:mod:`.tables` (measured tables and plots, resources, accuracy, the run, the
+``stepwise-number`` role), :mod:`.steps` (a step's section), :mod:`.evidence`
+(Nsight Compute and SASS), :mod:`.overview` (sweeps and the front page) and
+:mod:`.gemm_directives` (the GEMM chapters' bounds, roofline and autotuning), on
+:mod:`.common` (the directives' base class and node helpers); :mod:`.sphinx_ext`
+holds the configuration, the checks once per build and ``setup``.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 They read the primary GPU's dataset only (see :class:`.data.Datasets`): the bounds, the roofline
 and the autotuning sweep argue from one GPU. (``stepwise-sweep``, once here, is generic now and
-lives in :mod:`.sphinx_ext`.)
+lives in :mod:`.overview`.)
 
 ``stepwise-tile-bounds CHAPTER`` (options ``:n:``, ``:steps: ID ...``, ``:timing:``)
     The SC'10 register-blocking bounds worked out for this GPU (``gpu.limits`` and the device
@@ -29,14 +29,10 @@ from . import fmt, gemm, ncu
 from .data import Chapter, DataError
 from .fmt import DASH, TIMES, format_bytes, sig
 from .plot import render_roofline, roofline_alt_text
-from .sphinx_ext import (_Base, _cell, _ncu_launches, _table, gpu_block, ncu_provenance,
-                         provenance_node, stepwise_stepref, tooltip)
+from .common import _Base, _cell, _ids, _table, gpu_block, provenance_node, stepwise_stepref, tooltip
+from .evidence import _ncu_launches, ncu_provenance
 
 HOLDS, VIOLATED = "\u2713", "\u2717"
-
-
-def _ids(text: str) -> list[str]:
-    return text.replace(",", " ").split()
 
 
 class _GemmBase(_Base):

@@ -1,0 +1,260 @@
+"""Sweeps and the front page: time and rate against problem size for any chapter, and the table of
+every chapter's headline per GPU."""
+from __future__ import annotations
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.util import logging
+
+from . import fmt
+from . import sweep as sweep_data
+from .common import _Base, _cell, _ids, _table, provenance_node, stepwise_chapterref, tooltip
+from .data import Chapter, DataError, Dataset
+from .plot import render_sweep, sweep_alt_text
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------
+# Time and rate against problem size (any chapter)
+# ---------------------------------------------------------------------------
+
+def _footprint_text(chapter: Chapter) -> str:
+    """``4 B × n`` or ``12 B × n²``: the problem's bytes at size n (``sweep.footprint``)."""
+    fp = chapter.sweep["footprint"]
+    power = fp["power"]
+    superscripts = {1: "", 2: "\u00b2", 3: "\u00b3"}
+    exponent = superscripts.get(power) if float(power).is_integer() else None
+    n = "n" + (exponent if exponent is not None else f"^{fmt.plain(power)}")
+    return f"{fmt.plain(fp['bytes_per_n'])} B \u00d7 {n}"
+
+
+class SweepDirective(_Base):
+    """``stepwise-sweep CHAPTER``: median time and rate against n, per GPU and timing.
+
+    Rows: the chapter's ``sweep.rows`` (steps, baselines and ceilings); without a ``sweep``, every
+    step and baseline. Options: ``:timing:`` one timing (default: each); ``:steps: ID ...`` and
+    ``:baselines: ID ...`` replace the steps or the baselines of those rows; ``:rows: ID ...`` names
+    every row (any kind). Sizes: every size the rows are measured at (main and sweep). Each figure
+    has two panels (time, rate; log axes, n in powers of two) and, where the registry gives the
+    problem's footprint, a vertical line where the data fills the GPU's L2 cache; under it the
+    numbers as two tables (rate, median time; rows n) and the GPU's provenance line.
+    """
+
+    required_arguments = 1
+    option_spec = {"timing": directives.unchanged_required, "steps": directives.unchanged_required,
+                   "baselines": directives.unchanged_required, "rows": directives.unchanged_required}
+
+    def run(self) -> list[nodes.Node]:
+        primary = self.chapter(self.arguments[0])
+        timings = self.timings(primary)
+        selection = {key: _ids(self.options[key]) if key in self.options else None
+                     for key in ("rows", "steps", "baselines")}
+        try:
+            ids = sweep_data.select_rows(primary, **selection)
+        except DataError as exc:
+            raise self.error(f"{self.name}: {exc}") from None
+
+        def figures(dataset: Dataset, chapter: Chapter) -> list[nodes.Node]:
+            out: list[nodes.Node] = []
+            for timing in timings:
+                try:
+                    data = sweep_data.sweep(chapter, timing["id"], **selection)
+                except DataError as exc:
+                    raise self.error(f"{self.name}: {exc}") from None
+                out += self._one(chapter, timing, data)
+            return out
+
+        out = nodes.container(classes=["stepwise-table-block", "stepwise-sweep"])
+        out.extend(self.per_gpu(figures, primary.id))
+        numbers = ", ".join(f"{sweep_data.step_number(i)} = {i}" for i in ids
+                            if primary.kind_of(i) == "steps")
+        out += nodes.paragraph("", (
+            f"Cells: the row\u2019s rate (GFLOP/s or GB/s, from its median time) or its median time, "
+            f"empty where the row is not measured at that size. Columns: steps by number ({numbers}), "
+            "then the baselines and ceilings."), classes=["stepwise-legend"])
+        return [out]
+
+    def _one(self, chapter: Chapter, timing: dict, data: dict) -> list[nodes.Node]:
+        unit, tid = data["unit"], timing["id"]
+        caption = (
+            f"Median time (left) and {unit} (right) against n, all axes logarithmic (n in powers of "
+            f"two). Timing {tid}: {timing['label']}. Solid lines: steps (dotted: not the same "
+            "operation); thick dashed: library baselines; thin dashed grey: ceilings; a line stops "
+            "where the row is not measured. Where the time stops falling with n it has reached the "
+            "launch overhead, the few microseconds any launch costs whatever its work: there the "
+            "rate falls with n, and the launch, not memory or arithmetic, sets the time.")
+        if data["l2_n"] is not None:
+            caption += (
+                f" The vertical line is at n \u2248 {data['l2_n']:,.0f}, where the problem\u2019s data "
+                f"({_footprint_text(chapter)}) fills the L2 cache of {data['gpu']} "
+                f"({fmt.format_bytes(data['l2_bytes'])}): to its left the data fits in L2, so a "
+                "timing with a warm L2 reads it from the cache, faster than DRAM allows (one that "
+                "flushes L2 still reads it from DRAM once); to its right every pass goes to DRAM.")
+        elif data["l2_n_any"] is not None:
+            side = "below" if data["l2_n_any"] > data["sizes"][-1] else "above"
+            caption += (
+                f" The problem\u2019s data ({_footprint_text(chapter)}) fills the L2 cache of "
+                f"{data['gpu']} ({fmt.format_bytes(data['l2_bytes'])}) at n \u2248 "
+                f"{data['l2_n_any']:,.0f}, outside the sizes drawn: every size here is {side} it.")
+        out: list[nodes.Node] = [self.figure(render_sweep(data, self.plot_dir), sweep_alt_text(data),
+                                             caption, chapter.dataset)]
+        for key, title, text in (
+                ("values", f"{unit} by size ({tid})", lambda v: fmt.sig(v)),
+                ("times", f"Median time by size ({tid})", lambda v: fmt.format_time(v))):
+            series = [s for s in data["series"] if any(v is not None for v in s[key])]
+            header = ["n"] + [s["number"] for s in series]
+            body = []
+            for i, n in enumerate(data["sizes"]):
+                row = [_cell(str(n) if n < 10000 else f"{n:,}", ["stepwise-num"])]
+                for s in series:
+                    value = s[key][i]
+                    row.append(_cell("" if value is None else text(value), ["stepwise-num"]))
+                body.append(row)
+            classes = [["stepwise-beyond-l2"] if data["l2_n"] is not None and n > data["l2_n"] else []
+                       for n in data["sizes"]]
+            out.append(_table(header, body, ["stepwise-data", "stepwise-sweep-table"], title, classes))
+        out.append(provenance_node(chapter.dataset))
+        return out
+
+
+# ---------------------------------------------------------------------------
+# The front page's table: every chapter's headline, per GPU
+# ---------------------------------------------------------------------------
+
+SUMMARY_COLUMNS = ["first step", "final step", "speed\u00adup", "share of ceiling", "vs library"]
+
+
+def _breakable(text: str) -> list[nodes.Node]:
+    """Text that may wrap after its underscores (``single_cold``), for narrow columns."""
+    out: list[nodes.Node] = []
+    for i, part in enumerate(text.split("_")):
+        if i:
+            out += [nodes.Text("_"), nodes.raw("", "<wbr>", format="html")]
+        out.append(nodes.Text(part))
+    return out
+
+
+class SummaryDirective(_Base):
+    """``stepwise-summary``: one row per registry chapter with a ``headline``, in registry order:
+    the chapter (linked to its page), the problem and the timing, then per GPU (primary first) the
+    first and final step's median time, the speedup, the final step's share of the ceiling and
+    the library baselines' time over the final step's. Under it one provenance line per GPU and a
+    legend. The table has the classes ``stepwise-data stepwise-summary stepwise-gpus-<N>``; each
+    GPU's header cell has ``stepwise-gpu-group``.
+    """
+
+    required_arguments = 0
+
+    def run(self) -> list[nodes.Node]:
+        datasets = self.datasets
+        chapters = [c for c in self.dataset.chapters.values() if c.headline]
+        for chapter in chapters:
+            self.chapter(chapter.id)
+        if not chapters:
+            logger.warning("stepwise-summary: no chapter of the step registry has a headline (the "
+                           "timing program's Chapter::headline), so the results table is empty",
+                           location=(self.env.docname, self.lineno), type="stepwise", subtype="no_headline")
+            return [nodes.paragraph("", "No chapter has a headline in the step registry.",
+                                    classes=["stepwise-legend"])]
+        table = nodes.table(classes=["stepwise-data", "stepwise-summary", f"stepwise-gpus-{len(datasets)}"])
+        table += nodes.title("", "Results at a glance: each chapter\u2019s first step against its final one")
+        width = 3 + len(SUMMARY_COLUMNS) * len(datasets)
+        group = nodes.tgroup(cols=width)
+        table += group
+        for _ in range(width):
+            group += nodes.colspec(colwidth=1)
+        thead = nodes.thead()
+        group += thead
+        top, names = nodes.row(), nodes.row()
+        for label in ("chapter", "problem", "timing"):
+            top += _cell(label)
+            top[-1]["morerows"] = 1
+        for dataset in datasets:
+            top += _cell(dataset.gpu_name, ["stepwise-gpu-group"] + (
+                [f"stepwise-gpu-{dataset.slug}"] if dataset.slug else []))
+            top[-1]["morecols"] = len(SUMMARY_COLUMNS) - 1
+            for i, label in enumerate(SUMMARY_COLUMNS):
+                names += _cell(label, [] if i else ["stepwise-gpu-start"])
+        thead += top
+        thead += names
+        tbody = nodes.tbody()
+        group += tbody
+        for chapter in chapters:
+            h = chapter.headline
+            row = nodes.row()
+            link = stepwise_chapterref("", "", nodes.Text(fmt.short_title(chapter.title)),
+                                       chapter=chapter.id, reftitle=chapter.title)
+            row += _cell(nodes.paragraph("", "", link))
+            row += _cell(chapter.problem(h["n"]))
+            timing = nodes.abbreviation("", "", *_breakable(h["timing"]),
+                                        explanation=chapter.timing(h["timing"])["label"],
+                                        classes=["stepwise-tip"])
+            row += _cell(nodes.paragraph("", "", timing))
+            for dataset in datasets:
+                cells = self._cells(fmt.headline(dataset.chapter(chapter.id)))
+                cells[0]["classes"].append("stepwise-gpu-start")
+                for cell in cells:
+                    row += cell
+            tbody += row
+        out = nodes.container(classes=["stepwise-table-block", "stepwise-summary-block"])
+        out += table
+        for dataset in datasets:
+            out += provenance_node(dataset)
+        out += nodes.paragraph("", (
+            "First and final step: median times at the problem size and timing shown, with the "
+            "steps\u2019 numbers (where the first step is not measured at that size, the first that "
+            "is); speedup: the first step\u2019s time over the final one\u2019s; share of ceiling: the "
+            "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
+            "vs library: the chapter\u2019s library baseline\u2019s time over the final step\u2019s "
+            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; n/a: not "
+            "measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why)."),
+            classes=["stepwise-legend"])
+        return [out]
+
+    def _cells(self, h: fmt.Headline) -> list[nodes.entry]:
+        """One GPU's cells of a chapter's row; n/a (with the rows not measured) where a row is missing."""
+        path = h.chapter.dataset.measurement_path
+        where = f"in {path.name if path else 'the measurement file'}"
+
+        def na(*rows: tuple[str, dict | None], text: str = "n/a") -> nodes.paragraph:
+            missing = [rid for rid, row in rows if row is None]
+            why = list(dict.fromkeys(h.chapter.unsupported[rid] for rid in missing if rid in h.chapter.unsupported))
+            if why and all(rid in h.chapter.unsupported for rid in missing):  # "needs sm_80: ..."
+                return nodes.paragraph("", "", tooltip(why[0].split(":")[0], f"not run: {'; '.join(why)}",
+                                                       ["stepwise-warning"]))
+            what = ", ".join(f"{h.chapter.id}/{rid} n={h.n} timing={h.timing}" for rid in missing)
+            return nodes.paragraph("", "", tooltip(text, f"not measured: {what} {where}",
+                                                   ["stepwise-warning"]))
+
+        def timed(row_id: str, row: dict | None) -> nodes.entry:
+            if row is None:
+                return _cell(na((row_id, row)), ["stepwise-missing"])
+            para = nodes.paragraph("", "", tooltip(
+                fmt.format_time(row["median_ms"]), f"{row_id}: median of {row['samples']} samples, "
+                f"min\u2013max {fmt.format_spread(row['min_ms'], row['max_ms'], row['median_ms'])}"))
+            para += nodes.inline("", f" step {int(row_id.split('_', 1)[0])}", classes=["stepwise-summary-label"])
+            return _cell(para, ["stepwise-num"])
+
+        first, final = (h.first_id, h.first), (h.final_id, h.final)
+        cells = [timed(*first), timed(*final)]
+        cells.append(_cell(na(first, final), ["stepwise-missing"]) if h.speedup is None
+                     else _cell(fmt.format_speedup(h.speedup), ["stepwise-num"]))
+        cells.append(_cell(na(final), ["stepwise-missing"]) if h.final is None
+                     else _cell(fmt.format_share(h.share), ["stepwise-num"]))
+        if not h.baselines:
+            cells.append(_cell(fmt.DASH))
+        else:
+            entry = nodes.entry(classes=["stepwise-num"])
+            for (bid, label, value), (_b, _l, row) in zip(h.vs(), h.baselines):
+                if value is None:
+                    para = na(final, (bid, row))
+                else:
+                    para = nodes.paragraph("", "", tooltip(
+                        fmt.format_speedup(value),
+                        f"{bid}\u2019s median time over {h.final_id}\u2019s, same GPU, size and timing "
+                        f"(above 1\u00d7: faster than {label})"))
+                para += nodes.inline("", " " + label, classes=["stepwise-summary-label"])
+                entry += para
+            cells.append(entry)
+        return cells
