@@ -26,29 +26,20 @@ export PATH := $(PATH):/usr/local/cuda/bin
 endif
 
 PY         := .venv/bin/python
-# Recipes call make through this, not $(MAKE) directly: GNU make runs any recipe naming $(MAKE)
-# even under `make -n`, and with .ONESHELL that would be the whole recipe.
-SUBMAKE     = $(MAKE) --no-print-directory
 BENCH      := $(BUILD_DIR)/bench/stepwise_bench
 GPU_TESTS  := $(BUILD_DIR)/tests/stepwise_gpu_tests
 REGISTRY   := $(BUILD_DIR)/registry.json
-REPORTS    := $(BUILD_DIR)/test-reports
 FRESH      := $(BUILD_DIR)/measurements
 RECORDED   := docs/measurements
 SITE_FILE  := $(BUILD_DIR)/site-dir.txt
 CMAKE_CONFIGURE := cmake -S . -B "$(BUILD_DIR)" -G Ninja -DCMAKE_BUILD_TYPE=Release \
                    $(if $(CUDA_ARCH),-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH))
 
-# Shell helpers every recipe starts with.
-#   run CMD...  echo "+ CMD" to stderr, then run it
-#   die MSG     print MSG to stderr and fail
-#   probe       run the timing program's --probe; sets probe_ok (0/1) and probe_msg (one line)
-PRELUDE = run() { printf '+ %s\n' "$$*" >&2; "$$@"; }; \
-          die() { printf '%s\n' "$$*" >&2; exit 1; }; \
-          probe() { local out; probe_ok=1; out=$$("$(BENCH)" --probe 2>&1) || probe_ok=0; \
-                    probe_msg=$$(printf '%s\n' "$$out" | sed '/^[[:space:]]*$$/d' | tail -n 1 \
-                      | sed -e 's/^stepwise_bench: //' -e 's/^no usable CUDA GPU (\(.*\))$$/\1/'); \
-                    [ -n "$$probe_msg" ] || probe_msg="stepwise_bench --probe printed nothing"; }
+# Shell helpers every recipe starts with: run CMD... echoes "+ CMD" to stderr, then runs it;
+# die MSG prints MSG to stderr and fails. The stages that are programs live in conf/ (measure.py,
+# profile.py, docs.py, check.py), with tests; the GPU machine's python3 runs them where there is no .venv.
+PRELUDE = run() { printf '+ %s\n' "$$*" >&2; "$$@"; }; die() { printf '%s\n' "$$*" >&2; exit 1; }; \
+          py=python3; [ ! -x "$(PY)" ] || py="$(PY)"
 
 ifeq ($(filter auto yes no,$(MEASURE)),)
 $(error MEASURE must be auto, yes or no (not '$(MEASURE)'))
@@ -117,154 +108,22 @@ build: bootstrap
 
 measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	@$(PRELUDE)
-	probe
-	[ "$$probe_ok" = 1 ] || die "make measure: no usable CUDA GPU ($$probe_msg)"
-	echo "GPU: $$probe_msg"
-	[ -x "$(GPU_TESTS)" ] || die "make measure: the build did not produce $(GPU_TESTS)"
-	mkdir -p "$(REPORTS)" "$(FRESH)"
-	failed=()
-	# 1. Correctness on this GPU; the JSON report feeds the per-step test counts.
-	rm -f "$(REPORTS)/gpu_tests.json"
-	run "$(GPU_TESTS)" --gtest_output=json:$(REPORTS)/gpu_tests.json || failed+=("GPU tests")
-	# 2. Timing (before the sanitizers, so that a long sanitizer run cannot hold the numbers back). Only
-	#    this run's file stays in $(FRESH).
-	dirty=()  # --dirty only where git knows the commit and sees changes to it
-	if [ -n "$(COMMIT)" ]; then  # a tree copied from a clean checkout of COMMIT, whose git here does not know it
-	  [[ "$(COMMIT)" =~ ^[0-9a-f]{7,40}$$ ]] || die "make measure: COMMIT must be a commit hash (7 to 40 hex digits), not '$(COMMIT)'"
-	  commit=$(COMMIT)
-	else
-	  commit=$$(git rev-parse --verify -q --short=12 HEAD 2>/dev/null || echo unknown)
-	  if [ "$$commit" != unknown ] && [ -n "$$(git status --porcelain 2>/dev/null || true)" ]; then dirty=(--dirty); fi
-	fi
-	rm -f "$(FRESH)"/*.json
-	run "$(BENCH)" --gtest-report "$(REPORTS)/gpu_tests.json" --out-dir "$(FRESH)" \
-	    --commit "$$commit" "$${dirty[@]}" || failed+=("timing program")
-	# 3. compute-sanitizer over the same binary.
-	sanitizer=$$(command -v compute-sanitizer || true)
-	for c in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
-	  [ -n "$$sanitizer" ] || { [ -x "$$c" ] && sanitizer=$$c; } || true
-	done
-	if [ -n "$$sanitizer" ]; then
-	  export STEPWISE_UNDER_SANITIZER=1  # tests that compare register counts skip themselves (instrumentation)
-	  echo "+ $$sanitizer --tool memcheck --error-exitcode 1 $(GPU_TESTS) > $(REPORTS)/memcheck.log 2>&1" >&2
-	  if ! "$$sanitizer" --tool memcheck --error-exitcode 1 "$(GPU_TESTS)" > "$(REPORTS)/memcheck.log" 2>&1; then
-	    tail -n 25 "$(REPORTS)/memcheck.log"; failed+=("memcheck ($(REPORTS)/memcheck.log)")
-	  else echo "memcheck: clean"; fi
-	  filter=(); [ -z '$(RACECHECK_FILTER)' ] || filter=(--gtest_filter='$(RACECHECK_FILTER)')
-	  echo "+ $$sanitizer --tool racecheck --error-exitcode 1 $(GPU_TESTS) $${filter[*]} > $(REPORTS)/racecheck.log 2>&1" >&2
-	  if ! "$$sanitizer" --tool racecheck --error-exitcode 1 "$(GPU_TESTS)" "$${filter[@]}" > "$(REPORTS)/racecheck.log" 2>&1; then
-	    tail -n 25 "$(REPORTS)/racecheck.log"; failed+=("racecheck ($(REPORTS)/racecheck.log)")
-	  else echo "racecheck: clean"; fi
-	else
-	  echo "compute-sanitizer not found (PATH, /usr/local/cuda): memcheck and racecheck NOT run"
-	fi
-	echo
-	written=0
-	for f in "$(FRESH)"/*.json; do
-	  [ -e "$$f" ] || continue
-	  written=1
-	  echo "Measurement: $$f"
-	  echo "  (copy it to $(RECORDED)/ and commit it to record these numbers for readers without a GPU)"
-	done
-	[ "$$written" = 1 ] || failed+=("no measurement file in $(FRESH)")
-	if [ "$${#failed[@]}" -gt 0 ]; then
-	  printf 'make measure: FAILED: %s\n' "$${failed[@]}" >&2
-	  exit 1
-	fi
+	run "$$py" conf/measure.py --build-dir "$(BUILD_DIR)" --out-dir "$(FRESH)" --commit "$(COMMIT)" \
+	  --racecheck-filter='$(RACECHECK_FILTER)'
 
 profile: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	@$(PRELUDE)
-	probe
-	[ "$$probe_ok" = 1 ] || die "make profile: no usable CUDA GPU ($$probe_msg)"
-	# Nsight Compute counts and racecheck reports of the chapters that argue from them (conf/profile.py; clocks
-	# are left alone). Plain python3: a GPU machine need not have the docs' virtualenv.
-	py=python3; [ ! -x "$(PY)" ] || py="$(PY)"
+	# Nsight Compute counts and racecheck reports of the chapters that argue from them; clocks are left alone.
 	run "$$py" conf/profile.py --registry "$(REGISTRY)" --gpu-tests "$(GPU_TESTS)" --out-dir "$(FRESH)/logs"
 	echo "  (copy them to $(RECORDED)/logs/ with the measurement file to record them)"
 
 docs: build
 	@$(PRELUDE)
-	[ -f conf/build_docs.py ] || die "make docs: there is no conf/build_docs.py"
-	source=recorded
-	if [ "$(MEASURE)" != no ]; then
-	  probe
-	  if [ "$$probe_ok" = 1 ]; then
-	    run $(SUBMAKE) measure BOOTSTRAP=no
-	    source=fresh
-	  elif [ "$(MEASURE)" = yes ]; then
-	    die "make docs MEASURE=yes: no usable CUDA GPU ($$probe_msg)"
-	  else
-	    echo "No usable CUDA GPU ($$probe_msg): rendering the recorded measurements in $(RECORDED)/."
-	  fi
-	fi
-	if [ "$$source" = fresh ]; then args=(--measurements "$(FRESH)" --source fresh)
-	else args=(--measurements "$(RECORDED)" --source recorded); fi
-	run "$(PY)" conf/build_docs.py --build-dir "$(BUILD_DIR)" --registry "$(REGISTRY)" "$${args[@]}" --recorded "$(RECORDED)" \
-	  | tee "$(BUILD_DIR)/docs-build.log"
-	site=$$(sed -n 's/^Site: //p' "$(BUILD_DIR)/docs-build.log" | tail -n 1)
-	[ -n "$$site" ] && [ -f "$$site" ] || die "make docs: build_docs.py did not print 'Site: <index.html>' naming a file"
-	dirname "$$site" > "$(SITE_FILE)"
-	echo
-	echo "Docs built from $$source measurements."
-	echo "Site: $$site   (open it in a browser, or: make serve)"
+	run "$(PY)" conf/docs.py --build-dir "$(BUILD_DIR)" --measure "$(MEASURE)" --python "$(PY)"
 
 test: bootstrap
 	@$(PRELUDE)
-	results=()
-	stage() {  # stage NAME CMD...: run CMD, remember PASS/FAIL for the summary
-	  local name=$$1; shift
-	  echo; echo "==> $$name"
-	  if "$$@"; then results+=("PASS  $$name"); else results+=("FAIL  $$name"); fi
-	}
-	summary() {
-	  echo
-	  echo "==================== make test: summary ===================="
-	  printf '%s\n' "$${results[@]}"
-	  npass=$$(printf '%s\n' "$${results[@]}" | grep -c '^PASS' || true)
-	  nfail=$$(printf '%s\n' "$${results[@]}" | grep -c '^FAIL' || true)
-	  echo "$$npass passed, $$nfail failed"
-	  [ "$$nfail" = 0 ]
-	}
-	# 0. The build: snippets (each also compiled alone), tests, timing program, registry.
-	stage "build (cmake --build $(BUILD_DIR); every snippet compiled alone; registry)" \
-	  run $(SUBMAKE) build BOOTSTRAP=no
-	if [[ "$${results[-1]}" == FAIL* ]]; then
-	  results+=("FAIL  ctest, pytest, docs and browser check: not run, the build failed")
-	  summary
-	fi
-	mkdir -p "$(REPORTS)"
-	# 1. GoogleTest through CTest (GPU tests skip with a reason where there is no GPU).
-	echo; echo "==> ctest"
-	if run ctest --test-dir "$(BUILD_DIR)" --output-on-failure 2>&1 | tee "$(REPORTS)/ctest.log"; then verdict=PASS; else verdict=FAIL; fi
-	counts=$$(grep -E '^[0-9]+% tests passed' "$(REPORTS)/ctest.log" | tail -n 1 || true)
-	skipped=$$(grep -c '\*\*\*Skipped' "$(REPORTS)/ctest.log" || true)
-	results+=("$$verdict  ctest: $${counts:-no summary line}$$([ "$$skipped" = 0 ] || echo " ($$skipped skipped)")")
-	# 2. Python tests: the docs tooling and the browser check's own logic.
-	stage "pytest tests/docs" run "$(PY)" -m pytest -q tests/docs
-	stage "pytest tests/browser" run "$(PY)" -m pytest -q tests/browser
-	# 3. The strict docs build of what `make docs` would render without measuring:
-	#    this build dir's fresh measurement if `make measure` left one, else the recorded ones.
-	if compgen -G "$(FRESH)/*.json" > /dev/null; then args=(--measurements "$(FRESH)" --source fresh)
-	else args=(--measurements "$(RECORDED)" --source recorded); fi
-	strict_docs() {
-	  [ -f conf/build_docs.py ] || { echo "there is no conf/build_docs.py" >&2; return 1; }
-	  run "$(PY)" conf/build_docs.py --build-dir "$(BUILD_DIR)" --registry "$(REGISTRY)" \
-	      "$${args[@]}" --recorded "$(RECORDED)" --strict | tee "$(BUILD_DIR)/docs-build.log" || return 1
-	  site=$$(sed -n 's/^Site: //p' "$(BUILD_DIR)/docs-build.log" | tail -n 1)
-	  [ -n "$$site" ] && [ -f "$$site" ] || { site=""; echo "build_docs.py did not print 'Site: <index.html>'" >&2; return 1; }
-	  dirname "$$site" > "$(SITE_FILE)"
-	}
-	site=""
-	stage "strict docs build ($${args[3]} measurements)" strict_docs
-	# 4. The built site in a headless browser; its front page must show every recorded GPU.
-	recorded_gpus=$$( (compgen -G "$(RECORDED)/*.json" || true) | wc -l)
-	if [ -n "$$site" ]; then
-	  stage "browser check of $$(dirname "$$site")" run "$(PY)" tests/browser/check_site.py \
-	    --site "$$(dirname "$$site")" --min-measurement-pages 1 --min-gpus "$$(( recorded_gpus > 0 ? recorded_gpus : 1 ))"
-	else
-	  results+=("FAIL  browser check: not run, no site was built")
-	fi
-	summary
+	run "$(PY)" conf/check.py --build-dir "$(BUILD_DIR)" --python "$(PY)"
 
 check-site:
 	@$(PRELUDE)
@@ -276,7 +135,6 @@ serve:
 	@$(PRELUDE)
 	site=$$(cat "$(SITE_FILE)" 2>/dev/null || true)
 	[ -n "$$site" ] && [ -f "$$site/index.html" ] || die "make serve: no built site recorded in $(SITE_FILE) (run make docs first)"
-	py=python3; [ ! -x "$(PY)" ] || py="$(PY)"
 	echo "Serving $$site at http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
 	exec "$$py" -m http.server --bind 127.0.0.1 --directory "$$site" $(PORT)
 

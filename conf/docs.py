@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Render the site (``make docs``): from this GPU's fresh numbers where one is usable, else the recorded ones.
+
+``--measure auto`` (the default) runs ``make measure`` when ``stepwise_bench --probe`` finds a usable GPU
+and renders its numbers; without one it says why and renders ``docs/measurements/``. ``--measure yes``
+fails without a GPU; ``--measure no`` renders the recorded numbers without probing. The site is built
+as ``make test``'s strict stage builds it (:func:`check.build_site`, not strict here), and the last lines
+say which numbers it shows and where it is::
+
+    Docs built from fresh measurements.
+    Site: /path/to/build/docs/html/index.html   (open it in a browser, or: make serve)
+
+Usage::
+
+    docs.py --build-dir build [--measure auto|yes|no] [--python .venv/bin/python] [--make make]
+
+Exit status: 0 when the site was built; 1 when measuring or the build failed, or ``--measure yes`` found
+no GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from check import RECORDED, build_site, run
+from measure import probe
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="docs.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build-dir", type=Path, required=True)
+    parser.add_argument("--measure", choices=("auto", "yes", "no"), default="auto")
+    parser.add_argument("--python", default=".venv/bin/python", help="the project virtualenv's python")
+    parser.add_argument("--make", default="make", help="make, to measure (make measure BOOTSTRAP=no)")
+    args = parser.parse_args(argv)
+
+    source = "recorded"
+    if args.measure != "no":
+        usable, message = probe(args.build_dir / "bench" / "stepwise_bench")
+        if usable:
+            if run([args.make, "--no-print-directory", "measure", "BOOTSTRAP=no"]) != 0:
+                return 1
+            source = "fresh"
+        elif args.measure == "yes":
+            print(f"make docs MEASURE=yes: no usable CUDA GPU ({message})", file=sys.stderr)
+            return 1
+        else:
+            print(f"No usable CUDA GPU ({message}): rendering the recorded measurements in {RECORDED}/.")
+    measurements = args.build_dir / "measurements" if source == "fresh" else RECORDED
+    site = build_site(args.python, args.build_dir, measurements, source, strict=False)
+    if site is None:
+        print("make docs: the site was not built (build_docs.py's messages are above)", file=sys.stderr)
+        return 1
+    print()
+    print(f"Docs built from {source} measurements.")
+    print(f"Site: {site}   (open it in a browser, or: make serve)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
