@@ -1,4 +1,4 @@
-"""Loading and checking the registry and measurement files (stepwise_docs.data)."""
+"""Loading and checking the registry and measurement files (stepwise_docs.inputs, stepwise_docs.data)."""
 from __future__ import annotations
 
 import json
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import synth
-from stepwise_docs.data import (DataError, Dataset, load_measurements, load_registry,
-                                measurement_files)
+from stepwise_docs.data import Dataset
+from stepwise_docs.inputs import DataError, load_measurements, load_registry, measurement_files
 
 
 def load(project: Path) -> Dataset:

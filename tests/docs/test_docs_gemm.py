@@ -15,7 +15,8 @@ import pytest
 
 import synth
 from stepwise_docs import fmt, gemm, ncu, plot, sweep
-from stepwise_docs.data import DataError, Dataset, Tiling, load_measurements, load_registry
+from stepwise_docs.data import Dataset
+from stepwise_docs.inputs import DataError, Tiling, load_measurements, load_registry
 
 T = "single_cold"
 CSV_NAME = "fixture-gpu-gemm-ncu.csv"

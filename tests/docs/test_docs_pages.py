@@ -268,7 +268,7 @@ def test_recorded_measurements_are_valid():
 
     (Whether its hashes still match the sources is the strict docs build's job: make test.)
     """
-    from stepwise_docs.data import load_measurements
+    from stepwise_docs.inputs import load_measurements
 
     files = sorted((synth.REPO / "docs" / "measurements").glob("*.json"))
     if not files:

@@ -2,7 +2,6 @@
 compute-sanitizer (no GPU needed)."""
 from __future__ import annotations
 
-import json
 import os
 import stat
 import subprocess

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from .data import TILING_FIELDS, Chapter, DataError, Dataset, Tiling, _display
+from .data import Chapter, DataError, Dataset
+from .inputs import TILING_FIELDS, Tiling, _display
 from .fmt import DASH, ratio
 from .sweep import step_number
 
