@@ -114,7 +114,8 @@ measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 profile: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	@$(PRELUDE)
 	# Nsight Compute counts and racecheck reports of the chapters that argue from them; clocks are left alone.
-	run "$$py" conf/profile.py --registry "$(REGISTRY)" --gpu-tests "$(GPU_TESTS)" --out-dir "$(FRESH)/logs"
+	run "$$py" conf/profile.py --bench "$(BENCH)" --registry "$(REGISTRY)" --gpu-tests "$(GPU_TESTS)" \
+	  --out-dir "$(FRESH)/logs"
 	echo "  (copy them to $(RECORDED)/logs/ with the measurement file to record them)"
 
 docs: build

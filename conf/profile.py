@@ -20,10 +20,13 @@ all. Needs a GPU, ``ncu`` and ``compute-sanitizer`` (on PATH or in
 Usage::
 
     profile.py --registry build/registry.json --gpu-tests build/tests/stepwise_gpu_tests \\
-               --out-dir build/measurements/logs [--chapter ID ...]
+               --out-dir build/measurements/logs [--chapter ID ...] [--bench build/bench/stepwise_bench]
+
+With ``--bench``, the timing program's ``--probe`` is asked first, and without a usable GPU the
+script stops with its one-line reason.
 
 Exit status: 0 when every file was written, 1 when a tool failed, 2 for a usage
-error; each problem is one line on stderr.
+error or no usable GPU; each problem is one line on stderr.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "docs" / "_ext"))
 from stepwise_docs.ncu import METRICS  # noqa: E402  (the one list of metrics the pages read)
+from measure import probe  # noqa: E402  (conf/measure.py, beside this file: the one GPU probe)
 
 PROG = "profile.py"
 #: Where the CUDA toolkit's tools are looked for after PATH (STEPWISE_CUDA_BIN overrides it, for the tests).
@@ -136,8 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-tests", type=Path, required=True, help="the GPU test binary")
     parser.add_argument("--out-dir", type=Path, required=True, help="where the CSV and log files go")
     parser.add_argument("--chapter", action="append", default=[], help="only this chapter (repeatable)")
+    parser.add_argument("--bench", type=Path, help="the timing program: first ask it whether a GPU is usable")
     args = parser.parse_args(argv)
     try:
+        if args.bench is not None:
+            usable, message = probe(args.bench)
+            if not usable:
+                raise ProfileError(f"no usable CUDA GPU ({message})", status=2)
         chapters = profiled_chapters(args.registry, args.chapter)
         if not args.gpu_tests.is_file():
             raise ProfileError(f"no GPU test binary at {args.gpu_tests} (build first)")
