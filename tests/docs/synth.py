@@ -24,6 +24,14 @@ for p in (REPO / "conf", REPO / "docs" / "_ext"):
 
 from source_hash import source_sha256  # noqa: E402
 
+
+def stub_executable(path: Path, body: str) -> None:
+    """A shell script standing in for a program (a GPU tool, make, the timing program) in the tests of the
+    scripts in conf/: ``body`` after ``#!/bin/sh``, made executable, its folder made."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | 0o111)
+
 FIXTURE_GPU = "FIXTURE GPU (not a measurement)"
 #: The second FIXTURE GPU (fixtures/project/more-measurements/fixture-gpu-b.json, see second_gpu).
 FIXTURE_GPU_B = "FIXTURE GPU B (not a measurement)"

@@ -3,7 +3,6 @@ stand-ins for make, ctest and the project's python (no build needed)."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,24 +12,18 @@ import synth
 SCRIPT = synth.REPO / "conf" / "check.py"
 
 
-def executable(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-
-
 def setup(tmp_path: Path, make_exit=0, ctest_exit=0, docs_tests_exit=0, docs_build_exit=0,
           recorded_gpus=2, fresh=False) -> tuple[dict, list[str]]:
     calls = tmp_path / "calls.log"
     bindir = tmp_path / "bin"
-    executable(bindir / "make", f'echo "make $@" >> {calls}\nexit {make_exit}\n')
-    executable(bindir / "ctest", f"""echo "ctest $@" >> {calls}
+    synth.stub_executable(bindir / "make", f'echo "make $@" >> {calls}\nexit {make_exit}\n')
+    synth.stub_executable(bindir / "ctest", f"""echo "ctest $@" >> {calls}
 echo '  5/7 Test  #5: Gpu.Thing ...***Skipped   0.01 sec'
 echo '  6/7 Test  #6: Gpu.Other ...***Skipped   0.01 sec'
 echo '100% tests passed, 0 tests failed out of 7'
 exit {ctest_exit}
 """)
-    executable(tmp_path / "python", f"""echo "python $@" >> {calls}
+    synth.stub_executable(tmp_path / "python", f"""echo "python $@" >> {calls}
 case "$*" in
   *"pytest -q tests/docs"*) exit {docs_tests_exit} ;;
   *build_docs.py*) mkdir -p "$PWD/out/html"; touch "$PWD/out/html/index.html"

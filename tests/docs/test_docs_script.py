@@ -3,7 +3,6 @@ for the timing program's probe, make and the project's python."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,19 +12,13 @@ import synth
 SCRIPT = synth.REPO / "conf" / "docs.py"
 
 
-def executable(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-
-
 def setup(tmp_path: Path, gpu: bool, measure_exit: int = 0) -> tuple[dict, list[str]]:
     calls = tmp_path / "calls.log"
     probe = ("echo 'FIXTURE GPU (compute capability 9.0, 132 SMs)'" if gpu else
              "echo 'stepwise_bench: no usable CUDA GPU (no CUDA-capable device is detected)' >&2; exit 1")
-    executable(tmp_path / "build" / "bench" / "stepwise_bench", f'echo "bench $@" >> {calls}\n{probe}\n')
-    executable(tmp_path / "bin" / "make", f'echo "make $@" >> {calls}\nexit {measure_exit}\n')
-    executable(tmp_path / "python", f"""echo "python $@" >> {calls}
+    synth.stub_executable(tmp_path / "build" / "bench" / "stepwise_bench", f'echo "bench $@" >> {calls}\n{probe}\n')
+    synth.stub_executable(tmp_path / "bin" / "make", f'echo "make $@" >> {calls}\nexit {measure_exit}\n')
+    synth.stub_executable(tmp_path / "python", f"""echo "python $@" >> {calls}
 mkdir -p "$PWD/out/html"; touch "$PWD/out/html/index.html"; echo "Site: $PWD/out/html/index.html"
 """)
     env = dict(os.environ, PATH=f"{tmp_path / 'bin'}:/usr/bin:/bin")

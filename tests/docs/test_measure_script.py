@@ -3,7 +3,6 @@ compute-sanitizer (no GPU needed)."""
 from __future__ import annotations
 
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -13,31 +12,26 @@ import synth
 SCRIPT = synth.REPO / "conf" / "measure.py"
 
 
-def executable(path: Path, body: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-
-
 def setup(tmp_path: Path, gpu: bool = True, tests_exit: int = 0, sanitizer: bool = True,
           sanitizer_exit: int = 0) -> tuple[dict, list[str]]:
     build = tmp_path / "build"
     calls = tmp_path / "calls.log"
     probe = ("echo 'FIXTURE GPU (compute capability 9.0, 132 SMs)'; exit 0" if gpu else
              "echo 'stepwise_bench: no usable CUDA GPU (cudaGetDeviceCount: no CUDA-capable device)' >&2; exit 1")
-    executable(build / "bench" / "stepwise_bench", f"""echo "bench $@" >> {calls}
+    synth.stub_executable(build / "bench" / "stepwise_bench", f"""echo "bench $@" >> {calls}
 if [ "$1" = --probe ]; then {probe}; fi
 while [ $# -gt 0 ]; do [ "$1" = --out-dir ] && out=$2; shift; done
 echo '{{}}' > "$out/fixture-gpu.json"
 """)
-    executable(build / "tests" / "stepwise_gpu_tests", f"""echo "tests $@" >> {calls}
+    synth.stub_executable(build / "tests" / "stepwise_gpu_tests", f"""echo "tests $@" >> {calls}
 echo '{{}}' > "${{1#--gtest_output=json:}}"
 exit {tests_exit}
 """)
     bindir = tmp_path / "bin"
     bindir.mkdir()
     if sanitizer:
-        executable(bindir / "compute-sanitizer", f"""echo "sanitizer $@ under=$STEPWISE_UNDER_SANITIZER" >> {calls}
+        synth.stub_executable(bindir / "compute-sanitizer",
+                              f"""echo "sanitizer $@ under=$STEPWISE_UNDER_SANITIZER" >> {calls}
 echo '========= ERROR SUMMARY: {sanitizer_exit} errors'
 exit {sanitizer_exit}
 """)

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +21,7 @@ REGISTRY = {"schema": 1, "chapters": [
 
 
 def tool(bindir: Path, name: str, body: str) -> None:
-    path = bindir / name
-    path.write_text("#!/bin/sh\n" + body)
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    synth.stub_executable(bindir / name, body)
 
 
 def setup(tmp_path: Path, ncu_exit: int = 0) -> tuple[dict, list[str]]:

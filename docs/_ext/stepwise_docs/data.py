@@ -1,7 +1,8 @@
 """The step registry and the measurement files, combined: what each GPU measured of what should be there.
 
-The files are read and checked by :mod:`.inputs`. This module does not import Sphinx: ``conf/build_docs.py`` uses it to check
-its inputs before it starts Sphinx, and the tests use it directly.
+The files are read and checked by :mod:`.inputs`. This module does not import Sphinx:
+``conf/build_docs.py`` uses it to check its inputs before it starts Sphinx, and the tests use it
+directly.
 
 Two inputs, both contracts owned by the timing program:
 
