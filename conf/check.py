@@ -34,12 +34,14 @@ from pathlib import Path
 RECORDED = Path("docs/measurements")
 
 
-def run(args: list, log: Path | None = None) -> int:
-    """Echoes ``+ ARGS`` to stderr and runs them; with ``log``, their output also goes there (as ``tee``)."""
+def run(args: list, log: Path | None = None, **kwargs) -> int:
+    """Echoes ``+ ARGS`` to stderr, as the Makefile's recipes do, and runs them (``kwargs`` go to
+    subprocess.run); with ``log``, their output goes to the terminal and to ``log`` (as ``tee``). Their exit
+    status."""
     args = [str(a) for a in args]
     print("+ " + " ".join(args), file=sys.stderr, flush=True)
     if log is None:
-        return subprocess.run(args).returncode
+        return subprocess.run(args, **kwargs).returncode
     with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc, \
             log.open("w") as out:
         for line in proc.stdout:
@@ -63,9 +65,9 @@ def build_site(python: str, build_dir: Path, measurements: Path, source: str, st
     status = run([python, "conf/build_docs.py", "--build-dir", build_dir, "--registry",
                   build_dir / "registry.json", "--measurements", measurements, "--source", source,
                   "--recorded", RECORDED] + (["--strict"] if strict else []), log)
-    sites = re.findall(r"^Site: (.+)$", log.read_text(), flags=re.MULTILINE)
     if status != 0:
         return None
+    sites = re.findall(r"^Site: (.+)$", log.read_text(), flags=re.MULTILINE)
     if not sites or not Path(sites[-1]).is_file():
         print("build_docs.py did not print 'Site: <index.html>' naming a file", file=sys.stderr)
         return None

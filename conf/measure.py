@@ -38,15 +38,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from check import run  # conf/check.py, beside this file: the one way the stages run a command
+
 PROG = "make measure"
 #: Where compute-sanitizer is looked for after PATH (STEPWISE_CUDA_HOME overrides the root, for the tests).
 CUDA_HOME = Path(os.environ.get("STEPWISE_CUDA_HOME", "/usr/local/cuda"))
-
-
-def run(args: list[str], **kwargs) -> int:
-    """Echoes ``+ ARGS`` to stderr, as the Makefile's recipes do, then runs them; their exit status."""
-    print("+ " + " ".join(str(a) for a in args), file=sys.stderr, flush=True)
-    return subprocess.run([str(a) for a in args], **kwargs).returncode
 
 
 def probe(bench: Path) -> tuple[bool, str]:
