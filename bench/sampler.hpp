@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace stepwise {
 
@@ -61,6 +62,19 @@ public:
     //! @throws CudaError naming `what` when a launch or a CUDA call fails
     RowTiming time(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
                    const std::function<cudaError_t()>& launch);
+
+    //! @brief A row to time in turn with others: its name in messages, and its launch.
+    struct TimedCall {
+        std::string what;
+        std::function<cudaError_t()> launch;
+    };
+
+    //! @brief Times several rows in turn, one sample of each per round (`reset` before every sample), until the
+    //!        stopping rule holds for each: under a power limit the SM clock follows what ran before, and rows
+    //!        sampled in turn share that history, where rows timed one after the other would not.
+    //! @return one timing per call, in their order
+    std::vector<RowTiming> time_in_turn(const std::vector<TimedCall>& calls, const TimingMode& mode,
+                                        const std::function<void()>& reset);
 
     const StoppingRule& rule() const { return rule_; }
     double throttle_threshold() const { return throttle_threshold_; }

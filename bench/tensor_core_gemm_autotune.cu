@@ -55,8 +55,8 @@ const std::vector<AutotuneCandidate>& autotune_candidates()
         candidate<128, 6, 2, 1, 8>(),   // Medium
         candidate<128, 4, 2, 1, 8>(),
         candidate<128, 6, 1, 2, 8>(),
-        candidate<64, 8, 1, 2, 8>(),    // Small
-        candidate<64, 8, 2, 1, 8>(),
+        candidate<64, 8, 2, 1, 8>(),    // Small
+        candidate<64, 8, 1, 2, 8>(),
         candidate<64, 8, 1, 1, 8>(),
     };
     return all;

@@ -138,7 +138,7 @@ const std::vector<Step>& steps()
          "stepwise::tensor_core_gemm::persistent", p::requirement, p::requirement_met, 1, 1, 1, p::gemm,
          {persistent_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<256, 4, 2, 1, 8> >"),
           persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 6, 2, 1, 8> >"),
-          persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 8, 1, 2, 8> >"),
+          persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))}},
     };
     return all;

@@ -15,6 +15,11 @@
 //! and 16-byte aligned matrices; otherwise A and B are first copied into
 //! such buffers, and that copy is part of the call. The launcher picks a
 //! configuration from the shape so that small problems still fill the GPU.
+//! Neither the start nor the end of a block fences the whole GPU (about a
+//! microsecond each, a tenth of a 1024^3 product): a relaxed cluster barrier
+//! follows the barriers' set-up, and before leaving, the producer waits until
+//! every consumer of the cluster has released every stage. The epilogue
+//! stages C a 64 x 64 box at a time in two boxes that take turns.
 #pragma once
 
 #include <algorithm>
@@ -50,11 +55,13 @@ struct Config {
     static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
     static constexpr int stage_elems = (BM + BN) * BK;
     static constexpr unsigned stage_bytes = stage_elems * sizeof(bf16);
-    //! Each consumer's 64 rows of C's tile leave through shared memory in rounds of up to 128 columns, as boxes of
-    //! 64 x 64 (rows of 128 bytes, the widest the 128-byte swizzle takes) that the TMA stores.
-    static constexpr int out_cols = BN < 128 ? BN : 128;
+    //! Each consumer's 64 rows of C's tile leave through shared memory one box of 64 x 64 at a time (rows of 128
+    //! bytes, the widest the 128-byte swizzle takes), which the TMA stores; two staging boxes per consumer take turns,
+    //! so that the threads fill one while the TMA still reads the other.
+    static constexpr int out_cols = 64;
     static constexpr int out_rounds = BN / out_cols;
-    static constexpr int out_elems = BM * out_cols;  // both consumers' staging areas
+    static constexpr int out_buffers = out_rounds < 2 ? 1 : 2;
+    static constexpr int out_elems = BM * out_cols * out_buffers;  // both consumers' staging boxes
     //! The stages, the staging area of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
@@ -143,15 +150,12 @@ __device__ __forceinline__ void tma_store(const CUtensorMap* map, int col, int r
 //! @brief Closes the group of this thread's TMA stores started since the last commit.
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 
-//! @brief Waits until this thread's committed TMA stores have read their shared memory (`reads`) or completed.
-template <bool reads>
-__device__ __forceinline__ void bulk_wait_all()
+//! @brief Waits until at most `pending` of this thread's committed groups of TMA stores may still read their shared
+//!        memory.
+template <int pending>
+__device__ __forceinline__ void bulk_wait_read()
 {
-    if constexpr (reads) {
-        asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-    } else {
-        asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-    }
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(pending) : "memory");
 }
 
 //! @brief Makes this thread's ordinary shared-memory writes visible to the TMA (the async proxy).
@@ -177,10 +181,12 @@ __device__ __forceinline__ unsigned cluster_rank()
     return rank;
 }
 
-//! @brief Waits until every thread of every block of the cluster got here; orders their memory accesses.
-__device__ __forceinline__ void cluster_sync()
+//! @brief Waits until every thread of every block of the cluster got here. The arrival is relaxed: it orders no memory
+//!        accesses, so it costs no fence of the whole GPU (`MEMBAR.ALL.GPU`, about a microsecond); the barriers'
+//!        initialization is published by fence.mbarrier_init instead.
+__device__ __forceinline__ void cluster_sync_relaxed()
 {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;\n" ::: "memory");
 }
 
 //! @brief The wgmma descriptor of a K-major tile with the 128-byte swizzle, starting at `tile` (1024-byte aligned, or
@@ -343,23 +349,23 @@ __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[BN / 2], b
     }
 }
 
-//! @brief Writes the warpgroup's columns [`first_col`, `first_col` + Cfg::out_cols) of its accumulators, as bf16, into
-//!        its staging area `out`: boxes of 64 rows x 64 columns, 128-byte swizzled as the TMA store reads them (the
-//!        16-byte chunk c of row r at chunk c ^ (r % 8): a quad's 16 bytes of 8 rows land in 8 bank groups).
+//! @brief Writes the warpgroup's columns [`first_col`, `first_col` + 64) of its accumulators, as bf16, into the
+//!        staging box `box`: 64 rows x 64 columns, 128-byte swizzled as the TMA store reads it (the 16-byte chunk c of
+//!        row r at chunk c ^ (r % 8): a quad's 16 bytes of 8 rows land in 8 bank groups).
 template <class Cfg>
-__device__ __forceinline__ void stage_warpgroup_tile(const float (&d)[Cfg::BN / 2], bf16* out, int first_col,
+__device__ __forceinline__ void stage_warpgroup_tile(const float (&d)[Cfg::BN / 2], bf16* box, int first_col,
                                                      int thread_in_group)
 {
+    static_assert(Cfg::out_cols == 64, "one box of 64 columns");
     const int row = (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
     const int quad = thread_in_group % 4;
 #pragma unroll
-    for (int c8 = 0; c8 < Cfg::out_cols / 8; ++c8) {
+    for (int c8 = 0; c8 < 8; ++c8) {
         const int j = first_col / 8 + c8;  // the accumulators' 8-column chunk
-        bf16* box = out + (c8 / 8) * WGM * 64;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int r = row + half * 8;
-            *reinterpret_cast<__nv_bfloat162*>(&box[r * 64 + ((c8 % 8) ^ (r % 8)) * 8 + quad * 2]) =
+            *reinterpret_cast<__nv_bfloat162*>(&box[r * 64 + (c8 ^ (r % 8)) * 8 + quad * 2]) =
                 __floats2bfloat162_rn(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
         }
     }
@@ -415,13 +421,16 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
     }
-    cluster_sync();  // no block multicasts into, or arrives on, a barrier not yet set up
+    cluster_sync_relaxed();  // no block multicasts into, or arrives on, a barrier not yet set up
 
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
         if (t == 0) {
             prefetch_tensor_map(&map_a_part);
             prefetch_tensor_map(&map_b_part);
+            if (tma_stores) {
+                prefetch_tensor_map(&map_c);  // the epilogue's first store finds it in the TMA unit's cache
+            }
             int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
                 int m = 0, n = 0;
@@ -446,6 +455,11 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                         tma_load(Bs, &map_b_part, kt * BK, n * BN, &full[stage]);
                     }
                 }
+            }
+            // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
+            // then no multicast into, or arrival on, this block's shared memory is still on its way.
+            for (int tail = 0; tail < stages; ++tail, ++it) {
+                mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
             }
         }
     } else {
@@ -488,32 +502,29 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                 store_warpgroup_tile<BN>(acc, C, M, N, m * BM + consumer * WGM, n * BN, t % 128, pairs);
                 continue;
             }
-            // Each consumer stages and stores its own 64 rows; its first thread issues the stores.
-            bf16* out = smem + stages * Cfg::stage_elems + consumer * WGM * Cfg::out_cols;
+            // Each consumer stages and stores its own 64 rows, a box at a time; its first thread issues the stores.
+            bf16* out = smem + stages * Cfg::stage_elems + consumer * Cfg::out_buffers * WGM * Cfg::out_cols;
             const bool issuer = t % 128 == 0;
 #pragma unroll
             for (int round = 0; round < Cfg::out_rounds; ++round) {
+                bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::out_cols;
                 if (issuer) {
-                    bulk_wait_all<true>();  // the staging area is no longer read by earlier stores
+                    bulk_wait_read<Cfg::out_buffers - 1>();  // the store that last read this box is done reading
                 }
                 warpgroup_sync(consumer);
-                stage_warpgroup_tile<Cfg>(acc, out, round * Cfg::out_cols, t % 128);
+                stage_warpgroup_tile<Cfg>(acc, box, round * Cfg::out_cols, t % 128);
                 fence_proxy_async();
                 warpgroup_sync(consumer);
                 if (issuer) {
-                    for (int box = 0; box < Cfg::out_cols / 64; ++box) {
-                        tma_store(&map_c, n * BN + round * Cfg::out_cols + box * 64, m * BM + consumer * WGM,
-                                  out + box * WGM * 64);
-                    }
+                    tma_store(&map_c, n * BN + round * Cfg::out_cols, m * BM + consumer * WGM, box);
                     bulk_commit();
                 }
             }
         }
         if (t % 128 == 0) {
-            bulk_wait_all<true>();  // the last stores have read the staging area before the block's memory goes
+            bulk_wait_read<0>();  // the last stores have read the staging boxes before the block's memory goes
         }
     }
-    cluster_sync();  // no block leaves while another may still arrive on its barriers
 #endif
 }
 
@@ -767,7 +778,7 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 //! 128 x 256 tiles for large problems, smaller ones where those would leave SMs idle.
 using Large = Config<256, 4, 2, 1, 8>;
 using Medium = Config<128, 6, 2, 1, 8>;
-using Small = Config<64, 8, 1, 2, 8>;
+using Small = Config<64, 8, 2, 1, 8>;
 
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs: the first of Large, Medium, Small
 //!        whose tiles give at least 90% of the SMs one, else Small.
