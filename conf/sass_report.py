@@ -228,7 +228,7 @@ def plain_name(demangled: str) -> str:
 def unprefixed(symbol: str) -> str:
     """The C++ symbol of a kernel of internal linkage in relocatable device code (-rdc), which
     is named ``__nv_static_<n>__<hash>_<...>_<n>_`` followed by its mangled name (as
-    bench/resources.cpp's demangle reads it); any other symbol as it is."""
+    bench/core/resources.cpp's demangle reads it); any other symbol as it is."""
     if symbol.startswith("__nv_static_"):
         at = symbol.find("__Z", 12)
         if at != -1:

@@ -1,0 +1,128 @@
+// The occupancy chapter of the timing program: one kernel, eight block shapes, against a device copy.
+#include "core/chapter.hpp"
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+#include "occupancy/occupancy_reference.hpp"
+#include "occupancy/occupancy_steps.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepwise {
+namespace {
+
+//! The sweep: square sizes from 1024 x 1024 (4 MiB a matrix) to 8192 x 8192 besides the source's 16384 x 16384,
+//! for the rows below: the fastest shape, the source's first one, the small blocks, and the copy.
+constexpr int sweep_sides[] = {1024, 2048, 4096, 8192};
+const std::vector<std::string> sweep_rows = {"06_block_256x1", "01_block_32x32", "07_block_8x8", "device_copy"};
+
+std::string size_text(int side)
+{
+    const std::string text = std::to_string(side) + " x " + std::to_string(side) + " floats, c = a + b";
+    return side == occupancy::measured_side ? text + " (3 GiB moved)" : text;
+}
+
+class OccupancyChapter final : public Chapter {
+public:
+    OccupancyChapter()
+    {
+        entry_.id = "occupancy";
+        entry_.title = "Occupancy: one kernel, eight block shapes";
+        entry_.share_of = "device_copy";
+        entry_.gtest_prefix = "Occupancy";
+        entry_.profile.ncu_tests = "OccupancyProfile.*";
+        entry_.profile.ncu_kernels = "regex:sum_matrix_kernel";
+        entry_.timings = {
+            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
+        };
+        entry_.ceilings = {
+            {"device_copy", "cudaMemcpyAsync device to device of one matrix (reads it and writes a copy)"},
+        };
+        const int side = occupancy::measured_side;
+        for (const occupancy::Step& s : occupancy::steps()) {
+            entry_.steps.push_back({s.id, s.title, occupancy::step_file, occupancy::step_namespace, s.launcher, true,
+                                    s.beyond_article, {{std::int64_t{side} * side, size_text(side)}}, s.kernels});
+        }
+        Sweep sweep{{}, sweep_rows, 3 * sizeof(float), 1};  // a, b and c
+        for (const int sweep_side : sweep_sides) {
+            sweep.sizes.push_back({std::int64_t{sweep_side} * sweep_side, size_text(sweep_side)});
+        }
+        add_sweep(entry_, std::move(sweep));
+        // The front page compares the source's shape with the fastest one (the steps are shapes, not a progression).
+        entry_.headline = Headline{std::int64_t{side} * side, "single_cold", "01_block_32x32", "06_block_256x1"};
+    }
+
+    const ChapterEntry& entry() const override { return entry_; }
+
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    {
+        const cudaStream_t stream = context.stream;
+        nlohmann::json chapter = chapter_header(entry_);
+        chapter["ceilings"] = nlohmann::json::array();
+        chapter["baselines"] = nlohmann::json::array();
+        chapter["steps"] = nlohmann::json::array();
+        for (const std::int64_t n : all_sizes(entry_)) {
+            const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))));
+            const std::int64_t matrix_bytes = n * static_cast<std::int64_t>(sizeof(float));
+            const std::vector<float> a = occupancy::random_matrix(static_cast<std::size_t>(n), context.seed + side);
+            const std::vector<float> b = occupancy::random_matrix(static_cast<std::size_t>(n), context.seed + side + 1);
+            DeviceBuffer<float> d_a(a.size()), d_b(b.size()), d_c(a.size());
+            d_a.upload(a);
+            d_b.upload(b);
+
+            for (const ReferenceEntry& ceiling : entry_.ceilings) {
+                if (!measured_at(entry_, ceiling.id, n)) {
+                    continue;
+                }
+                const auto copy = [&] {
+                    return cudaMemcpyAsync(d_c.data(), d_a.data(), d_a.bytes(), cudaMemcpyDeviceToDevice, stream);
+                };
+                for (const TimingMode& mode : entry_.timings) {
+                    nlohmann::json row = timing_row(context.sampler.time("ceiling " + ceiling.id, mode, [] {}, copy),
+                                                    n, mode.id, 2 * matrix_bytes, std::nullopt);
+                    add_reference_fields(row, ceiling);
+                    chapter["ceilings"].push_back(row);
+                }
+            }
+
+            for (const occupancy::Step& step : occupancy::steps()) {
+                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
+                    !measured_at(entry_, step.id, n)) {
+                    continue;
+                }
+                const StepEntry& registry_step = find_step(entry_, step.id);
+                const auto launch = [&] { return step.sum(d_a.data(), d_b.data(), d_c.data(), side, side, stream); };
+                std::vector<nlohmann::json> rows;
+                for (const TimingMode& mode : entry_.timings) {
+                    rows.push_back(timing_row(context.sampler.time(step.id, mode, [] {}, launch), n, mode.id,
+                                              3 * matrix_bytes, std::nullopt));
+                }
+                // Validate the buffer that was timed: poison, one launch, compare bit for bit with a + b.
+                d_c.fill_bytes(0xFF, stream);
+                STEPWISE_CUDA_CHECK(launch());
+                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+                const occupancy::Comparison c = occupancy::compare_sum(a, b, d_c.download());
+                const TestCounts tests = context.tests_of(entry_, registry_step);
+                for (nlohmann::json& row : rows) {
+                    add_step_fields(row, registry_step, tests);
+                    row["validated"] = c.exact();
+                    row["validation"] = c.describe();
+                    const nlohmann::json error = c.exact() ? nlohmann::json(0.0) : nlohmann::json();
+                    row["accuracy"] = {{"max_ulp", error}, {"max_rel", error}};
+                    chapter["steps"].push_back(row);
+                }
+            }
+        }
+        add_share_of_ceiling(chapter);
+        return chapter;
+    }
+
+private:
+    ChapterEntry entry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_occupancy_chapter() { return std::make_unique<OccupancyChapter>(); }
+
+}  // namespace stepwise

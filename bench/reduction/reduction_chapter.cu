@@ -1,0 +1,165 @@
+// The reduction chapter of the timing program: registry entry, ceilings, the CUB baseline and step rows.
+#include "core/chapter.hpp"
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+#include "reduction/reduction_reference.hpp"
+#include "reduction/reduction_steps.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace stepwise {
+namespace {
+
+//! The sizes every step is measured at: Harris's 2^22 (where launch overhead still counts) and 2^28 (1 GiB of
+//! int, DRAM-bound).
+constexpr int measured_sizes[] = {1 << 22, 1 << 28};
+//! The sweep: every power of two from 2^10 to 2^30 items (4 GiB of int), for the rows below.
+constexpr int sweep_min_log2 = 10;
+constexpr int sweep_max_log2 = 30;
+const std::vector<std::string> sweep_rows = {"17_single_pass", "16_vector_loads", "cub_device_reduce_sum",
+                                             "device_copy"};
+
+std::string size_text(int n) { return "2^" + std::to_string(__builtin_ctz(static_cast<unsigned>(n))) + " int"; }
+
+class ReductionChapter final : public Chapter {
+public:
+    ReductionChapter()
+    {
+        entry_.id = "reduction";
+        entry_.title = "Parallel reduction: from neighbored pairs to faster than CUB";
+        entry_.share_of = "device_copy";
+        entry_.gtest_prefix = "Reduction";
+        entry_.profile = {"ReductionProfile.*", "regex:reduce_kernel", "ReductionRaceDemonstration.*"};
+        entry_.timings = {{"single_cold", "events around one call (all its launches); L2 flushed before each sample",
+                           true, 1}};
+        entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of the same bytes (reads and writes them)"}};
+        entry_.baselines = {{"cub_device_reduce_sum", "cub::DeviceReduce::Sum (CUDA 13 CCCL)"}};
+        for (const reduction::Step& s : reduction::steps()) {
+            StepEntry step{s.id, s.title, s.file, s.name_space, "sum", true, std::string(s.source) == "beyond", {},
+                           s.kernels};
+            for (const int n : measured_sizes) {
+                step.sizes.push_back({n, size_text(n)});
+            }
+            entry_.steps.push_back(step);
+        }
+        Sweep sweep{{}, sweep_rows, sizeof(int), 1};
+        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
+            if (std::find(std::begin(measured_sizes), std::end(measured_sizes), 1 << k) == std::end(measured_sizes)) {
+                sweep.sizes.push_back({1 << k, size_text(1 << k)});
+            }
+        }
+        add_sweep(entry_, std::move(sweep));
+        entry_.headline = Headline{1 << 28, "single_cold", entry_.steps.front().id, entry_.steps.back().id};
+    }
+
+    const ChapterEntry& entry() const override { return entry_; }
+
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    {
+        const cudaStream_t stream = context.stream;
+        const TimingMode& mode = entry_.timings.front();
+        nlohmann::json chapter = chapter_header(entry_);
+        chapter["ceilings"] = nlohmann::json::array();
+        chapter["baselines"] = nlohmann::json::array();
+        chapter["steps"] = nlohmann::json::array();
+
+        // One input for every size: each size sums a prefix of it. Values in [-4, 4]: the sum of 2^30 of them
+        // fits an int, and every order gives the exact sum.
+        const std::vector<std::int64_t> sizes = all_sizes(entry_);
+        const std::vector<int> input =
+            reduction::random_ints(static_cast<std::size_t>(sizes.back()), -4, 4, context.seed);
+        DeviceBuffer<int> d_input(input.size());
+        DeviceBuffer<int> d_scratch(input.size());  // what in-place steps overwrite; the copy's destination
+        DeviceBuffer<int> d_out(1);
+        d_input.upload(input);
+        std::int64_t expected = 0;
+        std::size_t summed = 0;
+        for (const std::int64_t size : sizes) {
+            const int n = static_cast<int>(size);
+            for (; summed < static_cast<std::size_t>(n); ++summed) {
+                expected += input[summed];
+            }
+            const std::int64_t bytes = size * static_cast<std::int64_t>(sizeof(int));
+            const auto restore = [&] {
+                STEPWISE_CUDA_CHECK(cudaMemcpyAsync(d_scratch.data(), d_input.data(), static_cast<std::size_t>(bytes),
+                                                    cudaMemcpyDeviceToDevice, stream));
+            };
+
+            if (measured_at(entry_, "device_copy", n)) {
+                nlohmann::json copy_row = timing_row(
+                    context.sampler.time("ceiling device_copy", mode, [] {},
+                                         [&] {
+                                             return cudaMemcpyAsync(d_scratch.data(), d_input.data(),
+                                                                    static_cast<std::size_t>(bytes),
+                                                                    cudaMemcpyDeviceToDevice, stream);
+                                         }),
+                    n, mode.id, 2 * bytes, std::nullopt);
+                add_reference_fields(copy_row, entry_.ceilings.front());
+                chapter["ceilings"].push_back(copy_row);
+            }
+
+            if (measured_at(entry_, "cub_device_reduce_sum", n)) {
+                nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false,
+                                                     restore, d_input, d_scratch, d_out, n, expected, bytes, mode);
+                add_reference_fields(cub_row, entry_.baselines.front());
+                chapter["baselines"].push_back(cub_row);
+            }
+
+            for (const reduction::Step& step : reduction::steps()) {
+                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
+                    !measured_at(entry_, step.id, n)) {
+                    continue;
+                }
+                nlohmann::json row = measure_sum(context, step.id, step.sum_int, step.destroys_input, restore,
+                                                 d_input, d_scratch, d_out, n, expected, bytes, mode);
+                const StepEntry& registry_step = find_step(entry_, step.id);
+                add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
+                chapter["steps"].push_back(row);
+            }
+        }
+        add_share_of_ceiling(chapter);
+        return chapter;
+    }
+
+private:
+    //! Times one sum function at one size, then checks the result of a fresh call on the same buffers.
+    //! A step that overwrites its input works on `d_scratch`, restored from `d_input` before each sample.
+    static nlohmann::json measure_sum(MeasureContext& context, const std::string& what,
+                                      reduction::SumFunction<int> sum, bool destroys_input,
+                                      const std::function<void()>& restore, DeviceBuffer<int>& d_input,
+                                      DeviceBuffer<int>& d_scratch, DeviceBuffer<int>& d_out, int n,
+                                      std::int64_t expected, std::int64_t bytes, const TimingMode& mode)
+    {
+        const cudaStream_t stream = context.stream;
+        int* d_in = destroys_input ? d_scratch.data() : d_input.data();
+        std::size_t temp_bytes = 0;
+        STEPWISE_CUDA_CHECK(sum(nullptr, temp_bytes, d_in, d_out.data(), n, stream));
+        DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+        const auto call = [&] { return sum(d_temp.data(), temp_bytes, d_in, d_out.data(), n, stream); };
+        const RowTiming timing = context.sampler.time(what, mode, destroys_input ? restore : [] {}, call);
+        nlohmann::json row = timing_row(timing, n, mode.id, bytes, std::nullopt);
+
+        if (destroys_input) {
+            restore();
+        }
+        d_out.fill_bytes(0xFF, stream);
+        STEPWISE_CUDA_CHECK(call());
+        STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const int got = d_out.download().front();
+        const bool exact = static_cast<std::int64_t>(got) == expected;
+        row["validated"] = exact;
+        row["validation"] = "sum " + std::to_string(got) + ", exact " + std::to_string(expected);
+        const double error = std::abs(static_cast<double>(got) - static_cast<double>(expected));
+        row["accuracy"] = {{"max_rel", expected != 0 ? error / std::abs(static_cast<double>(expected)) : error}};
+        return row;
+    }
+
+    ChapterEntry entry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_reduction_chapter() { return std::make_unique<ReductionChapter>(); }
+
+}  // namespace stepwise

@@ -1,0 +1,39 @@
+// The SGEMM chapter's autotuning sweep: configurations of step 10's kernel template, timed in the same run at the
+// shapes where its launcher picks differently (small, large, not multiples of the tile, rectangular).
+#pragma once
+
+#include "core/resources.hpp"
+#include "sgemm/sgemm_steps.hpp"
+
+#include <string>
+#include <vector>
+
+namespace stepwise::sgemm {
+
+//! @brief One configuration of `autotuned::Config`, instantiated and ready to launch with any number of K splits.
+struct AutotuneCandidate {
+    std::string id;       //!< "bm128_bn128_bk16_wm64_wn32_tm8_tn8_s3_mb2"
+    Tiling tiling;        //!< its block, warp and thread tiles, threads and stages
+    int min_blocks = 0;   //!< the kernel's __launch_bounds__ minimum blocks per SM
+    int launcher_config = -1;  //!< its index in `autotuned::Configs` where step 10's launcher uses it, else -1
+    //! `autotuned::sgemm_with<Cfg>`: what step 10's launcher runs for a plan of this configuration
+    cudaError_t (*sgemm)(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
+                         int splits, cudaStream_t stream);
+    //! Whether an M x N x K problem with these pointers runs the aligned instance (else the one with edges)
+    bool (*aligned)(int M, int N, int K, int splits, const float* d_B, const float* d_C);
+    KernelEntry kernel_aligned, kernel_edges;
+};
+
+//! @brief Every configuration the sweep times, the launcher's among them. To try another, add one line in
+//!        sgemm_autotune.cu; a configuration its Config's static_asserts reject does not compile.
+const std::vector<AutotuneCandidate>& autotune_candidates();
+
+//! @brief The K splits the sweep times a candidate with at M x N x K on a GPU of `sm_count` SMs: 1, the fewest that
+//!        fill the GPU by the launcher's rule (`autotuned::fill_percent`, at least 128 of K each, at most 16), and the
+//!        launcher's own where it picks this configuration; ascending, without repeats.
+std::vector<int> autotune_splits(const AutotuneCandidate& candidate, int M, int N, int K, int sm_count);
+
+//! @brief Whether step 10's launcher runs `candidate` with `splits` at M x N x K on a GPU of `sm_count` SMs.
+bool launcher_runs(const AutotuneCandidate& candidate, int splits, int M, int N, int K, int sm_count);
+
+}  // namespace stepwise::sgemm

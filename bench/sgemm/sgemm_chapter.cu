@@ -1,0 +1,350 @@
+// The SGEMM chapter of the timing program: registry entry, the FMA and copy ceilings, cuBLAS in fp32 and TF32,
+// every step over a sweep of sizes, and the autotuning sweep of step 10's template.
+#include "core/chapter.hpp"
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+#include "core/floor_kernels.hpp"
+#include "sgemm/sgemm_autotune.hpp"
+#include "sgemm/sgemm_reference.hpp"
+#include "sgemm/sgemm_steps.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <stdexcept>
+
+namespace stepwise {
+namespace {
+
+//! M = N = K of every size measured: powers of two from 128 to 8192, and 1000, 4095 and 4097 for the steps that take
+//! any size. 4096 is the chapter's main size, where the bar is taken.
+constexpr int measured_sizes[] = {128, 256, 512, 1000, 1024, 2048, 4095, 4096, 4097, 8192};
+
+//! An M x N x K problem.
+struct Shape {
+    int m, n, k;
+    bool cube() const { return m == n && n == k; }
+};
+
+//! Rectangular problems, measured for the final fp32 step (and the ceilings and cuBLAS): a short K with many tiles,
+//! and a long K with few tiles of C, one way and the other.
+constexpr Shape rectangular_shapes[] = {{8192, 8192, 128}, {128, 8192, 8192}, {8192, 128, 8192}};
+constexpr const char* rectangular_steps[] = {"10_autotuned"};
+
+//! Where the autotuning sweep runs: the main size, sizes where its launcher picks smaller tiles or splits K, one that
+//! is a multiple of no tile, and the rectangular problems.
+constexpr Shape autotune_shapes[] = {{256, 256, 256},   {512, 512, 512},   {1024, 1024, 1024}, {4096, 4096, 4096},
+                                     {4097, 4097, 4097}, {8192, 8192, 128}, {128, 8192, 8192}, {8192, 128, 8192}};
+
+//! Up to this many FMAs (1024^3) the whole product is computed in double on the CPU; above, cuBLAS's fp32 result is
+//! checked at sampled elements against double and is then the reference for every step.
+constexpr std::int64_t full_reference_max = std::int64_t{1024} * 1024 * 1024;
+constexpr std::size_t sampled_elements = 2048;
+
+//! The registry's and the measurement file's `n` of a problem: M for M = N = K; else M * 10^12 + N * 10^6 + K (each
+//! below 10^6), a key that names the shape, which the size's `shape` also gives.
+std::int64_t size_key(Shape s)
+{
+    return s.cube() ? s.m : s.m * std::int64_t{1000000000000} + s.n * std::int64_t{1000000} + s.k;
+}
+
+std::string size_text(Shape s)
+{
+    return std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k);
+}
+
+ProblemSize problem_size(Shape s)
+{
+    ProblemSize size{size_key(s), size_text(s)};
+    if (!s.cube()) {
+        size.shape = {s.m, s.n, s.k};
+    }
+    return size;
+}
+
+nlohmann::json tiling_json(const sgemm::Tiling& t)
+{
+    return {{"block_m", t.block_m}, {"block_n", t.block_n}, {"block_k", t.block_k},   {"warp_m", t.warp_m},
+            {"warp_n", t.warp_n},   {"thread_m", t.thread_m}, {"thread_n", t.thread_n}, {"threads", t.threads},
+            {"stages", t.stages}};
+}
+
+//! The reference of one size: the product in double (small sizes), or cuBLAS's fp32 product checked at sampled
+//! elements against double.
+struct Reference {
+    std::vector<double> values;
+    std::string source;  //!< how the reference was obtained, for the validation text
+};
+
+class SgemmChapter final : public Chapter {
+public:
+    SgemmChapter()
+    {
+        entry_.id = "sgemm";
+        entry_.title = "SGEMM: from one thread per element to cuBLAS";
+        entry_.share_of = "fma_peak";
+        entry_.gtest_prefix = "Sgemm";
+        entry_.profile = {"SgemmProfile.*", "regex:sgemm_kernel", ""};
+        entry_.timings = {{"single_cold", "events around one launch; L2 flushed before each sample", true, 1}};
+        entry_.ceilings = {
+            {"fma_peak", "n^3 fp32 FMAs in registers on every SM at full occupancy (the FMA units alone)"},
+            {"device_copy", "cudaMemcpyAsync device to device of the bytes of A, B and C"},
+        };
+        entry_.baselines = {
+            {"cublas_sgemm", "cuBLAS cublasGemmEx, fp32 (CUBLAS_COMPUTE_32F, default math mode: no TF32)"},
+            {"cublas_sgemm_tf32", "cuBLAS cublasGemmEx, TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32)"},
+        };
+        for (const sgemm::Step& s : sgemm::steps()) {
+            StepEntry step{s.id,          s.title, s.file, s.name_space, "sgemm", s.same_operation, s.beyond_article,
+                           {},            s.kernels, tiling_json(s.tiling)};
+            step.needs = s.needs;
+            for (const int n : measured_sizes) {
+                if (s.accepts(n, n, n) && n <= s.max_timed_n) {
+                    step.sizes.push_back(problem_size({n, n, n}));
+                }
+            }
+            const auto named = [&](const char* id) { return step.id == id; };
+            if (std::any_of(std::begin(rectangular_steps), std::end(rectangular_steps), named)) {
+                for (const Shape& shape : rectangular_shapes) {
+                    if (s.accepts(shape.m, shape.n, shape.k)) {
+                        step.sizes.push_back(problem_size(shape));
+                    }
+                }
+            }
+            entry_.steps.push_back(step);
+        }
+        // Every step is measured over the sizes above (the chapter's sweep); the bar is taken at 4096.
+        entry_.headline = Headline{4096, "single_cold", entry_.steps.front().id, "10_autotuned"};
+    }
+
+    const ChapterEntry& entry() const override { return entry_; }
+
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    {
+        nlohmann::json chapter = chapter_header(entry_);
+        for (const char* kind : {"ceilings", "baselines", "steps", "autotune", "unsupported"}) {
+            chapter[kind] = nlohmann::json::array();
+        }
+        // What this GPU cannot run is left out, and listed with the reason, once. The autotuning sweep times step 10's
+        // kernel: it runs where step 10 does.
+        std::vector<std::string> runnable;
+        bool autotune_runs = true;
+        for (const sgemm::Step& step : sgemm::steps()) {
+            const std::string why = sgemm::unsupported_reason(step);
+            if (std::string(step.id) == "10_autotuned") {
+                autotune_runs = why.empty();
+            }
+            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
+                continue;
+            }
+            if (!why.empty()) {
+                chapter["unsupported"].push_back({{"id", step.id}, {"reason", why}});
+            } else {
+                runnable.push_back(step.id);
+            }
+        }
+        const sgemm::CublasSgemm cublas_fp32(false);
+        const sgemm::CublasSgemm cublas_tf32(true);
+        for (const int n : measured_sizes) {
+            measure_shape(context, runnable, {n, n, n}, cublas_fp32, cublas_tf32, autotune_runs, chapter);
+        }
+        for (const Shape& shape : rectangular_shapes) {
+            measure_shape(context, runnable, shape, cublas_fp32, cublas_tf32, autotune_runs, chapter);
+        }
+        add_share_of_ceiling(chapter);
+        return chapter;
+    }
+
+private:
+    void measure_shape(MeasureContext& context, const std::vector<std::string>& step_ids, Shape shape,
+                       const sgemm::CublasSgemm& cublas_fp32, const sgemm::CublasSgemm& cublas_tf32,
+                       bool autotune_runs, nlohmann::json& chapter) const
+    {
+        const cudaStream_t stream = context.stream;
+        const TimingMode& mode = entry_.timings.front();
+        const int M = shape.m, N = shape.n, K = shape.k;
+        const std::int64_t n = size_key(shape);
+        const std::int64_t flops = 2 * static_cast<std::int64_t>(M) * N * K;
+        const std::uint64_t seed = context.seed + 3 * static_cast<std::uint64_t>(M) + 5 * N + 7 * K;
+        const std::vector<float> A = sgemm::random_matrix(M, K, seed);
+        const std::vector<float> B = sgemm::random_matrix(K, N, seed + 1);
+        DeviceBuffer<float> d_A(A.size());
+        DeviceBuffer<float> d_B(B.size());
+        DeviceBuffer<float> d_C(static_cast<std::size_t>(M) * N);
+        d_A.upload(A);
+        d_B.upload(B);
+        const auto nothing = [] {};
+        // Rows of a rectangular problem say its M, N, K (their n is a key: see size_key).
+        const auto timed_row = [&](const RowTiming& timing, std::optional<std::int64_t> bytes,
+                                   std::optional<std::int64_t> row_flops) {
+            nlohmann::json row = timing_row(timing, n, mode.id, bytes, row_flops);
+            if (!shape.cube()) {
+                row["shape"] = {M, N, K};
+            }
+            return row;
+        };
+
+        {  // ceilings
+            DeviceBuffer<float> d_sink(fma_floor_threads());
+            const RowTiming fma = context.sampler.time("ceiling fma_peak", mode, nothing, [&] {
+                return fma_floor(static_cast<double>(flops) / 2, d_sink.data(), stream);
+            });
+            nlohmann::json row = timed_row(fma, std::nullopt, flops);
+            add_reference_fields(row, entry_.ceilings[0]);
+            chapter["ceilings"].push_back(row);
+
+            const std::size_t floats = A.size() + B.size() + d_C.size();
+            DeviceBuffer<float> d_copy_in(floats);
+            DeviceBuffer<float> d_copy_out(floats);
+            d_copy_in.fill_bytes(0, stream);
+            const RowTiming copy = context.sampler.time("ceiling device_copy", mode, nothing, [&] {
+                return cudaMemcpyAsync(d_copy_out.data(), d_copy_in.data(), d_copy_in.bytes(),
+                                       cudaMemcpyDeviceToDevice, stream);
+            });
+            row = timed_row(copy, 2 * static_cast<std::int64_t>(d_copy_in.bytes()), std::nullopt);
+            add_reference_fields(row, entry_.ceilings[1]);
+            chapter["ceilings"].push_back(row);
+        }
+
+        // alpha = 1, beta = 0 throughout: C is written, never read, so every sample does the same work. C is
+        // poisoned with NaN before each validating call: an element a kernel leaves unwritten, or a read of C, shows.
+        const auto run_once = [&](const std::function<cudaError_t()>& launch) {
+            d_C.fill_bytes(0xFF, stream);
+            STEPWISE_CUDA_CHECK(launch());
+            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+            return d_C.download();
+        };
+        const auto fp32_call = [&] {
+            return cublas_fp32(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream);
+        };
+        const Reference reference = make_reference(shape, A, B, run_once(fp32_call), context.seed);
+        const auto validate = [&](const std::function<cudaError_t()>& launch, bool tf32, nlohmann::json& row) {
+            const double tolerance = tf32 ? sgemm::tf32_tolerance(K) : sgemm::fp32_tolerance(K);
+            const sgemm::Comparison c = sgemm::compare(run_once(launch), reference.values, tolerance);
+            row["validated"] = c.within_tolerance();
+            row["validation"] = (c.within_tolerance() ? "within " : "NOT within ") + format_tolerance(tolerance) +
+                                " x max|C| of " + reference.source + "; worst " + c.describe(N);
+            row["accuracy"] = {{"max_rel", c.max_rel}, {"tolerance_rel", tolerance}};
+        };
+
+        const std::pair<const sgemm::CublasSgemm*, bool> libraries[] = {{&cublas_fp32, false}, {&cublas_tf32, true}};
+        for (std::size_t i = 0; i < 2; ++i) {
+            const sgemm::CublasSgemm& library = *libraries[i].first;
+            const auto call = [&] { return library(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream); };
+            nlohmann::json row =
+                timed_row(context.sampler.time(entry_.baselines[i].id, mode, nothing, call), std::nullopt, flops);
+            add_reference_fields(row, entry_.baselines[i]);
+            validate(call, libraries[i].second, row);
+            chapter["baselines"].push_back(row);
+        }
+
+        for (const sgemm::Step& step : sgemm::steps()) {
+            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
+                !measured_at(entry_, step.id, n)) {
+                continue;
+            }
+            const StepEntry& registry_step = find_step(entry_, step.id);
+            const auto call = [&] { return step.sgemm(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream); };
+            nlohmann::json row = timed_row(context.sampler.time(step.id, mode, nothing, call), std::nullopt, flops);
+            add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
+            validate(call, !step.same_operation, row);
+            chapter["steps"].push_back(row);
+        }
+
+        const auto autotuned_here = [&](const Shape& s) { return s.m == M && s.n == N && s.k == K; };
+        if (autotune_runs && std::any_of(std::begin(autotune_shapes), std::end(autotune_shapes), autotuned_here)) {
+            measure_autotune(context, shape, d_A, d_B, d_C, timed_row, validate, chapter);
+        }
+    }
+
+    //! Every candidate configuration of step 10's kernel with the K splits worth timing at this shape, each exactly
+    //! as step 10's launcher runs it (autotuned::sgemm_with, the scaling of C included where K is split); the row
+    //! the launcher runs is the chosen one.
+    template <class TimedRow, class Validate>
+    void measure_autotune(MeasureContext& context, Shape shape, DeviceBuffer<float>& d_A, DeviceBuffer<float>& d_B,
+                          DeviceBuffer<float>& d_C, const TimedRow& timed_row, const Validate& validate,
+                          nlohmann::json& chapter) const
+    {
+        const cudaStream_t stream = context.stream;
+        const TimingMode& mode = entry_.timings.front();
+        const int M = shape.m, N = shape.n, K = shape.k;
+        const std::int64_t flops = 2 * static_cast<std::int64_t>(M) * N * K;
+        int device = 0;
+        int sm_count = 0;
+        STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
+        STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
+        int chosen = 0;
+        for (const sgemm::AutotuneCandidate& candidate : sgemm::autotune_candidates()) {
+            for (const int splits : sgemm::autotune_splits(candidate, M, N, K, sm_count)) {
+                const auto call = [&] {
+                    return candidate.sgemm(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), splits, stream);
+                };
+                const std::string id = candidate.id + (splits > 1 ? "_split" + std::to_string(splits) : "");
+                nlohmann::json row =
+                    timed_row(context.sampler.time("autotune " + id, mode, [] {}, call), std::nullopt, flops);
+                row["id"] = id;
+                nlohmann::json config = tiling_json(candidate.tiling);
+                config["min_blocks"] = candidate.min_blocks;
+                config["split_k"] = splits;
+                row["config"] = config;
+                row["chosen"] = sgemm::launcher_runs(candidate, splits, M, N, K, sm_count);
+                row["used_by"] = "10_autotuned";
+                chosen += row["chosen"].get<bool>() ? 1 : 0;
+                validate(call, false, row);
+                const bool aligned = candidate.aligned(M, N, K, splits, d_B.data(), d_C.data());
+                row["resources"] = nlohmann::json::array(
+                    {runtime_resources_json(aligned ? candidate.kernel_aligned : candidate.kernel_edges)});
+                chapter["autotune"].push_back(row);
+            }
+        }
+        if (chosen != 1) {
+            throw std::logic_error("SGEMM autotuning sweep at " + size_text(shape) + ": " + std::to_string(chosen) +
+                                   " rows are what step 10's launcher runs; list its configurations in "
+                                   "bench/sgemm/sgemm_autotune.cu");
+        }
+    }
+
+    //! The double-precision product for small problems; above, cuBLAS's product checked at sampled elements.
+    static Reference make_reference(Shape shape, const std::vector<float>& A, const std::vector<float>& B,
+                                    const std::vector<float>& cublas_result, std::uint64_t seed)
+    {
+        const int M = shape.m, N = shape.n, K = shape.k;
+        const std::vector<float> no_C;
+        if (static_cast<std::int64_t>(M) * N * K <= full_reference_max) {
+            return {sgemm::reference_gemm(M, N, K, 1.0, A, B, 0.0, no_C), "the product computed in double on the CPU"};
+        }
+        const std::vector<std::size_t> where = sgemm::sample_indices(M, N, sampled_elements, seed + size_key(shape));
+        const std::vector<double> exact = sgemm::reference_elements(M, N, K, 1.0, A, B, 0.0, no_C, where);
+        std::vector<float> sampled(where.size());
+        for (std::size_t i = 0; i < where.size(); ++i) {
+            sampled[i] = cublas_result[where[i]];
+        }
+        const sgemm::Comparison check = sgemm::compare(sampled, exact, sgemm::fp32_tolerance(K));
+        if (!check.within_tolerance()) {
+            throw std::runtime_error("cuBLAS's fp32 product at " + size_text(shape) +
+                                     " is not within the fp32 tolerance of the double product at sampled elements: " +
+                                     check.describe(1));
+        }
+        return {std::vector<double>(cublas_result.begin(), cublas_result.end()),
+                "cuBLAS fp32 (itself within " + format_tolerance(sgemm::fp32_tolerance(K)) + " of double at " +
+                    std::to_string(where.size()) + " sampled elements, max rel " + format_tolerance(check.max_rel) +
+                    ")"};
+    }
+
+    static std::string format_tolerance(double value)
+    {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.2g", value);
+        return text;
+    }
+
+    ChapterEntry entry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_sgemm_chapter() { return std::make_unique<SgemmChapter>(); }
+
+}  // namespace stepwise

@@ -1,0 +1,65 @@
+#include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
+#include "core/cuda_check.hpp"
+
+#include "../../snippets/tensor_core_gemm/08_persistent.cuh"
+
+#include <type_traits>
+
+namespace stepwise::tensor_core_gemm {
+namespace {
+
+namespace p = persistent;
+
+template <class Cfg>
+bool launcher_picks(int M, int N)
+{
+    int device = 0;
+    int sms = 0;
+    STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
+    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    const int picked = p::chosen_configuration(M, N, sms);
+    return (picked == 0 && std::is_same_v<Cfg, p::Large>) || (picked == 1 && std::is_same_v<Cfg, p::Medium>) ||
+           (picked == 2 && std::is_same_v<Cfg, p::Small>);
+}
+
+template <int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
+AutotuneCandidate candidate()
+{
+    using Cfg = p::Config<BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M>;
+    AutotuneCandidate c;
+    c.id = "bn" + std::to_string(BN) + "_s" + std::to_string(STAGES) + "_c" + std::to_string(CLUSTER_M) + "x" +
+           std::to_string(CLUSTER_N) + "_g" + std::to_string(GROUP_M);
+    c.config = {{"block_m", Cfg::BM},    {"block_n", BN},         {"block_k", p::BK},
+                {"warp_m", p::WGM},      {"warp_n", BN},          {"thread_m", 0},
+                {"thread_n", 0},         {"threads", Cfg::threads}, {"stages", STAGES},
+                {"cluster_m", CLUSTER_M}, {"cluster_n", CLUSTER_N}, {"group_m", GROUP_M}};
+    c.gemm = [](int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream) {
+        return p::gemm_with<Cfg>(M, N, K, d_A, d_B, d_C, stream);
+    };
+    c.kernel = kernel_entry("gemm_kernel<" + c.id + ">", p::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
+    c.chosen_for = launcher_picks<Cfg>;
+    return c;
+}
+
+}  // namespace
+
+const std::vector<AutotuneCandidate>& autotune_candidates()
+{
+    // Columns of C per tile, stages, cluster (tiles along M x along N), cluster rows per group.
+    static const std::vector<AutotuneCandidate> all = {
+        candidate<256, 4, 2, 1, 8>(),   // Large
+        candidate<256, 3, 2, 1, 8>(),
+        candidate<256, 4, 1, 1, 8>(),
+        candidate<256, 4, 2, 1, 4>(),
+        candidate<256, 4, 2, 1, 16>(),
+        candidate<128, 6, 2, 1, 8>(),   // Medium
+        candidate<128, 4, 2, 1, 8>(),
+        candidate<128, 6, 1, 2, 8>(),
+        candidate<64, 8, 2, 1, 8>(),    // Small
+        candidate<64, 8, 1, 2, 8>(),
+        candidate<64, 8, 1, 1, 8>(),
+    };
+    return all;
+}
+
+}  // namespace stepwise::tensor_core_gemm

@@ -1,0 +1,190 @@
+// The y-twist chapter of the timing program: registry entry, ceilings and step rows.
+#include "core/chapter.hpp"
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+#include "core/floor_kernels.hpp"
+#include "twist/twist_reference.hpp"
+#include "twist/twist_steps.hpp"
+
+#include <algorithm>
+
+namespace stepwise {
+namespace {
+
+//! The sizes measured: the source's 990,000 vertices (15.8 MB: they fit in an H100's 50 MB L2) and 2^26
+//! (1 GiB: they must come from DRAM).
+constexpr int source_points = 990000;
+constexpr int dram_points = 1 << 26;
+constexpr int measured_points[] = {source_points, dram_points};
+//! Angles up to 750 radians, where the approximate __cosf/__sinf no longer hold: their error shows here.
+constexpr float wide_angle_magnitude = 500.0f;
+constexpr int wide_angle_points = 1 << 16;
+
+//! The sweep: every fourth power of two from 2^14 to 2^24 vertices (256 KiB to 256 MiB), for the rows below.
+constexpr int sweep_points[] = {1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24};
+const std::vector<std::string> sweep_rows = {"06_exact_sincosf", "02_thread_per_vertex", "device_copy",
+                                             "inplace_read_write"};
+
+std::string size_text(int n)
+{
+    if (n == source_points) {
+        return "990,000 float4 vertices (15.8 MB, the source's)";
+    }
+    const int log2 = __builtin_ctz(static_cast<unsigned>(n));
+    const std::int64_t mib = (std::int64_t{n} * static_cast<std::int64_t>(sizeof(float4))) >> 20;
+    return "2^" + std::to_string(log2) + " float4 vertices (" +
+           (mib >= 1024 ? std::to_string(mib / 1024) + " GiB)" : std::to_string(mib) + " MiB)");
+}
+
+class TwistChapter final : public Chapter {
+public:
+    TwistChapter()
+    {
+        entry_.id = "twist";
+        entry_.title = "y-twist: deforming a mesh at the copy ceiling";
+        entry_.share_of = "device_copy";
+        entry_.gtest_prefix = "Twist";
+        entry_.timings = {
+            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
+            {"batch", "events around 10 back-to-back launches, time per launch; L2 warm", false, 10},
+        };
+        entry_.ceilings = {
+            {"device_copy", "cudaMemcpyAsync device to device of the same vertices (reads and writes their bytes)"},
+            {"inplace_read_write", "read and write every vertex in place, one float4 per thread"},
+            {"empty_launch", "an empty kernel, one thread (the launch floor)"},
+        };
+        for (const twist::Step& s : twist::steps()) {
+            StepEntry step{s.id, s.title, s.file, s.name_space, "twist", s.same_operation, s.beyond_article, {},
+                           s.kernels};
+            for (const int n : measured_points) {
+                if (!s.one_thread || n == source_points) {
+                    step.sizes.push_back({n, size_text(n)});
+                }
+            }
+            entry_.steps.push_back(step);
+        }
+        Sweep sweep{{}, sweep_rows, sizeof(float4), 1};  // the vertices, updated in place
+        for (const int n : sweep_points) {
+            sweep.sizes.push_back({n, size_text(n)});
+        }
+        add_sweep(entry_, std::move(sweep));
+        // The one-thread step runs at the source's size only: the first step at the DRAM-bound size is step 2.
+        entry_.headline = Headline{dram_points, "single_cold", "02_thread_per_vertex", entry_.steps.back().id};
+    }
+
+    const ChapterEntry& entry() const override { return entry_; }
+
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    {
+        const cudaStream_t stream = context.stream;
+        nlohmann::json chapter = chapter_header(entry_);
+        chapter["ceilings"] = nlohmann::json::array();
+        chapter["baselines"] = nlohmann::json::array();
+        chapter["steps"] = nlohmann::json::array();
+        const std::vector<double> wide_angle_errors = wide_angle_max_ulp(context);
+
+        for (const std::int64_t size : all_sizes(entry_)) {
+            const int n = static_cast<int>(size);
+            const std::int64_t bytes = 2 * static_cast<std::int64_t>(n) * static_cast<std::int64_t>(sizeof(float4));
+            const std::vector<float4> input = twist::random_points(n, twist::measured_extent, context.seed + n);
+            const std::vector<twist::Twisted> reference =
+                twist::reference_twist(input, twist::measured_magnitude, twist::measured_env);
+            DeviceBuffer<float4> d_input(input.size());
+            DeviceBuffer<float4> d_points(input.size());
+            d_input.upload(input);
+            const auto restore = [&] {
+                STEPWISE_CUDA_CHECK(cudaMemcpyAsync(d_points.data(), d_input.data(), d_input.bytes(),
+                                                    cudaMemcpyDeviceToDevice, stream));
+            };
+
+            for (const ReferenceEntry& ceiling : entry_.ceilings) {
+                if (!measured_at(entry_, ceiling.id, n)) {
+                    continue;
+                }
+                const std::function<cudaError_t()> launch =
+                    ceiling.id == "device_copy"
+                        ? std::function<cudaError_t()>([&] {
+                              return cudaMemcpyAsync(d_points.data(), d_input.data(), d_input.bytes(),
+                                                     cudaMemcpyDeviceToDevice, stream);
+                          })
+                    : ceiling.id == "inplace_read_write"
+                        ? std::function<cudaError_t()>([&] {
+                              return inplace_read_write(reinterpret_cast<float*>(d_points.data()), 4 * d_points.size(),
+                                                        1.0f, stream);
+                          })
+                        : std::function<cudaError_t()>([&] { return empty_launch(stream); });
+                for (const TimingMode& mode : entry_.timings) {
+                    const RowTiming t = context.sampler.time("ceiling " + ceiling.id, mode, [] {}, launch);
+                    nlohmann::json row = timing_row(t, n, mode.id,
+                                                    ceiling.id == "empty_launch" ? std::nullopt : std::optional(bytes),
+                                                    std::nullopt);
+                    add_reference_fields(row, ceiling);
+                    chapter["ceilings"].push_back(row);
+                }
+            }
+
+            for (std::size_t index = 0; index < twist::steps().size(); ++index) {
+                const twist::Step& step = twist::steps()[index];
+                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
+                    !measured_at(entry_, step.id, n)) {
+                    continue;
+                }
+                const StepEntry& registry_step = find_step(entry_, step.id);
+                const auto launch = [&] {
+                    return step.twist(d_points.data(), n, twist::measured_magnitude, twist::measured_env, stream);
+                };
+                std::vector<nlohmann::json> rows;
+                for (const TimingMode& mode : entry_.timings) {
+                    rows.push_back(timing_row(context.sampler.time(step.id, mode, restore, launch), n, mode.id, bytes,
+                                              std::nullopt));
+                }
+                // Validate the buffers that were timed: restore, one launch, compare with the double reference.
+                restore();
+                STEPWISE_CUDA_CHECK(launch());
+                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+                const twist::Comparison c = twist::compare(input, d_points.download(), reference, step.tolerance_ulp);
+                const TestCounts tests = context.tests_of(entry_, registry_step);
+                for (nlohmann::json& row : rows) {
+                    add_step_fields(row, registry_step, tests);
+                    row["validated"] = c.within_tolerance();
+                    row["validation"] = c.describe();
+                    row["accuracy"] = {{"tolerance_ulp", step.tolerance_ulp},
+                                       {"max_ulp", c.max_ulp},
+                                       {"max_rel", c.max_rel},
+                                       {"wide_angle_max_ulp", wide_angle_errors[index]}};
+                    chapter["steps"].push_back(row);
+                }
+            }
+        }
+        add_share_of_ceiling(chapter);
+        return chapter;
+    }
+
+private:
+    //! Each step's largest error (ulps of r) when the angles reach 750 radians: what `same_operation` is about.
+    static std::vector<double> wide_angle_max_ulp(MeasureContext& context)
+    {
+        const std::vector<float4> input =
+            twist::random_points(wide_angle_points, twist::measured_extent, context.seed + 1);
+        const std::vector<twist::Twisted> reference =
+            twist::reference_twist(input, wide_angle_magnitude, twist::measured_env);
+        DeviceBuffer<float4> d_points(input.size());
+        std::vector<double> out;
+        for (const twist::Step& step : twist::steps()) {
+            d_points.upload(input);
+            STEPWISE_CUDA_CHECK(step.twist(d_points.data(), wide_angle_points, wide_angle_magnitude,
+                                           twist::measured_env, context.stream));
+            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(context.stream));
+            out.push_back(twist::compare(input, d_points.download(), reference, step.tolerance_ulp).max_ulp);
+        }
+        return out;
+    }
+
+    ChapterEntry entry_;
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_twist_chapter() { return std::make_unique<TwistChapter>(); }
+
+}  // namespace stepwise

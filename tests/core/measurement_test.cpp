@@ -1,0 +1,346 @@
+// The timing program's registry, step selection, rows and GoogleTest attribution (no GPU needed).
+#include "core/chapter.hpp"
+#include "core/command_line.hpp"
+#include "core/cuda_check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace stepwise {
+namespace {
+
+TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
+{
+    const auto chapters = make_chapters();
+    ASSERT_FALSE(chapters.empty());
+    // The one step that is not timed: it shows what nested launches print.
+    const std::set<std::string> untimed = {"dynamic_parallelism/01_nested_hello_world"};
+    std::set<std::string> namespaces;
+    for (const auto& chapter : chapters) {
+        const ChapterEntry& c = chapter->entry();
+        int number = 0;
+        const StepEntry* previous = nullptr;
+        for (const StepEntry& s : c.steps) {
+            ++number;
+            char prefix[16];
+            std::snprintf(prefix, sizeof prefix, "%02d_", number);
+            EXPECT_EQ(s.id.rfind(prefix, 0), 0u) << s.id << " should be step " << number;
+            EXPECT_EQ(source_sha256(s.file).size(), 64u);
+            // A step has its own file, named after it; or it launches the previous step's source
+            // differently (the occupancy chapter's block shapes): same file and namespace, another launcher.
+            const bool variant = previous != nullptr && s.file == previous->file;
+            if (variant) {
+                EXPECT_EQ(s.name_space, previous->name_space) << s.id;
+                EXPECT_NE(s.launcher, previous->launcher) << s.id << " launches what " << previous->id << " does";
+            } else {
+                // Named after the step; the first of a run of launch variants after its number only.
+                const bool has_variants = number < static_cast<int>(c.steps.size()) && c.steps[number].file == s.file;
+                if (has_variants) {
+                    EXPECT_EQ(s.file.rfind("snippets/" + c.id + "/" + prefix, 0), 0u) << s.file;
+                } else {
+                    EXPECT_EQ(s.file, "snippets/" + c.id + "/" + s.id + ".cuh");
+                }
+                EXPECT_TRUE(namespaces.insert(s.name_space).second) << "two steps share " << s.name_space;
+            }
+            EXPECT_EQ(s.sizes.empty(), untimed.count(c.id + "/" + s.id) == 1) << c.id << "/" << s.id;
+            previous = &s;
+        }
+        bool share_of_is_a_ceiling = false;
+        for (const ReferenceEntry& r : c.ceilings) {
+            share_of_is_a_ceiling |= r.id == c.share_of;
+        }
+        EXPECT_TRUE(share_of_is_a_ceiling) << c.id << ": share_of names no ceiling";
+        EXPECT_FALSE(c.gtest_prefix.empty());
+    }
+}
+
+TEST(Registry, JsonListsChaptersStepsAndHashes)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    EXPECT_EQ(registry.at("schema"), 1);
+    const auto& elementwise = registry.at("chapters").at(0);
+    EXPECT_EQ(elementwise.at("id"), "elementwise");
+    EXPECT_EQ(elementwise.at("steps").at(0).at("id"), "01_original_kernel_a");
+    EXPECT_EQ(elementwise.at("steps").at(0).at("source_sha256").get<std::string>().size(), 64u);
+    EXPECT_EQ(elementwise.at("timings").size(), 2u);
+}
+
+TEST(Registry, EveryStepSaysWhatItsSnippetRequires)
+{
+    // A snippet that needs more than sm_75 says so (`constexpr const char* requirement = "sm_80";`); its registry
+    // entry must too, or a GPU without it would time an empty kernel. This file is tests/core/, the snippets' root
+    // is ../../.
+    const std::filesystem::path root = std::filesystem::path(__FILE__).parent_path().parent_path().parent_path();
+    const std::regex requirement(R"re(constexpr const char\* requirement = "([^"]+)")re");
+    int with_requirement = 0;
+    for (const auto& chapter : make_chapters()) {
+        for (const StepEntry& s : chapter->entry().steps) {
+            std::ifstream in(root / s.file);
+            ASSERT_TRUE(in) << root / s.file;
+            std::stringstream text;
+            text << in.rdbuf();
+            const std::string source = text.str();
+            std::smatch m;
+            const std::string wanted = std::regex_search(source, m, requirement) ? m[1].str() : "";
+            EXPECT_EQ(s.needs, wanted) << chapter->entry().id << "/" << s.id;
+            with_requirement += !wanted.empty();
+        }
+    }
+    EXPECT_GT(with_requirement, 0);
+}
+
+TEST(Registry, JsonSaysSgemmSteps9To11NeedSm80)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    const auto sgemm = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
+                                    [](const nlohmann::json& c) { return c.at("id") == "sgemm"; });
+    ASSERT_NE(sgemm, registry.at("chapters").end());
+    for (const auto& step : sgemm->at("steps")) {
+        const std::string id = step.at("id");
+        if (id < "09") {  // fp32 FMAs and plain loads: any GPU CUDA 13 supports
+            EXPECT_FALSE(step.contains("needs")) << id;
+        } else if (id < "12") {  // cp.async, TF32 WMMA
+            EXPECT_EQ(step.value("needs", ""), "sm_80") << id;
+        }
+    }
+}
+
+TEST(Unsupported, TheReasonNamesWhatTheStepNeedsAndThisGpu)
+{
+    EXPECT_EQ(unsupported_text("sm_80", 7, 5),
+              "needs sm_80: compute capability 8.0 or higher and this code built for it (this GPU: 7.5)");
+    EXPECT_EQ(unsupported_text("sm_120", 9, 0),
+              "needs sm_120: compute capability 12.0 or higher and this code built for it (this GPU: 9.0)");
+    EXPECT_EQ(unsupported_text("sm_90a", 12, 0),
+              "needs sm_90a: a GPU of compute capability 9.0 and this code built for it (this GPU: 12.0)");
+    // Nothing needed, or what is needed is there: no reason, and no device queried (this runs without a GPU).
+    EXPECT_EQ(unsupported_reason("", false), "");
+    EXPECT_EQ(unsupported_reason("sm_80", true), "");
+}
+
+TEST(Registry, EveryHeadlineNamesStepsMeasuredAtItsSizeAndTiming)
+{
+    int with_headline = 0;
+    for (const auto& chapter : make_chapters()) {
+        const ChapterEntry& c = chapter->entry();
+        if (!c.headline) {
+            continue;
+        }
+        ++with_headline;
+        const Headline& h = *c.headline;
+        EXPECT_TRUE(std::any_of(c.timings.begin(), c.timings.end(), [&](const TimingMode& t) { return t.id == h.timing; }))
+            << c.id << ": headline timing " << h.timing;
+        EXPECT_NE(h.first, h.final) << c.id;
+        for (const std::string& id : {h.first, h.final}) {
+            EXPECT_NO_THROW(find_step(c, id)) << c.id << "/" << id;
+            EXPECT_TRUE(measured_at(c, id, h.n)) << c.id << "/" << id << " is not measured at the headline's n " << h.n;
+        }
+    }
+    // Every chapter with timed steps is on the front page.
+    EXPECT_EQ(with_headline, static_cast<int>(make_chapters().size()));
+}
+
+TEST(Registry, SweepRowsAreMeasuredAtTheSweepAndMainSizesAndNothingElseGrows)
+{
+    ChapterEntry c;
+    c.id = "demo";
+    c.steps = {StepEntry{"01_a", "", "", "", "", true, false, {{100, "100"}}, {}},
+               StepEntry{"02_b", "", "", "", "", true, false, {{100, "100"}, {200, "200"}}, {}}};
+    c.ceilings = {ReferenceEntry{"copy", ""}, ReferenceEntry{"empty", ""}};
+    c.baselines = {ReferenceEntry{"lib", "", {200}}};
+    add_sweep(c, Sweep{{{10, "10"}, {1000, "1000"}}, {"02_b", "copy", "lib"}, 4, 1});
+    EXPECT_EQ(all_sizes(c), (std::vector<std::int64_t>{10, 100, 200, 1000}));
+    for (const std::int64_t n : {10, 100, 200, 1000}) {
+        EXPECT_TRUE(measured_at(c, "02_b", n)) << n;
+        EXPECT_TRUE(measured_at(c, "copy", n)) << n;
+        EXPECT_EQ(measured_at(c, "01_a", n), n == 100) << n;
+        EXPECT_EQ(measured_at(c, "empty", n), n == 100 || n == 200) << n;  // "every size" meant the main ones
+        EXPECT_EQ(measured_at(c, "lib", n), n != 100) << n;
+    }
+    EXPECT_THROW(measured_at(c, "nothing", 10), std::out_of_range);
+
+    ChapterEntry unknown = c;
+    EXPECT_THROW(add_sweep(unknown, Sweep{{{5, "5"}}, {"03_missing"}, 4, 1}), std::logic_error);
+}
+
+TEST(Registry, JsonCarriesHeadlineAndSweep)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    const auto reduction = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
+                                        [](const nlohmann::json& c) { return c.at("id") == "reduction"; });
+    ASSERT_NE(reduction, registry.at("chapters").end());
+    EXPECT_EQ(reduction->at("headline").at("n"), 1 << 28);
+    EXPECT_EQ(reduction->at("headline").at("final"), "17_single_pass");
+    const nlohmann::json& sweep = reduction->at("sweep");
+    EXPECT_EQ(sweep.at("sizes").front(), 1 << 10);
+    EXPECT_EQ(sweep.at("sizes").back(), 1 << 30);
+    EXPECT_EQ(sweep.at("sizes").size(), 19u);  // 2^10 .. 2^30 but the main sizes 2^22 and 2^28
+    EXPECT_EQ(sweep.at("footprint").at("bytes_per_n"), 4.0);
+    const auto& steps = reduction->at("steps");
+    const auto final_step = std::find_if(steps.begin(), steps.end(),
+                                         [](const nlohmann::json& s) { return s.at("id") == "17_single_pass"; });
+    EXPECT_EQ(final_step->at("sizes").size(), 21u);
+    const auto first_step = std::find_if(steps.begin(), steps.end(),
+                                         [](const nlohmann::json& s) { return s.at("id") == "01_neighbored_pairs"; });
+    EXPECT_EQ(first_step->at("sizes").size(), 2u);
+}
+
+TEST(Registry, UnhashedFilesAreAnError)
+{
+    EXPECT_THROW(source_sha256("snippets/elementwise/99_missing.cuh"), std::out_of_range);
+}
+
+TEST(Rows, StepFieldsComeFromTheRegistryAtTheRowsSize)
+{
+    const auto chapters = make_chapters();
+    const auto found = std::find_if(chapters.begin(), chapters.end(),
+                                    [](const auto& c) { return c->entry().id == "reduction"; });
+    ASSERT_NE(found, chapters.end());
+    const ChapterEntry& reduction = (*found)->entry();
+    const StepEntry& step = find_step(reduction, "17_single_pass");
+    nlohmann::json row = {{"n", 268435456}};
+    add_step_fields(row, step, TestCounts{7, 0, 1});
+    EXPECT_EQ(row.at("id"), "17_single_pass");
+    EXPECT_EQ(row.at("file"), "snippets/reduction/17_single_pass.cuh");
+    EXPECT_EQ(row.at("source_sha256"), source_sha256(step.file));
+    EXPECT_EQ(row.at("problem"), "2^28 int");
+    EXPECT_EQ(row.at("beyond_article"), true);
+    EXPECT_EQ(row.at("tests").at("passed"), 7);
+    EXPECT_EQ(row.at("tests").at("skipped"), 1);
+    nlohmann::json unknown_size = {{"n", 3}};
+    EXPECT_THROW(add_step_fields(unknown_size, step, TestCounts{}), std::out_of_range);
+    EXPECT_THROW(find_step(reduction, "99_nothing"), std::out_of_range);
+}
+
+TEST(Selection, EmptyMeansEverything)
+{
+    const auto chapters = make_chapters();
+    const auto selection = select_steps(chapters, {}, {});
+    ASSERT_EQ(selection.size(), chapters.size());
+    EXPECT_EQ(selection[0].step_ids.size(), chapters[0]->entry().steps.size());
+}
+
+TEST(Selection, StepsByBareOrQualifiedId)
+{
+    const auto chapters = make_chapters();
+    const auto selection = select_steps(chapters, {}, {"06_float4", "elementwise/01_original_kernel_a"});
+    ASSERT_EQ(selection.size(), 1u);
+    EXPECT_EQ(selection[0].step_ids, (std::vector<std::string>{"01_original_kernel_a", "06_float4"}));
+}
+
+TEST(Selection, UnknownChapterOrStepIsAUsageErrorNamingWhatIsKnown)
+{
+    const auto chapters = make_chapters();
+    try {
+        select_steps(chapters, {"nope"}, {});
+        FAIL() << "accepted an unknown chapter";
+    } catch (const UsageError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind("unknown chapter 'nope' (known: elementwise", 0), 0u) << e.what();
+    }
+    try {
+        select_steps(chapters, {}, {"elementwise/99_nothing"});
+        FAIL() << "accepted an unknown step";
+    } catch (const UsageError& e) {
+        EXPECT_NE(std::string(e.what()).find("unknown step 'elementwise/99_nothing' (known: "), std::string::npos);
+    }
+}
+
+TEST(Rows, RatesComeFromTheMedian)
+{
+    RowTiming t;
+    t.summary = summarize({0.002, 0.001, 0.003});
+    const nlohmann::json row = timing_row(t, 4, "batch", 2'000'000, 4'000'000);
+    EXPECT_DOUBLE_EQ(row.at("median_ms").get<double>(), 0.002);
+    EXPECT_DOUBLE_EQ(row.at("gbps").get<double>(), 1000.0);    // 2e6 bytes in 2 us
+    EXPECT_DOUBLE_EQ(row.at("gflops").get<double>(), 2000.0);  // 4e6 flops in 2 us
+    EXPECT_EQ(row.at("samples"), 3);
+    const nlohmann::json no_rates = timing_row(t, 4, "batch", std::nullopt, std::nullopt);
+    EXPECT_TRUE(no_rates.at("gbps").is_null());
+    EXPECT_TRUE(no_rates.at("gflops").is_null());
+}
+
+TEST(Rows, TheSmClockOfTheKeptSamplesIsRecordedWhereItWasRead)
+{
+    RowTiming t;
+    t.summary = summarize({0.002});
+    EXPECT_FALSE(timing_row(t, 4, "batch", std::nullopt, std::nullopt).contains("sm_clock_mhz"));  // no NVML
+    t.sm_clock = ClockSummary{1755, 1650, 1980};
+    const nlohmann::json clock = timing_row(t, 4, "batch", std::nullopt, std::nullopt).at("sm_clock_mhz");
+    EXPECT_DOUBLE_EQ(clock.at("median").get<double>(), 1755);
+    EXPECT_DOUBLE_EQ(clock.at("min").get<double>(), 1650);
+    EXPECT_DOUBLE_EQ(clock.at("max").get<double>(), 1980);
+}
+
+TEST(Registry, ATimingsOwnThrottleThresholdIsListedAndOnlyThere)
+{
+    const nlohmann::json registry = registry_json(make_chapters());
+    for (const auto& chapter : registry.at("chapters")) {
+        for (const auto& timing : chapter.at("timings")) {
+            // Sustained tensor-core work runs where the power limit puts the clock: that chapter keeps every sample.
+            if (chapter.at("id") == "tensor_core_gemm") {
+                EXPECT_EQ(timing.at("throttle_threshold"), 0.0);
+            } else {
+                EXPECT_FALSE(timing.contains("throttle_threshold")) << chapter.at("id");
+            }
+        }
+    }
+}
+
+TEST(Rows, ShareOfCeilingMatchesSizeAndTiming)
+{
+    nlohmann::json chapter = {
+        {"share_of", "floor"},
+        {"ceilings",
+         {{{"id", "floor"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 1.0}, {"gbps", nullptr}},
+          {{"id", "floor"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 2.0}, {"gbps", nullptr}},
+          {{"id", "other"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 0.1}, {"gbps", nullptr}}}},
+        {"steps",
+         {{{"id", "01_a"}, {"n", 8}, {"timing", "batch"}, {"median_ms", 4.0}, {"gbps", nullptr}},
+          {{"id", "01_a"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 4.0}, {"gbps", nullptr}},
+          {{"id", "01_a"}, {"n", 16}, {"timing", "batch"}, {"median_ms", 4.0}, {"gbps", nullptr}}}}};
+    add_share_of_ceiling(chapter);
+    EXPECT_DOUBLE_EQ(chapter["steps"][0]["share_of_ceiling"].get<double>(), 0.25);
+    EXPECT_DOUBLE_EQ(chapter["steps"][1]["share_of_ceiling"].get<double>(), 0.5);
+    EXPECT_TRUE(chapter["steps"][2]["share_of_ceiling"].is_null());
+}
+
+TEST(Rows, ShareOfCeilingComparesRatesWhenTheBytesDiffer)
+{
+    // A reduction reads n values; the copy ceiling reads and writes them: compare GB/s, not time.
+    nlohmann::json chapter = {
+        {"share_of", "copy"},
+        {"ceilings", {{{"id", "copy"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 2.0}, {"gbps", 3000.0}}}},
+        {"steps", {{{"id", "01_a"}, {"n", 8}, {"timing", "cold"}, {"median_ms", 1.0}, {"gbps", 2400.0}}}}};
+    add_share_of_ceiling(chapter);
+    EXPECT_DOUBLE_EQ(chapter["steps"][0]["share_of_ceiling"].get<double>(), 0.8);
+}
+
+TEST(GoogleTestReport, CountsEachStepsPassedFailedAndSkippedTests)
+{
+    const nlohmann::json report = nlohmann::json::parse(R"({"testsuites": [
+      {"name": "Elementwise/StepTest", "testsuite": [
+        {"name": "A/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"},
+        {"name": "B/01_original_kernel_a", "status": "RUN", "result": "COMPLETED", "failures": [{"failure": "x"}]},
+        {"name": "C/01_original_kernel_a", "status": "RUN", "result": "SKIPPED"},
+        {"name": "A/011_original_kernel_a", "status": "RUN", "result": "COMPLETED"},
+        {"name": "A/02_block_512x1", "status": "RUN", "result": "COMPLETED"}]},
+      {"name": "ElementwiseAnyInput/AnyInputStepTest", "testsuite": [
+        {"name": "R/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"}]},
+      {"name": "Reduction/StepTest", "testsuite": [
+        {"name": "A/01_original_kernel_a", "status": "RUN", "result": "COMPLETED"}]}]})");
+    const TestCounts counts = count_tests(report, "Elementwise", "01_original_kernel_a");
+    EXPECT_EQ(counts.passed, 2);
+    EXPECT_EQ(counts.failed, 1);
+    EXPECT_EQ(counts.skipped, 1);
+    const TestCounts none = count_tests(report, "Elementwise", "07_fast_intrinsics");
+    EXPECT_EQ(none.passed + none.failed + none.skipped, 0);
+}
+
+}  // namespace
+}  // namespace stepwise

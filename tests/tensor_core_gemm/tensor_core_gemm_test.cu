@@ -1,0 +1,405 @@
+// GPU tests of the tensor-core GEMM chapter: every step against the double product of its bf16 inputs, at shapes
+// that are multiples of no tile where a step takes them, and at 4096^3 against cuBLAS; step 8's configurations and
+// its paths for unaligned rows; cuBLAS itself against double.
+#include "core/device_buffer.hpp"
+#include "support/gpu_test_support.hpp"
+#include "sgemm/sgemm_reference.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
+
+#include "../../snippets/tensor_core_gemm/08_persistent.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace stepwise::tensor_core_gemm {
+
+//! Test names and failure messages show a step by its id.
+void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
+
+namespace {
+
+using stepwise::testing::fresh_seed;
+
+struct Shape {
+    int M, N, K;
+};
+
+std::string shape_text(Shape s)
+{
+    return std::to_string(s.M) + " x " + std::to_string(s.N) + " x " + std::to_string(s.K);
+}
+
+//! Shapes of every kind: single elements, multiples of no tile (K not a multiple of 8 either: rows the TMA cannot
+//! address), one to several tiles deep, rectangular (M != N, so a swapped index shows); each step gets those its
+//! launcher accepts.
+std::vector<Shape> shapes_for(const Step& step)
+{
+    const std::vector<Shape> all = {{1, 1, 8},       {127, 129, 136}, {33, 65, 7},     {300, 1, 24},
+                                    {128, 256, 64},  {256, 256, 128}, {256, 512, 192}, {384, 256, 1024},
+                                    {512, 768, 320}, {1, 300, 4095}};
+    std::vector<Shape> accepted;
+    for (const Shape& s : all) {
+        if (step.accepts(s.M, s.N, s.K)) {
+            accepted.push_back(s);
+        }
+    }
+    return accepted;
+}
+
+//! The smallest shape the step accepts with M != N, for the tests of one property.
+Shape small_shape(const Step& step) { return step.accepts(33, 65, 7) ? Shape{33, 65, 7} : Shape{256, 512, 192}; }
+
+bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
+
+constexpr std::size_t guard_elements = 1024;  // poisoned elements after C: an overrun changes them
+
+//! Runs `gemm` on fresh device copies of A and B into a C poisoned with NaN and followed by a guard region; checks
+//! that A and B were left alone and nothing was written past C. Returns C as floats.
+std::vector<float> run(GemmFunction gemm, Shape s, const std::vector<bf16>& A, const std::vector<bf16>& B,
+                       std::size_t a_offset = 0, std::size_t b_offset = 0)
+{
+    const std::size_t c_size = static_cast<std::size_t>(s.M) * s.N;
+    DeviceBuffer<bf16> d_A(A.size() + a_offset);
+    DeviceBuffer<bf16> d_B(B.size() + b_offset);
+    DeviceBuffer<bf16> d_C(c_size + guard_elements);
+    EXPECT_EQ(cudaMemcpy(d_A.data() + a_offset, A.data(), A.size() * sizeof(bf16), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(d_B.data() + b_offset, B.data(), B.size() * sizeof(bf16), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    d_C.fill_bytes(0xFF, 0);
+    EXPECT_EQ(gemm(s.M, s.N, s.K, d_A.data() + a_offset, d_B.data() + b_offset, d_C.data(), 0), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<bf16> all = d_C.download();
+    const std::vector<unsigned char> poison(guard_elements * sizeof(bf16), 0xFF);
+    EXPECT_EQ(std::memcmp(all.data() + c_size, poison.data(), poison.size()), 0) << "wrote past C";
+    all.resize(c_size);
+    std::vector<bf16> a_after(A.size());
+    std::vector<bf16> b_after(B.size());
+    EXPECT_EQ(cudaMemcpy(a_after.data(), d_A.data() + a_offset, A.size() * sizeof(bf16), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(b_after.data(), d_B.data() + b_offset, B.size() * sizeof(bf16), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(std::memcmp(a_after.data(), A.data(), A.size() * sizeof(bf16)), 0) << "the step changed A";
+    EXPECT_EQ(std::memcmp(b_after.data(), B.data(), B.size() * sizeof(bf16)), 0) << "the step changed B";
+    return to_float(all);
+}
+
+void expect_matches(Shape s, const std::vector<float>& got, const std::vector<double>& expected, Tolerance t)
+{
+    const sgemm::Comparison c = sgemm::compare(got, expected, t.of_max, t.of_element);
+    EXPECT_TRUE(c.within_tolerance()) << shape_text(s) << ": " << c.describe(s.N);
+}
+
+class TensorCoreGemmStepTest : public ::testing::TestWithParam<Step> {
+protected:
+    void SetUp() override
+    {
+        STEPWISE_SKIP_WITHOUT_GPU();
+        if (const std::string reason = unsupported_reason(GetParam()); !reason.empty()) {
+            GTEST_SKIP() << GetParam().id << " " << reason;
+        }
+    }
+};
+
+TEST_P(TensorCoreGemmStepTest, MatchesTheDoubleProductAtEveryShape)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<Shape> shapes = shapes_for(GetParam());
+    ASSERT_FALSE(shapes.empty());
+    for (const Shape s : shapes) {
+        SCOPED_TRACE(shape_text(s));
+        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.M);
+        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N + 1);
+        expect_matches(s, run(GetParam().gemm, s, A, B), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
+    }
+}
+
+TEST_P(TensorCoreGemmStepTest, NanAndInfinityReachTheElementsTheReferenceSays)
+{
+    // A NaN in row 3 of A makes row 3 of C NaN; +Inf in column 5 of B makes column 5 of C infinite, with the sign of
+    // A's element that meets it (A's column k_inf is positive, so the sign is definite).
+    const Shape s = small_shape(GetParam());
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    const int k_inf = std::min(2, s.K - 1);
+    for (int i = 0; i < s.M; ++i) {
+        bf16& a = A[static_cast<std::size_t>(i) * s.K + k_inf];
+        a = __float2bfloat16_rn(0.25f + std::abs(__bfloat162float(a)));
+    }
+    A[static_cast<std::size_t>(3) * s.K] = __float2bfloat16_rn(std::numeric_limits<float>::quiet_NaN());
+    B[static_cast<std::size_t>(5) * s.K + k_inf] = __float2bfloat16_rn(std::numeric_limits<float>::infinity());
+    const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+    ASSERT_TRUE(std::isnan(expected[static_cast<std::size_t>(3) * s.N + 7]));
+    ASSERT_TRUE(std::isinf(expected[5]) && expected[5] > 0);
+    expect_matches(s, run(GetParam().gemm, s, A, B), expected, exact_tolerance(s.K));
+}
+
+TEST_P(TensorCoreGemmStepTest, RejectsBadArgumentsAndLeavesCAlone)
+{
+    const Step& step = GetParam();
+    const Shape s = small_shape(step);
+    DeviceBuffer<bf16> d_A(static_cast<std::size_t>(s.M) * s.K + 8);
+    DeviceBuffer<bf16> d_B(static_cast<std::size_t>(s.K) * s.N + 8);
+    DeviceBuffer<bf16> d_C(static_cast<std::size_t>(s.M) * s.N + 8);
+    d_C.fill_bytes(0x5A, 0);
+    const auto call = [&](int M, int N, int K, const bf16* A, const bf16* B, bf16* C) {
+        return step.gemm(M, N, K, A, B, C, 0);
+    };
+    EXPECT_EQ(call(s.M, s.N, s.K, nullptr, d_B.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(call(s.M, s.N, s.K, d_A.data(), nullptr, d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data(), nullptr), cudaErrorInvalidValue);
+    EXPECT_EQ(call(0, s.N, s.K, d_A.data(), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(call(s.M, -1, s.K, d_A.data(), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(call(s.M, s.N, 0, d_A.data(), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+    if (step.m_multiple > 1) {
+        EXPECT_EQ(call(s.M + 1, s.N, s.K, d_A.data(), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+        EXPECT_EQ(call(s.M, s.N - 1, s.K, d_A.data(), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+        EXPECT_EQ(call(s.M, s.N, s.K + 1, d_A.data(), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+        EXPECT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data() + 1, d_C.data()), cudaErrorInvalidValue);
+        EXPECT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data() + 1), cudaErrorInvalidValue);
+    } else {  // any shape and any 16-bit aligned A and B; C must hold bf16 at 2-byte alignment
+        bf16* odd_c = reinterpret_cast<bf16*>(reinterpret_cast<char*>(d_C.data()) + 1);
+        EXPECT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data(), odd_c), cudaErrorInvalidValue);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<bf16> after = d_C.download();
+    const std::vector<unsigned char> expected(after.size() * sizeof(bf16), 0x5A);
+    EXPECT_EQ(std::memcmp(after.data(), expected.data(), expected.size()), 0) << "a rejected call wrote to C";
+}
+
+//! cuBLAS's product of A and B (n x n x n), checked at sampled elements against double.
+std::vector<float> checked_cublas_product(int n, const std::vector<bf16>& A, const std::vector<bf16>& B,
+                                          DeviceBuffer<bf16>& d_A, DeviceBuffer<bf16>& d_B, std::uint64_t seed)
+{
+    const CublasGemmBf16 cublas;
+    DeviceBuffer<bf16> d_C(static_cast<std::size_t>(n) * n);
+    d_C.fill_bytes(0xFF, 0);
+    EXPECT_EQ(cublas(n, n, n, d_A.data(), d_B.data(), d_C.data(), 0), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> C = to_float(d_C.download());
+    const std::vector<std::size_t> where = sgemm::sample_indices(n, n, 1024, seed);
+    std::vector<float> sampled;
+    for (const std::size_t i : where) {
+        sampled.push_back(C[i]);
+    }
+    const Tolerance t = exact_tolerance(n);
+    const sgemm::Comparison check =
+        sgemm::compare(sampled, reference_elements(n, n, n, A, B, where), t.of_max, t.of_element);
+    EXPECT_TRUE(check.within_tolerance()) << "cuBLAS against double: " << check.describe(1);
+    return C;
+}
+
+TEST_P(TensorCoreGemmStepTest, MatchesCublasAt4096)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "4096^3 under compute-sanitizer would take minutes; the sanitizers check the smaller shapes";
+    }
+    constexpr int n = 4096;
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<bf16> A = random_matrix(n, n, seed);
+    const std::vector<bf16> B = random_matrix(n, n, seed + 1);
+    DeviceBuffer<bf16> d_A(A.size());
+    DeviceBuffer<bf16> d_B(B.size());
+    d_A.upload(A);
+    d_B.upload(B);
+    const std::vector<float> expected = checked_cublas_product(n, A, B, d_A, d_B, seed);
+    DeviceBuffer<bf16> d_C(expected.size());
+    d_C.fill_bytes(0xFF, 0);
+    ASSERT_EQ(GetParam().gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), 0), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_matches({n, n, n}, to_float(d_C.download()), std::vector<double>(expected.begin(), expected.end()),
+                   rounded_tolerance(n));
+}
+
+INSTANTIATE_TEST_SUITE_P(TensorCoreGemm, TensorCoreGemmStepTest, ::testing::ValuesIn(steps()),
+                         [](const ::testing::TestParamInfo<Step>& info) { return std::string(info.param.id); });
+
+// ---- step 8: every configuration, every path ----
+
+class TensorCoreGemmFinalStepTest : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        STEPWISE_SKIP_WITHOUT_GPU();
+        if (const std::string reason = unsupported_reason(steps().back()); !reason.empty()) {
+            GTEST_SKIP() << steps().back().id << " " << reason;
+        }
+    }
+};
+
+TEST_F(TensorCoreGemmFinalStepTest, EveryAutotunedConfigurationAtShapesThatAreMultiplesOfNoTile)
+{
+    // The launcher picks one configuration per shape; the sweep times them all: each must take every shape.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape s : {Shape{300, 520, 136}, Shape{129, 1000, 72}, Shape{261, 33, 200}}) {
+        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.M);
+        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N);
+        const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+        for (const AutotuneCandidate& candidate : autotune_candidates()) {
+            SCOPED_TRACE(candidate.id + " at " + shape_text(s));
+            expect_matches(s, run(candidate.gemm, s, A, B), expected, exact_tolerance(s.K));
+        }
+    }
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, CopiesRowsTheTmaCannotAddressAndStoresOddRowsItself)
+{
+    // K not a multiple of 8, or A and B not 16-byte aligned: the TMA cannot describe them, the launcher copies them
+    // into padded rows; N odd: C's rows are not 16-byte multiples, each thread stores its own elements.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Shape s{257, 383, 1001};
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+    expect_matches(s, run(persistent::gemm, s, A, B), expected, exact_tolerance(s.K));
+    expect_matches(s, run(persistent::gemm, s, A, B, 1, 3), expected, exact_tolerance(s.K));
+    const Shape aligned{257, 383, 1000};
+    const std::vector<bf16> A2 = random_matrix(aligned.M, aligned.K, seed + 2);
+    const std::vector<bf16> B2 = random_matrix(aligned.N, aligned.K, seed + 3);
+    const std::vector<double> expected2 = reference_gemm(aligned.M, aligned.N, aligned.K, A2, B2);
+    expect_matches(aligned, run(persistent::gemm, aligned, A2, B2, 5, 0), expected2, exact_tolerance(aligned.K));
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "4095 x 4097 x 1000 under compute-sanitizer would take minutes; the smaller shapes are checked";
+    }
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Shape s{4095, 4097, 1000};
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    const std::vector<float> C = run(persistent::gemm, s, A, B);
+    const std::vector<std::size_t> where = sgemm::sample_indices(s.M, s.N, 4096, seed + 2);
+    std::vector<float> sampled;
+    for (const std::size_t i : where) {
+        sampled.push_back(C[i]);
+    }
+    const Tolerance t = exact_tolerance(s.K);
+    const sgemm::Comparison c =
+        sgemm::compare(sampled, reference_elements(s.M, s.N, s.K, A, B, where), t.of_max, t.of_element);
+    EXPECT_TRUE(c.within_tolerance()) << c.describe(1);
+    std::size_t nans = 0;
+    for (const float v : C) {
+        nans += std::isnan(v) ? 1 : 0;
+    }
+    EXPECT_EQ(nans, 0u) << "elements left unwritten (C was poisoned with NaN)";
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, UsageExample)
+{
+    const int M = 1000;
+    const int N = 2048;
+    const int K = 512;
+    const std::vector<bf16> A_host = random_matrix(M, K, 1);
+    const std::vector<bf16> B_host = random_matrix(N, K, 2);  // B's columns, each K values
+    // example-begin tensor-core-gemm-usage
+    // C = A B: A is M x K row-major, B is K x N column-major (N columns of K values), C is M x N row-major; bf16 in
+    // and out, fp32 accumulation.
+    __nv_bfloat16* d_A = nullptr;
+    __nv_bfloat16* d_B = nullptr;
+    __nv_bfloat16* d_C = nullptr;
+    cudaError_t error = cudaMalloc(&d_A, A_host.size() * sizeof(__nv_bfloat16));
+    if (error == cudaSuccess) error = cudaMalloc(&d_B, B_host.size() * sizeof(__nv_bfloat16));
+    if (error == cudaSuccess) error = cudaMalloc(&d_C, static_cast<std::size_t>(M) * N * sizeof(__nv_bfloat16));
+    if (error == cudaSuccess)
+        error = cudaMemcpy(d_A, A_host.data(), A_host.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice);
+    if (error == cudaSuccess)
+        error = cudaMemcpy(d_B, B_host.data(), B_host.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice);
+    // Any M, N, K >= 1; cudaErrorNotSupported on a GPU other than compute capability 9.0 or a build without sm_90a.
+    if (error == cudaSuccess) error = stepwise::tensor_core_gemm::persistent::gemm(M, N, K, d_A, d_B, d_C);
+    if (error == cudaSuccess) error = cudaDeviceSynchronize();
+    std::vector<__nv_bfloat16> C_host(static_cast<std::size_t>(M) * N);
+    if (error == cudaSuccess)
+        error = cudaMemcpy(C_host.data(), d_C, C_host.size() * sizeof(__nv_bfloat16), cudaMemcpyDeviceToHost);
+    cudaFree(d_A);
+    cudaFree(d_B);
+    cudaFree(d_C);
+    // example-end tensor-core-gemm-usage
+    ASSERT_EQ(error, cudaSuccess) << cudaGetErrorString(error);
+    expect_matches({M, N, K}, to_float(C_host), reference_gemm(M, N, K, A_host, B_host), exact_tolerance(K));
+}
+
+TEST(TensorCoreGemmLauncher, PicksTheLargestTileThatGivesNineTenthsOfTheSmsOne)
+{
+    // No GPU needed: the choice is arithmetic on the shape and the SM count (132 on an H100 or H200).
+    using persistent::chosen_configuration;
+    EXPECT_EQ(chosen_configuration(4096, 4096, 132), 0);  // 32 x 16 tiles of 128 x 256
+    EXPECT_EQ(chosen_configuration(2048, 2048, 132), 0);  // 16 x 8 = 128 >= 118.8
+    EXPECT_EQ(chosen_configuration(1024, 2048, 132), 1);  // 8 x 8 = 64 of 128 x 256; 8 x 16 = 128 of 128 x 128
+    EXPECT_EQ(chosen_configuration(1024, 1024, 132), 2);  // 8 x 8 = 64 tiles of 128 x 128: 8 x 16 of 128 x 64
+    EXPECT_EQ(chosen_configuration(1, 1, 132), 2);
+}
+
+// ---- cuBLAS, the baseline, on the same operation (left out of racecheck: its own kernels report hazards there) ----
+
+TEST(TensorCoreGemmCublas, MatchesTheDoubleProductInTheSameLayouts)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const CublasGemmBf16 cublas;
+    for (const Shape s : {Shape{127, 129, 136}, Shape{64, 96, 40}, Shape{1, 300, 8}}) {
+        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.M);
+        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N);
+        const auto call = [&cublas](int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C) {
+            return cublas(M, N, K, d_A, d_B, d_C, 0);
+        };
+        const std::size_t c_size = static_cast<std::size_t>(s.M) * s.N;
+        DeviceBuffer<bf16> d_A(A.size());
+        DeviceBuffer<bf16> d_B(B.size());
+        DeviceBuffer<bf16> d_C(c_size);
+        d_A.upload(A);
+        d_B.upload(B);
+        d_C.fill_bytes(0xFF, 0);
+        ASSERT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data()), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        expect_matches(s, to_float(d_C.download()), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
+    }
+}
+
+// ---- what `make profile` runs under Nsight Compute ----
+
+TEST(TensorCoreGemmProfile, EveryStepOnceAt4096)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "the profiling test is for Nsight Compute; the other tests run under the sanitizers";
+    }
+    constexpr int n = 4096;
+    const std::vector<bf16> A = random_matrix(n, n, fresh_seed());
+    const std::vector<bf16> B = random_matrix(n, n, fresh_seed());
+    DeviceBuffer<bf16> d_A(A.size());
+    DeviceBuffer<bf16> d_B(B.size());
+    DeviceBuffer<bf16> d_C(A.size());
+    d_A.upload(A);
+    d_B.upload(B);
+    int ran = 0;
+    for (const Step& step : steps()) {
+        if (!unsupported_reason(step).empty()) {
+            continue;
+        }
+        ASSERT_EQ(step.gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), 0), cudaSuccess) << step.id;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << step.id;
+        ++ran;
+    }
+    if (ran == 0) {
+        GTEST_SKIP() << "no step of the chapter runs on this GPU";
+    }
+}
+
+}  // namespace
+}  // namespace stepwise::tensor_core_gemm
