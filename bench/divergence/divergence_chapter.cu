@@ -1,10 +1,10 @@
 // The warp-divergence chapter of the timing program: registry entry, ceilings and step rows.
 #include "core/chapter.hpp"
-#include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/floor_kernels.hpp"
+#include "core/step_loop.hpp"
 #include "divergence/divergence_reference.hpp"
 #include "divergence/divergence_steps.hpp"
-#include "core/floor_kernels.hpp"
 
 #include <algorithm>
 
@@ -43,10 +43,7 @@ public:
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
         const int n = measured_items;
         const std::vector<float> input = divergence::random_angles(n, context.seed);
         DeviceBuffer<float> d_in(input.size());
@@ -54,44 +51,29 @@ public:
         d_in.upload(input);
 
         for (const ReferenceEntry& ceiling : entry_.ceilings) {
-            const std::function<cudaError_t()> launch =
-                ceiling.id == "uniform_work"
-                    ? std::function<cudaError_t()>(
-                          [&] { return divergence::uniform_work(d_in.data(), d_out.data(), n, stream); })
-                    : std::function<cudaError_t()>([&] { return empty_launch(stream); });
-            for (const TimingMode& mode : entry_.timings) {
-                nlohmann::json row = timing_row(context.sampler.time("ceiling " + ceiling.id, mode, [] {}, launch), n,
-                                                mode.id, std::nullopt, std::nullopt);
-                add_reference_fields(row, ceiling);
-                chapter["ceilings"].push_back(row);
+            TimedRow row{[&] { return empty_launch(stream); }, n};
+            if (ceiling.id == "uniform_work") {
+                row.launch = [&] { return divergence::uniform_work(d_in.data(), d_out.data(), n, stream); };
             }
+            add_reference_rows(chapter, "ceilings", context, entry_, ceiling, row);
         }
 
         for (const divergence::Step& step : divergence::steps()) {
-            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
+            if (!measures_step(entry_, step_ids, step.id, n)) {
                 continue;
             }
-            const StepEntry& registry_step = find_step(entry_, step.id);
-            const auto launch = [&] { return step.branch(d_in.data(), d_out.data(), n, stream); };
-            std::vector<nlohmann::json> rows;
-            for (const TimingMode& mode : entry_.timings) {
-                rows.push_back(timing_row(context.sampler.time(step.id, mode, [] {}, launch), n, mode.id, std::nullopt,
-                                          std::nullopt));
-            }
-            // Validate the buffer that was timed: poison, one launch, compare with the double reference.
-            d_out.fill_bytes(0xFF, stream);
-            STEPWISE_CUDA_CHECK(launch());
-            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-            const divergence::Comparison c = divergence::compare(
-                d_out.download(), divergence::reference_sums(input, step.rule), divergence::sum_tolerance);
-            const TestCounts tests = context.tests_of(entry_, registry_step);
-            for (nlohmann::json& row : rows) {
-                add_step_fields(row, registry_step, tests);
-                row["validated"] = c.within_tolerance();
-                row["validation"] = c.describe();
-                row["accuracy"] = {{"tolerance_abs", divergence::sum_tolerance}, {"max_abs", c.max_abs_error}, {"max_rel", c.max_rel}};
-                chapter["steps"].push_back(row);
-            }
+            TimedRow row{[&] { return step.branch(d_in.data(), d_out.data(), n, stream); }, n};
+            // Check the buffer that was timed: poisoned, one launch, compared with the double reference.
+            row.prepare_check = [&] { d_out.fill_bytes(0xFF, stream); };
+            row.check = [&] {
+                const divergence::Comparison c = divergence::compare(
+                    d_out.download(), divergence::reference_sums(input, step.rule), divergence::sum_tolerance);
+                return Validation{c.within_tolerance(), c.describe(),
+                                  {{"tolerance_abs", divergence::sum_tolerance},
+                                   {"max_abs", c.max_abs_error},
+                                   {"max_rel", c.max_rel}}};
+            };
+            add_step_rows(chapter, context, entry_, step.id, row);
         }
         add_share_of_ceiling(chapter);
         return chapter;

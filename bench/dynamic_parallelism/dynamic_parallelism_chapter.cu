@@ -5,6 +5,7 @@
 #include "dynamic_parallelism/dynamic_parallelism_reference.hpp"
 #include "dynamic_parallelism/dynamic_parallelism_steps.hpp"
 #include "core/floor_kernels.hpp"
+#include "core/step_loop.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -56,10 +57,7 @@ public:
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
         DeviceBuffer<int> d_children(measured_children);
         DeviceBuffer<unsigned int> d_failed(1);
         DeviceBuffer<double> d_result(1);
@@ -67,75 +65,58 @@ public:
         DeviceBuffer<unsigned char> d_workspace(dp::integrate_workspace_bytes(dp::list_capacity));
 
         for (const ReferenceEntry& ceiling : entry_.ceilings) {
-            const std::function<cudaError_t()> launch =
-                ceiling.id == "host_launches"
-                    ? std::function<cudaError_t()>(
-                          [&] { return dp::host_launch_children(d_children.data(), measured_children, stream); })
-                    : std::function<cudaError_t()>([&] { return empty_launch(stream); });
-            for (const TimingMode& mode : entry_.timings) {
-                nlohmann::json row = timing_row(context.sampler.time("ceiling " + ceiling.id, mode, [] {}, launch),
-                                                measured_children, mode.id, std::nullopt, std::nullopt);
-                add_reference_fields(row, ceiling);
-                chapter["ceilings"].push_back(row);
+            TimedRow row{[&] { return empty_launch(stream); }, measured_children};
+            if (ceiling.id == "host_launches") {
+                row.launch = [&] { return dp::host_launch_children(d_children.data(), measured_children, stream); };
             }
+            add_reference_rows(chapter, "ceilings", context, entry_, ceiling, row);
         }
 
         for (const dp::Step& step : dp::steps()) {
             if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() || step.hello != nullptr) {
                 continue;  // the nested hello world prints: it is tested, not timed
             }
-            const StepEntry& registry_step = find_step(entry_, step.id);
-            const std::int64_t n = registry_step.sizes.at(0).n;
-            std::function<cudaError_t()> launch;
+            TimedRow row{nullptr, find_step(entry_, step.id).sizes.at(0).n};
             if (step.children != nullptr) {
-                launch = [&] { return step.children(d_children.data(), measured_children, d_failed.data(), stream); };
+                row.launch = [&] {
+                    return step.children(d_children.data(), measured_children, d_failed.data(), stream);
+                };
             } else {
-                launch = [&] {
+                row.launch = [&] {
                     return step.integrate(dp::lower, dp::upper, dp::initial_intervals, dp::tolerance, d_result.data(),
                                           d_status.data(), d_workspace.data(), dp::list_capacity, stream);
                 };
             }
-            std::vector<nlohmann::json> rows;
-            for (const TimingMode& mode : entry_.timings) {
-                rows.push_back(timing_row(context.sampler.time(step.id, mode, [] {}, launch), n, mode.id, std::nullopt,
-                                          std::nullopt));
-            }
-            // Validate: poison, one call, check what it wrote.
-            d_children.fill_bytes(0xFF, stream);
-            STEPWISE_CUDA_CHECK(cudaMemsetAsync(d_failed.data(), 0, sizeof(unsigned int), stream));
-            STEPWISE_CUDA_CHECK(launch());
-            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-            bool valid = false;
-            double max_rel = 0.0;
-            std::ostringstream validation;
-            if (step.children != nullptr) {
-                const std::vector<int> out = d_children.download();
-                const unsigned int failed = d_failed.download().at(0);
-                std::size_t wrong = 0;
-                for (std::size_t c = 0; c < out.size(); ++c) {
-                    wrong += out[c] != static_cast<int>(c) + 1;
+            // Check: poisoned, one call, then what it wrote.
+            row.prepare_check = [&] {
+                d_children.fill_bytes(0xFF, stream);
+                STEPWISE_CUDA_CHECK(cudaMemsetAsync(d_failed.data(), 0, sizeof(unsigned int), stream));
+            };
+            row.check = [&] {
+                if (step.children != nullptr) {
+                    const std::vector<int> out = d_children.download();
+                    const unsigned int failed = d_failed.download().at(0);
+                    std::size_t wrong = 0;
+                    for (std::size_t c = 0; c < out.size(); ++c) {
+                        wrong += out[c] != static_cast<int>(c) + 1;
+                    }
+                    std::ostringstream validation;
+                    validation << measured_children - wrong << " of " << measured_children << " children ran, "
+                               << failed << " device-side launches failed";
+                    return Validation{wrong == 0 && failed == 0, validation.str(), {{"max_rel", nlohmann::json()}}};
                 }
-                valid = wrong == 0 && failed == 0;
-                validation << measured_children - wrong << " of " << measured_children << " children ran, " << failed
-                           << " device-side launches failed";
-            } else {
                 const double got = d_result.download().at(0);
                 const unsigned int status = d_status.download().at(0);
                 const double exact = dp::exact_integral(dp::lower, dp::upper);
-                max_rel = std::fabs(got - exact) / std::fabs(exact);
-                valid = status == 0 && max_rel <= dp::integral_rel_tolerance;
+                const double max_rel = std::fabs(got - exact) / std::fabs(exact);
+                std::ostringstream validation;
                 validation.precision(17);
                 validation << "integral " << got << " (exact " << exact << ", relative error " << max_rel
                            << "), status " << dp::describe_integrate_status(status);
-            }
-            const TestCounts tests = context.tests_of(entry_, registry_step);
-            for (nlohmann::json& row : rows) {
-                add_step_fields(row, registry_step, tests);
-                row["validated"] = valid;
-                row["validation"] = validation.str();
-                row["accuracy"] = {{"max_rel", step.children != nullptr ? nlohmann::json() : nlohmann::json(max_rel)}};
-                chapter["steps"].push_back(row);
-            }
+                return Validation{status == 0 && max_rel <= dp::integral_rel_tolerance, validation.str(),
+                                  {{"max_rel", max_rel}}};
+            };
+            add_step_rows(chapter, context, entry_, step.id, row);
         }
         add_share_of_ceiling(chapter);
         return chapter;

@@ -5,6 +5,7 @@
 #include "elementwise/elementwise_reference.hpp"
 #include "elementwise/elementwise_steps.hpp"
 #include "core/floor_kernels.hpp"
+#include "core/step_loop.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -77,10 +78,7 @@ public:
 
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
         for (const std::int64_t n : all_sizes(entry_)) {
             measure_size(context, step_ids, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))), chapter);
         }
@@ -134,64 +132,45 @@ private:
             if (!measured_at(entry_, ceiling.id, num_items)) {
                 continue;
             }
-            for (const TimingMode& mode : entry_.timings) {
-                const RowTiming t =
-                    context.sampler.time("ceiling " + ceiling.id, mode, reset, ceiling_launch(ceiling.id));
-                const bool moves_data = ceiling.id != "empty_launch";
-                nlohmann::json row = timing_row(t, num_items, mode.id,
-                                                moves_data ? std::optional(bytes_per_launch) : std::nullopt,
-                                                std::nullopt);
-                add_reference_fields(row, ceiling);
-                chapter["ceilings"].push_back(row);
-            }
+            const bool moves_data = ceiling.id != "empty_launch";
+            add_reference_rows(chapter, "ceilings", context, entry_, ceiling,
+                               {ceiling_launch(ceiling.id), num_items,
+                                moves_data ? std::optional(bytes_per_launch) : std::nullopt, std::nullopt, reset});
         }
 
         for (const elementwise::Step& step : elementwise::steps()) {
-            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                !measured_at(entry_, step.id, num_items)) {
+            if (!measures_step(entry_, step_ids, step.id, num_items)) {
                 continue;
             }
-            const StepEntry& registry_step = find_step(entry_, step.id);
             DeviceBuffer<unsigned char> d_workspace(step.workspace_bytes);
             if (step.prepare != nullptr) {
                 STEPWISE_CUDA_CHECK(step.prepare(d_workspace.data(), stream));
                 STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
             }
-            const auto launch = [&] { return step.update(d_data.data(), dim, dim, d_workspace.data(), stream); };
-
-            std::vector<nlohmann::json> rows_out;
-            for (const TimingMode& mode : entry_.timings) {
-                rows_out.push_back(timing_row(context.sampler.time(step.id, mode, reset, launch), num_items, mode.id,
-                                              bytes_per_launch, std::nullopt));
-            }
-
-            // Validate the buffers that were timed: restore, one update, compare; at the main size a second update.
-            reset();
-            STEPWISE_CUDA_CHECK(launch());
-            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-            const elementwise::Comparison first =
-                elementwise::compare(validated_input, rows_of(d_data.download(), dim, rows), once, dim,
-                                     step.tolerance_ulp, step.inner_error_exponent);
-            nlohmann::json accuracy = {{"tolerance_ulp", step.tolerance_ulp},
-                                       {"max_ulp", first.max_ulp},
-                                       {"max_rel", first.max_rel}};
-            if (main_size) {
-                STEPWISE_CUDA_CHECK(launch());
-                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-                accuracy["second_application_max_rel"] = elementwise::max_relative_error(d_data.download(), twice);
-            }
-            const std::string validated_on =
-                row_count == dim ? std::string()
-                                 : "on " + std::to_string(row_count) + " evenly spaced rows of " +
-                                       std::to_string(dim) + " (first and last included; rows numbered among them): ";
-            const TestCounts tests = context.tests_of(entry_, registry_step);
-            for (nlohmann::json& row : rows_out) {
-                add_step_fields(row, registry_step, tests);
-                row["validated"] = first.within_tolerance();
-                row["validation"] = validated_on + first.describe(dim);
-                row["accuracy"] = accuracy;
-                chapter["steps"].push_back(row);
-            }
+            TimedRow row{[&] { return step.update(d_data.data(), dim, dim, d_workspace.data(), stream); }, num_items,
+                         bytes_per_launch, std::nullopt, reset};
+            // Check the buffers that were timed: restored, one update, compared; at the main size a second update.
+            row.prepare_check = reset;
+            row.check = [&] {
+                const elementwise::Comparison first =
+                    elementwise::compare(validated_input, rows_of(d_data.download(), dim, rows), once, dim,
+                                         step.tolerance_ulp, step.inner_error_exponent);
+                nlohmann::json accuracy = {{"tolerance_ulp", step.tolerance_ulp},
+                                           {"max_ulp", first.max_ulp},
+                                           {"max_rel", first.max_rel}};
+                if (main_size) {
+                    STEPWISE_CUDA_CHECK(row.launch());
+                    STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+                    accuracy["second_application_max_rel"] = elementwise::max_relative_error(d_data.download(), twice);
+                }
+                const std::string validated_on =
+                    row_count == dim ? std::string()
+                                     : "on " + std::to_string(row_count) + " evenly spaced rows of " +
+                                           std::to_string(dim) +
+                                           " (first and last included; rows numbered among them): ";
+                return Validation{first.within_tolerance(), validated_on + first.describe(dim), accuracy};
+            };
+            add_step_rows(chapter, context, entry_, step.id, row);
         }
     }
 

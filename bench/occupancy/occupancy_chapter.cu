@@ -1,6 +1,6 @@
 // The occupancy chapter of the timing program: one kernel, eight block shapes, against a device copy.
 #include "core/chapter.hpp"
-#include "core/cuda_check.hpp"
+#include "core/step_loop.hpp"
 #include "core/device_buffer.hpp"
 #include "occupancy/occupancy_reference.hpp"
 #include "occupancy/occupancy_steps.hpp"
@@ -57,10 +57,7 @@ public:
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
         for (const std::int64_t n : all_sizes(entry_)) {
             const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))));
             const std::int64_t matrix_bytes = n * static_cast<std::int64_t>(sizeof(float));
@@ -77,40 +74,23 @@ public:
                 const auto copy = [&] {
                     return cudaMemcpyAsync(d_c.data(), d_a.data(), d_a.bytes(), cudaMemcpyDeviceToDevice, stream);
                 };
-                for (const TimingMode& mode : entry_.timings) {
-                    nlohmann::json row = timing_row(context.sampler.time("ceiling " + ceiling.id, mode, [] {}, copy),
-                                                    n, mode.id, 2 * matrix_bytes, std::nullopt);
-                    add_reference_fields(row, ceiling);
-                    chapter["ceilings"].push_back(row);
-                }
+                add_reference_rows(chapter, "ceilings", context, entry_, ceiling, {copy, n, 2 * matrix_bytes});
             }
 
             for (const occupancy::Step& step : occupancy::steps()) {
-                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                    !measured_at(entry_, step.id, n)) {
+                if (!measures_step(entry_, step_ids, step.id, n)) {
                     continue;
                 }
-                const StepEntry& registry_step = find_step(entry_, step.id);
-                const auto launch = [&] { return step.sum(d_a.data(), d_b.data(), d_c.data(), side, side, stream); };
-                std::vector<nlohmann::json> rows;
-                for (const TimingMode& mode : entry_.timings) {
-                    rows.push_back(timing_row(context.sampler.time(step.id, mode, [] {}, launch), n, mode.id,
-                                              3 * matrix_bytes, std::nullopt));
-                }
-                // Validate the buffer that was timed: poison, one launch, compare bit for bit with a + b.
-                d_c.fill_bytes(0xFF, stream);
-                STEPWISE_CUDA_CHECK(launch());
-                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-                const occupancy::Comparison c = occupancy::compare_sum(a, b, d_c.download());
-                const TestCounts tests = context.tests_of(entry_, registry_step);
-                for (nlohmann::json& row : rows) {
-                    add_step_fields(row, registry_step, tests);
-                    row["validated"] = c.exact();
-                    row["validation"] = c.describe();
+                TimedRow row{[&] { return step.sum(d_a.data(), d_b.data(), d_c.data(), side, side, stream); }, n,
+                             3 * matrix_bytes};
+                // Check the buffer that was timed: poisoned, one launch, compared bit for bit with a + b.
+                row.prepare_check = [&] { d_c.fill_bytes(0xFF, stream); };
+                row.check = [&] {
+                    const occupancy::Comparison c = occupancy::compare_sum(a, b, d_c.download());
                     const nlohmann::json error = c.exact() ? nlohmann::json(0.0) : nlohmann::json();
-                    row["accuracy"] = {{"max_ulp", error}, {"max_rel", error}};
-                    chapter["steps"].push_back(row);
-                }
+                    return Validation{c.exact(), c.describe(), {{"max_ulp", error}, {"max_rel", error}}};
+                };
+                add_step_rows(chapter, context, entry_, step.id, row);
             }
         }
         add_share_of_ceiling(chapter);

@@ -2,6 +2,7 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/step_loop.hpp"
 #include "reduction/reduction_reference.hpp"
 #include "reduction/reduction_steps.hpp"
 
@@ -58,11 +59,7 @@ public:
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
         const cudaStream_t stream = context.stream;
-        const TimingMode& mode = entry_.timings.front();
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
 
         // One input for every size: each size sums a prefix of it. Values in [-4, 4]: the sum of 2^30 of them
         // fits an int, and every order gives the exact sum.
@@ -87,35 +84,55 @@ public:
             };
 
             if (measured_at(entry_, "device_copy", n)) {
-                nlohmann::json copy_row = timing_row(
-                    context.sampler.time("ceiling device_copy", mode, [] {},
-                                         [&] {
-                                             return cudaMemcpyAsync(d_scratch.data(), d_input.data(),
-                                                                    static_cast<std::size_t>(bytes),
-                                                                    cudaMemcpyDeviceToDevice, stream);
-                                         }),
-                    n, mode.id, 2 * bytes, std::nullopt);
-                add_reference_fields(copy_row, entry_.ceilings.front());
-                chapter["ceilings"].push_back(copy_row);
+                const auto copy = [&] {
+                    return cudaMemcpyAsync(d_scratch.data(), d_input.data(), static_cast<std::size_t>(bytes),
+                                           cudaMemcpyDeviceToDevice, stream);
+                };
+                add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings.front(), {copy, n, 2 * bytes});
             }
 
+            // Each sum function is timed at this size, then the result of a fresh call on the same buffers checked.
+            // A step that overwrites its input works on `d_scratch`, restored from `d_input` before each sample.
+            const auto measure_sum = [&](reduction::SumFunction<int> sum, bool destroys_input,
+                                         const std::function<void(const TimedRow&)>& add) {
+                int* d_in = destroys_input ? d_scratch.data() : d_input.data();
+                std::size_t temp_bytes = 0;
+                STEPWISE_CUDA_CHECK(sum(nullptr, temp_bytes, d_in, d_out.data(), n, stream));
+                DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+                TimedRow row{[&] { return sum(d_temp.data(), temp_bytes, d_in, d_out.data(), n, stream); }, n, bytes};
+                if (destroys_input) {
+                    row.reset = restore;
+                }
+                row.prepare_check = [&] {
+                    if (destroys_input) {
+                        restore();
+                    }
+                    d_out.fill_bytes(0xFF, stream);
+                };
+                row.check = [&] {
+                    const int got = d_out.download().front();
+                    const double error = std::abs(static_cast<double>(got) - static_cast<double>(expected));
+                    return Validation{static_cast<std::int64_t>(got) == expected,
+                                      "sum " + std::to_string(got) + ", exact " + std::to_string(expected),
+                                      {{"max_rel", expected != 0 ? error / std::abs(static_cast<double>(expected))
+                                                                 : error}}};
+                };
+                add(row);
+            };
+
             if (measured_at(entry_, "cub_device_reduce_sum", n)) {
-                nlohmann::json cub_row = measure_sum(context, "cub_device_reduce_sum", &reduction::cub_sum, false,
-                                                     restore, d_input, d_scratch, d_out, n, expected, bytes, mode);
-                add_reference_fields(cub_row, entry_.baselines.front());
-                chapter["baselines"].push_back(cub_row);
+                measure_sum(&reduction::cub_sum, false, [&](const TimedRow& row) {
+                    add_reference_rows(chapter, "baselines", context, entry_, entry_.baselines.front(), row);
+                });
             }
 
             for (const reduction::Step& step : reduction::steps()) {
-                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                    !measured_at(entry_, step.id, n)) {
+                if (!measures_step(entry_, step_ids, step.id, n)) {
                     continue;
                 }
-                nlohmann::json row = measure_sum(context, step.id, step.sum_int, step.destroys_input, restore,
-                                                 d_input, d_scratch, d_out, n, expected, bytes, mode);
-                const StepEntry& registry_step = find_step(entry_, step.id);
-                add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
-                chapter["steps"].push_back(row);
+                measure_sum(step.sum_int, step.destroys_input, [&](const TimedRow& row) {
+                    add_step_rows(chapter, context, entry_, step.id, row);
+                });
             }
         }
         add_share_of_ceiling(chapter);
@@ -123,38 +140,6 @@ public:
     }
 
 private:
-    //! Times one sum function at one size, then checks the result of a fresh call on the same buffers.
-    //! A step that overwrites its input works on `d_scratch`, restored from `d_input` before each sample.
-    static nlohmann::json measure_sum(MeasureContext& context, const std::string& what,
-                                      reduction::SumFunction<int> sum, bool destroys_input,
-                                      const std::function<void()>& restore, DeviceBuffer<int>& d_input,
-                                      DeviceBuffer<int>& d_scratch, DeviceBuffer<int>& d_out, int n,
-                                      std::int64_t expected, std::int64_t bytes, const TimingMode& mode)
-    {
-        const cudaStream_t stream = context.stream;
-        int* d_in = destroys_input ? d_scratch.data() : d_input.data();
-        std::size_t temp_bytes = 0;
-        STEPWISE_CUDA_CHECK(sum(nullptr, temp_bytes, d_in, d_out.data(), n, stream));
-        DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
-        const auto call = [&] { return sum(d_temp.data(), temp_bytes, d_in, d_out.data(), n, stream); };
-        const RowTiming timing = context.sampler.time(what, mode, destroys_input ? restore : [] {}, call);
-        nlohmann::json row = timing_row(timing, n, mode.id, bytes, std::nullopt);
-
-        if (destroys_input) {
-            restore();
-        }
-        d_out.fill_bytes(0xFF, stream);
-        STEPWISE_CUDA_CHECK(call());
-        STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-        const int got = d_out.download().front();
-        const bool exact = static_cast<std::int64_t>(got) == expected;
-        row["validated"] = exact;
-        row["validation"] = "sum " + std::to_string(got) + ", exact " + std::to_string(expected);
-        const double error = std::abs(static_cast<double>(got) - static_cast<double>(expected));
-        row["accuracy"] = {{"max_rel", expected != 0 ? error / std::abs(static_cast<double>(expected)) : error}};
-        return row;
-    }
-
     ChapterEntry entry_;
 };
 

@@ -4,6 +4,7 @@
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
 #include "core/floor_kernels.hpp"
+#include "core/step_loop.hpp"
 #include "sgemm/sgemm_autotune.hpp"
 #include "sgemm/sgemm_reference.hpp"
 #include "sgemm/sgemm_steps.hpp"
@@ -209,7 +210,7 @@ private:
         }
 
         // alpha = 1, beta = 0 throughout: C is written, never read, so every sample does the same work. C is
-        // poisoned with NaN before each validating call: an element a kernel leaves unwritten, or a read of C, shows.
+        // poisoned with NaN before each checking call: an element a kernel leaves unwritten, or a read of C, shows.
         const auto run_once = [&](const std::function<cudaError_t()>& launch) {
             d_C.fill_bytes(0xFF, stream);
             STEPWISE_CUDA_CHECK(launch());
@@ -220,37 +221,41 @@ private:
             return cublas_fp32(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream);
         };
         const Reference reference = make_reference(shape, A, B, run_once(fp32_call), context.seed);
+        // A row of this shape: timed, then checked against the reference (TF32's tolerance for TF32 rows).
+        const auto gemm_row = [&](const std::function<cudaError_t()>& launch, bool tf32) {
+            TimedRow row{launch, n, std::nullopt, flops};
+            if (!shape.cube()) {
+                row.fields["shape"] = {M, N, K};
+            }
+            row.prepare_check = [&] { d_C.fill_bytes(0xFF, stream); };
+            row.check = [&, tf32] {
+                const double tolerance = tf32 ? sgemm::tf32_tolerance(K) : sgemm::fp32_tolerance(K);
+                const sgemm::Comparison c = sgemm::compare(d_C.download(), reference.values, tolerance);
+                return Validation{c.within_tolerance(),
+                                  (c.within_tolerance() ? "within " : "NOT within ") + format_tolerance(tolerance) +
+                                      " x max|C| of " + reference.source + "; worst " + c.describe(N),
+                                  {{"max_rel", c.max_rel}, {"tolerance_rel", tolerance}}};
+            };
+            return row;
+        };
         const auto validate = [&](const std::function<cudaError_t()>& launch, bool tf32, nlohmann::json& row) {
-            const double tolerance = tf32 ? sgemm::tf32_tolerance(K) : sgemm::fp32_tolerance(K);
-            const sgemm::Comparison c = sgemm::compare(run_once(launch), reference.values, tolerance);
-            row["validated"] = c.within_tolerance();
-            row["validation"] = (c.within_tolerance() ? "within " : "NOT within ") + format_tolerance(tolerance) +
-                                " x max|C| of " + reference.source + "; worst " + c.describe(N);
-            row["accuracy"] = {{"max_rel", c.max_rel}, {"tolerance_rel", tolerance}};
+            add_validation(row, run_check(stream, gemm_row(launch, tf32)));
         };
 
         const std::pair<const sgemm::CublasSgemm*, bool> libraries[] = {{&cublas_fp32, false}, {&cublas_tf32, true}};
         for (std::size_t i = 0; i < 2; ++i) {
             const sgemm::CublasSgemm& library = *libraries[i].first;
             const auto call = [&] { return library(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream); };
-            nlohmann::json row =
-                timed_row(context.sampler.time(entry_.baselines[i].id, mode, nothing, call), std::nullopt, flops);
-            add_reference_fields(row, entry_.baselines[i]);
-            validate(call, libraries[i].second, row);
-            chapter["baselines"].push_back(row);
+            add_reference_rows(chapter, "baselines", context, entry_, entry_.baselines[i],
+                               gemm_row(call, libraries[i].second));
         }
 
         for (const sgemm::Step& step : sgemm::steps()) {
-            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                !measured_at(entry_, step.id, n)) {
+            if (!measures_step(entry_, step_ids, step.id, n)) {
                 continue;
             }
-            const StepEntry& registry_step = find_step(entry_, step.id);
             const auto call = [&] { return step.sgemm(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream); };
-            nlohmann::json row = timed_row(context.sampler.time(step.id, mode, nothing, call), std::nullopt, flops);
-            add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
-            validate(call, !step.same_operation, row);
-            chapter["steps"].push_back(row);
+            add_step_rows(chapter, context, entry_, step.id, gemm_row(call, !step.same_operation));
         }
 
         const auto autotuned_here = [&](const Shape& s) { return s.m == M && s.n == N && s.k == K; };
@@ -262,9 +267,9 @@ private:
     //! Every candidate configuration of step 10's kernel with the K splits worth timing at this shape, each exactly
     //! as step 10's launcher runs it (autotuned::sgemm_with, the scaling of C included where K is split); the row
     //! the launcher runs is the chosen one.
-    template <class TimedRow, class Validate>
+    template <class TimedRowOf, class Validate>
     void measure_autotune(MeasureContext& context, Shape shape, DeviceBuffer<float>& d_A, DeviceBuffer<float>& d_B,
-                          DeviceBuffer<float>& d_C, const TimedRow& timed_row, const Validate& validate,
+                          DeviceBuffer<float>& d_C, const TimedRowOf& timed_row, const Validate& validate,
                           nlohmann::json& chapter) const
     {
         const cudaStream_t stream = context.stream;

@@ -1,8 +1,8 @@
 // The transpose chapter of the timing program: registry entry, ceilings, the cuBLAS baseline and step rows.
 #include "core/chapter.hpp"
-#include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
 #include "core/floor_kernels.hpp"
+#include "core/step_loop.hpp"
 #include "transpose/transpose_reference.hpp"
 #include "transpose/transpose_steps.hpp"
 
@@ -82,10 +82,7 @@ public:
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
         const transpose::CublasTranspose cublas;
 
         for (const std::int64_t n : all_sizes(entry_)) {
@@ -98,63 +95,46 @@ public:
             DeviceBuffer<float> d_in(input.size());
             DeviceBuffer<float> d_out(input.size());
             d_in.upload(input);
-            const auto nothing = [] {};
 
             for (const ReferenceEntry& ceiling : entry_.ceilings) {
                 if (!measured_at(entry_, ceiling.id, n)) {
                     continue;
                 }
                 const bool copy = ceiling.id == "device_copy";
-                for (const TimingMode& mode : entry_.timings) {
-                    const RowTiming t = context.sampler.time("ceiling " + ceiling.id, mode, nothing, [&] {
-                        return copy ? cudaMemcpyAsync(d_out.data(), d_in.data(), d_in.bytes(),
-                                                      cudaMemcpyDeviceToDevice, stream)
-                                    : empty_launch(stream);
-                    });
-                    nlohmann::json row = timing_row(t, n, mode.id, copy ? std::optional(bytes) : std::nullopt,
-                                                    std::nullopt);
-                    add_reference_fields(row, ceiling);
-                    chapter["ceilings"].push_back(row);
-                }
+                const auto launch = [&] {
+                    return copy ? cudaMemcpyAsync(d_out.data(), d_in.data(), d_in.bytes(), cudaMemcpyDeviceToDevice,
+                                                  stream)
+                                : empty_launch(stream);
+                };
+                add_reference_rows(chapter, "ceilings", context, entry_, ceiling,
+                                   {launch, n, copy ? std::optional(bytes) : std::nullopt});
             }
 
-            const auto validate = [&](const std::function<cudaError_t()>& launch, nlohmann::json& row) {
-                d_out.fill_bytes(0xFF, stream);
-                STEPWISE_CUDA_CHECK(launch());
-                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-                const transpose::BitComparison c = transpose::compare_bits(d_out.download(), expected);
-                row["validated"] = c.identical();
-                row["validation"] = c.describe(rows);
-                row["accuracy"] = {{"max_rel", c.identical() ? nlohmann::json(0.0) : nlohmann::json(nullptr)}};
+            // Each timing mode's samples are checked on the buffers they used: poisoned, one launch, compared bit
+            // for bit with the transpose.
+            const auto checked = [&](const std::function<cudaError_t()>& launch) {
+                TimedRow row{launch, n, bytes};
+                row.prepare_check = [&] { d_out.fill_bytes(0xFF, stream); };
+                row.check = [&] {
+                    const transpose::BitComparison c = transpose::compare_bits(d_out.download(), expected);
+                    return Validation{c.identical(), c.describe(rows),
+                                      {{"max_rel", c.identical() ? nlohmann::json(0.0) : nlohmann::json(nullptr)}}};
+                };
+                row.check_each_timing = true;
+                return row;
             };
 
-            const auto sgeam = [&] { return cublas(d_in.data(), d_out.data(), rows, cols, stream); };
-            for (const TimingMode& mode : entry_.timings) {
-                if (!measured_at(entry_, "cublas_sgeam", n)) {
-                    break;
-                }
-                nlohmann::json row =
-                    timing_row(context.sampler.time("cublas_sgeam", mode, nothing, sgeam), n, mode.id, bytes, std::nullopt);
-                add_reference_fields(row, entry_.baselines.front());
-                validate(sgeam, row);
-                chapter["baselines"].push_back(row);
+            if (measured_at(entry_, "cublas_sgeam", n)) {
+                const auto sgeam = [&] { return cublas(d_in.data(), d_out.data(), rows, cols, stream); };
+                add_reference_rows(chapter, "baselines", context, entry_, entry_.baselines.front(), checked(sgeam));
             }
 
             for (const transpose::Step& step : transpose::steps()) {
-                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                    !measured_at(entry_, step.id, n)) {
+                if (!measures_step(entry_, step_ids, step.id, n)) {
                     continue;
                 }
-                const StepEntry& registry_step = find_step(entry_, step.id);
                 const auto launch = [&] { return step.transpose(d_in.data(), d_out.data(), rows, cols, stream); };
-                const TestCounts tests = context.tests_of(entry_, registry_step);
-                for (const TimingMode& mode : entry_.timings) {
-                    nlohmann::json row =
-                        timing_row(context.sampler.time(step.id, mode, nothing, launch), n, mode.id, bytes, std::nullopt);
-                    add_step_fields(row, registry_step, tests);
-                    validate(launch, row);
-                    chapter["steps"].push_back(row);
-                }
+                add_step_rows(chapter, context, entry_, step.id, checked(launch));
             }
         }
         add_share_of_ceiling(chapter);

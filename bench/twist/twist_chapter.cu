@@ -3,6 +3,7 @@
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
 #include "core/floor_kernels.hpp"
+#include "core/step_loop.hpp"
 #include "twist/twist_reference.hpp"
 #include "twist/twist_steps.hpp"
 
@@ -77,10 +78,7 @@ public:
     nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = chapter_header(entry_);
-        chapter["ceilings"] = nlohmann::json::array();
-        chapter["baselines"] = nlohmann::json::array();
-        chapter["steps"] = nlohmann::json::array();
+        nlohmann::json chapter = measured_chapter(entry_);
         const std::vector<double> wide_angle_errors = wide_angle_max_ulp(context);
 
         for (const std::int64_t size : all_sizes(entry_)) {
@@ -101,59 +99,46 @@ public:
                 if (!measured_at(entry_, ceiling.id, n)) {
                     continue;
                 }
-                const std::function<cudaError_t()> launch =
-                    ceiling.id == "device_copy"
-                        ? std::function<cudaError_t()>([&] {
-                              return cudaMemcpyAsync(d_points.data(), d_input.data(), d_input.bytes(),
-                                                     cudaMemcpyDeviceToDevice, stream);
-                          })
-                    : ceiling.id == "inplace_read_write"
-                        ? std::function<cudaError_t()>([&] {
-                              return inplace_read_write(reinterpret_cast<float*>(d_points.data()), 4 * d_points.size(),
-                                                        1.0f, stream);
-                          })
-                        : std::function<cudaError_t()>([&] { return empty_launch(stream); });
-                for (const TimingMode& mode : entry_.timings) {
-                    const RowTiming t = context.sampler.time("ceiling " + ceiling.id, mode, [] {}, launch);
-                    nlohmann::json row = timing_row(t, n, mode.id,
-                                                    ceiling.id == "empty_launch" ? std::nullopt : std::optional(bytes),
-                                                    std::nullopt);
-                    add_reference_fields(row, ceiling);
-                    chapter["ceilings"].push_back(row);
+                TimedRow row{[&] { return empty_launch(stream); }, n};
+                if (ceiling.id == "device_copy") {
+                    row.launch = [&] {
+                        return cudaMemcpyAsync(d_points.data(), d_input.data(), d_input.bytes(),
+                                               cudaMemcpyDeviceToDevice, stream);
+                    };
+                } else if (ceiling.id == "inplace_read_write") {
+                    row.launch = [&] {
+                        return inplace_read_write(reinterpret_cast<float*>(d_points.data()), 4 * d_points.size(), 1.0f,
+                                                  stream);
+                    };
                 }
+                if (ceiling.id != "empty_launch") {
+                    row.bytes = bytes;
+                }
+                add_reference_rows(chapter, "ceilings", context, entry_, ceiling, row);
             }
 
             for (std::size_t index = 0; index < twist::steps().size(); ++index) {
                 const twist::Step& step = twist::steps()[index];
-                if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end() ||
-                    !measured_at(entry_, step.id, n)) {
+                if (!measures_step(entry_, step_ids, step.id, n)) {
                     continue;
                 }
-                const StepEntry& registry_step = find_step(entry_, step.id);
-                const auto launch = [&] {
-                    return step.twist(d_points.data(), n, twist::measured_magnitude, twist::measured_env, stream);
-                };
-                std::vector<nlohmann::json> rows;
-                for (const TimingMode& mode : entry_.timings) {
-                    rows.push_back(timing_row(context.sampler.time(step.id, mode, restore, launch), n, mode.id, bytes,
-                                              std::nullopt));
-                }
-                // Validate the buffers that were timed: restore, one launch, compare with the double reference.
-                restore();
-                STEPWISE_CUDA_CHECK(launch());
-                STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-                const twist::Comparison c = twist::compare(input, d_points.download(), reference, step.tolerance_ulp);
-                const TestCounts tests = context.tests_of(entry_, registry_step);
-                for (nlohmann::json& row : rows) {
-                    add_step_fields(row, registry_step, tests);
-                    row["validated"] = c.within_tolerance();
-                    row["validation"] = c.describe();
-                    row["accuracy"] = {{"tolerance_ulp", step.tolerance_ulp},
+                TimedRow row{[&] {
+                                 return step.twist(d_points.data(), n, twist::measured_magnitude,
+                                                   twist::measured_env, stream);
+                             },
+                             n, bytes, std::nullopt, restore};
+                // Check the buffers that were timed: restored, one launch, compared with the double reference.
+                row.prepare_check = restore;
+                row.check = [&] {
+                    const twist::Comparison c =
+                        twist::compare(input, d_points.download(), reference, step.tolerance_ulp);
+                    return Validation{c.within_tolerance(), c.describe(),
+                                      {{"tolerance_ulp", step.tolerance_ulp},
                                        {"max_ulp", c.max_ulp},
                                        {"max_rel", c.max_rel},
-                                       {"wide_angle_max_ulp", wide_angle_errors[index]}};
-                    chapter["steps"].push_back(row);
-                }
+                                       {"wide_angle_max_ulp", wide_angle_errors[index]}}};
+                };
+                add_step_rows(chapter, context, entry_, step.id, row);
             }
         }
         add_share_of_ceiling(chapter);

@@ -1,0 +1,83 @@
+#include "core/step_loop.hpp"
+
+#include "core/cuda_check.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace stepwise {
+
+bool measures_step(const ChapterEntry& chapter, const std::vector<std::string>& step_ids, const std::string& id,
+                   std::int64_t n)
+{
+    return std::find(step_ids.begin(), step_ids.end(), id) != step_ids.end() && measured_at(chapter, id, n);
+}
+
+nlohmann::json measured_chapter(const ChapterEntry& chapter)
+{
+    nlohmann::json out = chapter_header(chapter);
+    for (const char* list : {"ceilings", "baselines", "steps"}) {
+        out[list] = nlohmann::json::array();
+    }
+    return out;
+}
+
+Validation run_check(cudaStream_t stream, const TimedRow& row)
+{
+    row.prepare_check();
+    STEPWISE_CUDA_CHECK(row.launch());
+    STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+    return row.check();
+}
+
+void add_validation(nlohmann::json& row, const Validation& validation)
+{
+    row["validated"] = validation.validated;
+    row["validation"] = validation.validation;
+    row["accuracy"] = validation.accuracy;
+}
+
+std::vector<nlohmann::json> time_rows(MeasureContext& context, const ChapterEntry& chapter, const std::string& what,
+                                      const TimedRow& row)
+{
+    std::vector<nlohmann::json> rows;
+    for (const TimingMode& mode : chapter.timings) {
+        nlohmann::json timed =
+            timing_row(context.sampler.time(what, mode, row.reset, row.launch), row.n, mode.id, row.bytes, row.flops);
+        timed.update(row.fields);
+        if (row.check && row.check_each_timing) {
+            add_validation(timed, run_check(context.stream, row));
+        }
+        rows.push_back(std::move(timed));
+    }
+    if (row.check && !row.check_each_timing) {
+        const Validation validation = run_check(context.stream, row);
+        for (nlohmann::json& timed : rows) {
+            add_validation(timed, validation);
+        }
+    }
+    return rows;
+}
+
+void add_step_rows(nlohmann::json& out, MeasureContext& context, const ChapterEntry& chapter,
+                   const std::string& step_id, const TimedRow& row)
+{
+    const StepEntry& step = find_step(chapter, step_id);
+    const TestCounts tests = context.tests_of(chapter, step);
+    for (nlohmann::json& timed : time_rows(context, chapter, step_id, row)) {
+        add_step_fields(timed, step, tests);
+        out["steps"].push_back(std::move(timed));
+    }
+}
+
+void add_reference_rows(nlohmann::json& out, const std::string& list, MeasureContext& context,
+                        const ChapterEntry& chapter, const ReferenceEntry& reference, const TimedRow& row)
+{
+    const std::string what = list == "ceilings" ? "ceiling " + reference.id : reference.id;
+    for (nlohmann::json& timed : time_rows(context, chapter, what, row)) {
+        add_reference_fields(timed, reference);
+        out[list].push_back(std::move(timed));
+    }
+}
+
+}  // namespace stepwise

@@ -1,0 +1,77 @@
+// The part of a chapter's measurement that every chapter does the same way: time a row (a step, a baseline or a
+// ceiling at one size) in each of the chapter's timing modes, check what it wrote on the buffers that were timed,
+// and append its rows to the chapter's object. A chapter says only what is its own: its inputs and launches, its
+// reference and comparison, its accuracy fields and sizes.
+#pragma once
+
+#include "core/chapter.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stepwise {
+
+//! @brief What the check of a row found: the row's `validated`, `validation` and `accuracy` fields.
+struct Validation {
+    bool validated = false;
+    std::string validation;
+    nlohmann::json accuracy;
+};
+
+//! @brief One row to time at one size, and how to check what it wrote.
+struct TimedRow {
+    std::function<cudaError_t()> launch;                //!< one launch (or call) of what is timed
+    std::int64_t n = 0;                                 //!< the row's problem size
+    std::optional<std::int64_t> bytes = std::nullopt;   //!< bytes one launch moves (the rate's model), if any
+    std::optional<std::int64_t> flops = std::nullopt;   //!< FLOPs one launch does, if any
+    std::function<void()> reset = [] {};                //!< before each sample, outside the events (restores inputs)
+    //! Before the checking launch: poison the output, restore an input the launch overwrites. With `check` unset the
+    //! row is not checked.
+    std::function<void()> prepare_check = [] {};
+    //! After the checking launch, synchronized: compare what it wrote with the reference.
+    std::function<Validation()> check = nullptr;
+    //! true: checked after each timing mode's samples, each row with its own check; false: once, after the last
+    //! mode's samples, and every row carries that check.
+    bool check_each_timing = false;
+    nlohmann::json fields = nlohmann::json::object();  //!< fields every row carries besides (a GEMM's shape)
+};
+
+//! @brief Whether the run measures step `id` at size `n`: selected on the command line (`step_ids`) and measured
+//!        at that size by the registry.
+bool measures_step(const ChapterEntry& chapter, const std::vector<std::string>& step_ids, const std::string& id,
+                   std::int64_t n);
+
+//! @brief The chapter's object of the measurement file before any row: chapter_header() and empty lists of
+//!        ceilings, baselines and steps.
+nlohmann::json measured_chapter(const ChapterEntry& chapter);
+
+//! @brief Checks `row` once: `prepare_check`, one launch, a synchronization of `stream`, then `check`.
+//! @throws CudaError when the launch or the synchronization fails
+Validation run_check(cudaStream_t stream, const TimedRow& row);
+
+//! @brief Adds a check's `validated`, `validation` and `accuracy` to a row.
+void add_validation(nlohmann::json& row, const Validation& validation);
+
+//! @brief Times `row` in each of the chapter's timing modes (named `what` in messages) and checks it.
+//! @return one row per timing mode, in their order: timing_row()'s fields, `row.fields` and the check's
+std::vector<nlohmann::json> time_rows(MeasureContext& context, const ChapterEntry& chapter, const std::string& what,
+                                      const TimedRow& row);
+
+//! @brief The step loop's body: the rows of step `step_id` (time_rows(), with the registry's fields and the step's
+//!        GoogleTest counts) appended to `out["steps"]`.
+void add_step_rows(nlohmann::json& out, MeasureContext& context, const ChapterEntry& chapter,
+                   const std::string& step_id, const TimedRow& row);
+
+//! @brief A ceiling's or a baseline's rows (time_rows(), with its id and title) appended to `out[list]`, `list`
+//!        "ceilings" or "baselines". A ceiling is named "ceiling <id>" in messages, a baseline by its id.
+void add_reference_rows(nlohmann::json& out, const std::string& list, MeasureContext& context,
+                        const ChapterEntry& chapter, const ReferenceEntry& reference, const TimedRow& row);
+
+}  // namespace stepwise
