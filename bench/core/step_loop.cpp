@@ -7,6 +7,22 @@
 
 namespace stepwise {
 
+ChapterBase::ChapterBase(std::string id, std::string title, std::string share_of, std::string gtest_prefix)
+{
+    entry_.id = std::move(id);
+    entry_.title = std::move(title);
+    entry_.share_of = std::move(share_of);
+    entry_.gtest_prefix = std::move(gtest_prefix);
+}
+
+nlohmann::json ChapterBase::measure(MeasureContext& context, const std::vector<std::string>& step_ids) const
+{
+    nlohmann::json chapter = measured_chapter(entry_);
+    measure_rows(context, step_ids, chapter);
+    add_share_of_ceiling(chapter);
+    return chapter;
+}
+
 bool measures_step(const ChapterEntry& chapter, const std::vector<std::string>& step_ids, const std::string& id,
                    std::int64_t n)
 {

@@ -18,6 +18,24 @@
 
 namespace stepwise {
 
+//! @brief What every chapter class shares: its registry entry, which its constructor fills in, and the frame of its
+//!        measurement (the chapter's object before the rows, the share of the ceiling after them).
+class ChapterBase : public Chapter {
+public:
+    const ChapterEntry& entry() const final { return entry_; }
+    //! @brief measured_chapter(), the chapter's rows (measure_rows), then add_share_of_ceiling().
+    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const final;
+
+protected:
+    ChapterBase(std::string id, std::string title, std::string share_of, std::string gtest_prefix);
+    //! @brief Appends the rows of the ceilings, the baselines and the steps named in `step_ids` (in registry order) to
+    //!        `chapter`'s lists.
+    virtual void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                              nlohmann::json& chapter) const = 0;
+
+    ChapterEntry entry_;
+};
+
 //! @brief What the check of a row found: the row's `validated`, `validation` and `accuracy` fields.
 struct Validation {
     bool validated = false;

@@ -14,14 +14,11 @@ namespace {
 //! 2^22 items: 16 thread blocks of 256 per SM on a 132-SM H100, enough to fill every SM's warp slots twice.
 constexpr int measured_items = 1 << 22;
 
-class DivergenceChapter final : public Chapter {
+class DivergenceChapter final : public ChapterBase {
 public:
     DivergenceChapter()
+        : ChapterBase("divergence", "Warp divergence: when the lanes of a warp disagree", "uniform_work", "Divergence")
     {
-        entry_.id = "divergence";
-        entry_.title = "Warp divergence: when the lanes of a warp disagree";
-        entry_.share_of = "uniform_work";
-        entry_.gtest_prefix = "Divergence";
         entry_.profile.ncu_tests = "DivergenceProfile.*";
         entry_.profile.ncu_kernels = "regex:branch_kernel";
         entry_.timings = {
@@ -38,12 +35,10 @@ public:
         entry_.headline = Headline{measured_items, "batch", entry_.steps.front().id, entry_.steps.back().id};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = measured_chapter(entry_);
         const int n = measured_items;
         const std::vector<float> input = divergence::random_angles(n, context.seed);
         DeviceBuffer<float> d_in(input.size());
@@ -75,12 +70,7 @@ public:
             };
             add_step_rows(chapter, context, entry_, step.id, row);
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
-
-private:
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "divergence/divergence_reference.hpp"
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cuda_runtime.h>
 
@@ -14,11 +15,7 @@ namespace stepwise::divergence {
 using BranchFunction = cudaError_t (*)(const float* d_in, float* d_out, int num_items, cudaStream_t stream);
 
 //! @brief One step of the chapter.
-struct Step {
-    const char* id;          //!< "NN_slug", the file name without extension
-    const char* title;       //!< shown on the page
-    const char* file;        //!< path from the repository root
-    const char* name_space;  //!< the snippet's namespace
+struct Step : StepSource {
     bool beyond_article;     //!< not one of the source's kernels
     BranchRule rule;         //!< which items take the sine branch
     BranchFunction branch;

@@ -19,14 +19,12 @@ namespace dp = dynamic_parallelism;
 //! Steps 2 and 3 launch 1,024 children (half the device runtime's default limit on pending launches).
 constexpr int measured_children = 1024;
 
-class DynamicParallelismChapter final : public Chapter {
+class DynamicParallelismChapter final : public ChapterBase {
 public:
     DynamicParallelismChapter()
+        : ChapterBase("dynamic_parallelism", "Dynamic parallelism: kernels that launch kernels",
+                      "host_launches", "DynamicParallelism")
     {
-        entry_.id = "dynamic_parallelism";
-        entry_.title = "Dynamic parallelism: kernels that launch kernels";
-        entry_.share_of = "host_launches";
-        entry_.gtest_prefix = "DynamicParallelism";
         entry_.timings = {
             {"single", "events around one call of the launcher (its launches, copies and waits); L2 not flushed",
              false, 1},
@@ -52,12 +50,10 @@ public:
         entry_.headline = Headline{dp::initial_intervals, "single", "04_adaptive_host_driven", "05_adaptive_device_driven"};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = measured_chapter(entry_);
         DeviceBuffer<int> d_children(measured_children);
         DeviceBuffer<unsigned int> d_failed(1);
         DeviceBuffer<double> d_result(1);
@@ -118,12 +114,7 @@ public:
             };
             add_step_rows(chapter, context, entry_, step.id, row);
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
-
-private:
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cuda_runtime.h>
 
@@ -23,11 +24,7 @@ using IntegrateFunction = cudaError_t (*)(double a, double b, int initial_interv
                                           cudaStream_t stream);
 
 //! @brief One step of the chapter; exactly one of its launchers is set.
-struct Step {
-    const char* id;
-    const char* title;
-    const char* file;
-    const char* name_space;
+struct Step : StepSource {
     const char* launcher;
     bool beyond_article;
     HelloFunction hello;

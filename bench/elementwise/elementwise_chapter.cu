@@ -40,14 +40,12 @@ std::vector<float> rows_of(const std::vector<float>& matrix, int dimx, const std
     return out;
 }
 
-class ElementwiseChapter final : public Chapter {
+class ElementwiseChapter final : public ChapterBase {
 public:
     ElementwiseChapter()
+        : ChapterBase("elementwise", "Element-wise: one kernel, step by step to the memory floor",
+                      "inplace_read_write", "Elementwise")
     {
-        entry_.id = "elementwise";
-        entry_.title = "Element-wise: one kernel, step by step to the memory floor";
-        entry_.share_of = "inplace_read_write";
-        entry_.gtest_prefix = "Elementwise";
         entry_.timings = {
             {"batch",
              "events around 10 back-to-back launches, as the assignment times it; time per launch; L2 warm (the data "
@@ -74,16 +72,12 @@ public:
                                    entry_.steps.back().id};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
-        nlohmann::json chapter = measured_chapter(entry_);
         for (const std::int64_t n : all_sizes(entry_)) {
             measure_size(context, step_ids, static_cast<int>(std::lround(std::sqrt(static_cast<double>(n)))), chapter);
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
 
 private:
@@ -173,9 +167,6 @@ private:
             add_step_rows(chapter, context, entry_, step.id, row);
         }
     }
-
-private:
-    ChapterEntry entry_;
 };
 
 }  // namespace

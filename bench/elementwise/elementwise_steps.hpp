@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cuda_runtime.h>
 
@@ -11,11 +12,7 @@
 namespace stepwise::elementwise {
 
 //! @brief One step of the chapter, with a uniform launcher around the snippet's own.
-struct Step {
-    const char* id;         //!< "NN_slug", the file name without extension
-    const char* title;      //!< shown on the page
-    const char* file;       //!< path from the repository root
-    const char* name_space; //!< the snippet's namespace
+struct Step : StepSource {
     bool same_operation;    //!< computes the assignment's function for every valid input
     bool beyond_article;    //!< not one of the article's steps
     bool lookup_domain_only;//!< exact only for the first update of integers 10..265

@@ -22,14 +22,11 @@ std::string size_text(int side)
     return side == occupancy::measured_side ? text + " (3 GiB moved)" : text;
 }
 
-class OccupancyChapter final : public Chapter {
+class OccupancyChapter final : public ChapterBase {
 public:
     OccupancyChapter()
+        : ChapterBase("occupancy", "Occupancy: one kernel, eight block shapes", "device_copy", "Occupancy")
     {
-        entry_.id = "occupancy";
-        entry_.title = "Occupancy: one kernel, eight block shapes";
-        entry_.share_of = "device_copy";
-        entry_.gtest_prefix = "Occupancy";
         entry_.profile.ncu_tests = "OccupancyProfile.*";
         entry_.profile.ncu_kernels = "regex:sum_matrix_kernel";
         entry_.timings = {
@@ -52,12 +49,10 @@ public:
         entry_.headline = Headline{std::int64_t{side} * side, "single_cold", "01_block_32x32", "06_block_256x1"};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = measured_chapter(entry_);
         for (const std::int64_t n : all_sizes(entry_)) {
             const int side = static_cast<int>(std::lround(std::sqrt(static_cast<double>(n))));
             const std::int64_t matrix_bytes = n * static_cast<std::int64_t>(sizeof(float));
@@ -93,12 +88,7 @@ public:
                 add_step_rows(chapter, context, entry_, step.id, row);
             }
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
-
-private:
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -23,14 +23,12 @@ const std::vector<std::string> sweep_rows = {"17_single_pass", "16_vector_loads"
 
 std::string size_text(int n) { return "2^" + std::to_string(__builtin_ctz(static_cast<unsigned>(n))) + " int"; }
 
-class ReductionChapter final : public Chapter {
+class ReductionChapter final : public ChapterBase {
 public:
     ReductionChapter()
+        : ChapterBase("reduction", "Parallel reduction: from neighbored pairs to faster than CUB",
+                      "device_copy", "Reduction")
     {
-        entry_.id = "reduction";
-        entry_.title = "Parallel reduction: from neighbored pairs to faster than CUB";
-        entry_.share_of = "device_copy";
-        entry_.gtest_prefix = "Reduction";
         entry_.profile = {"ReductionProfile.*", "regex:reduce_kernel", "ReductionRaceDemonstration.*"};
         entry_.timings = {{"single_cold", "events around one call (all its launches); L2 flushed before each sample",
                            true, 1}};
@@ -54,12 +52,10 @@ public:
         entry_.headline = Headline{1 << 28, "single_cold", entry_.steps.front().id, entry_.steps.back().id};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = measured_chapter(entry_);
 
         // One input for every size: each size sums a prefix of it. Values in [-4, 4]: the sum of 2^30 of them
         // fits an int, and every order gives the exact sum.
@@ -135,12 +131,7 @@ public:
                 });
             }
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
-
-private:
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cuda_runtime.h>
 
@@ -16,11 +17,7 @@ using SumFunction = cudaError_t (*)(void* d_temp_storage, std::size_t& temp_stor
                                    int num_items, cudaStream_t stream);
 
 //! @brief One step of the chapter.
-struct Step {
-    const char* id;            //!< "NN_slug", the file name without extension
-    const char* title;         //!< shown on the page
-    const char* file;          //!< path from the repository root
-    const char* name_space;    //!< the snippet's namespace
+struct Step : StepSource {
     const char* source;        //!< where the step comes from: "003", "Harris 1".."Harris 7", or "beyond"
     bool destroys_input;       //!< reduces in place in global memory, as the 003 article's kernels
     SumFunction<int> sum_int;

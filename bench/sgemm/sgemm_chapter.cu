@@ -79,14 +79,11 @@ struct Reference {
     std::string source;  //!< how the reference was obtained, for the validation text
 };
 
-class SgemmChapter final : public Chapter {
+class SgemmChapter final : public ChapterBase {
 public:
     SgemmChapter()
+        : ChapterBase("sgemm", "SGEMM: from one thread per element to cuBLAS", "fma_peak", "Sgemm")
     {
-        entry_.id = "sgemm";
-        entry_.title = "SGEMM: from one thread per element to cuBLAS";
-        entry_.share_of = "fma_peak";
-        entry_.gtest_prefix = "Sgemm";
         entry_.profile = {"SgemmProfile.*", "regex:sgemm_kernel", ""};
         entry_.timings = {{"single_cold", "events around one launch; L2 flushed before each sample", true, 1}};
         entry_.ceilings = {
@@ -120,12 +117,10 @@ public:
         entry_.headline = Headline{4096, "single_cold", entry_.steps.front().id, "10_autotuned"};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
-        nlohmann::json chapter = chapter_header(entry_);
-        for (const char* kind : {"ceilings", "baselines", "steps", "autotune", "unsupported"}) {
+        for (const char* kind : {"autotune", "unsupported"}) {
             chapter[kind] = nlohmann::json::array();
         }
         // What this GPU cannot run is left out, and listed with the reason, once. The autotuning sweep times step 10's
@@ -154,8 +149,6 @@ public:
         for (const Shape& shape : rectangular_shapes) {
             measure_shape(context, runnable, shape, cublas_fp32, cublas_tf32, autotune_runs, chapter);
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
 
 private:
@@ -344,8 +337,6 @@ private:
         std::snprintf(text, sizeof text, "%.2g", value);
         return text;
     }
-
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -26,11 +27,7 @@ struct Tiling {
 };
 
 //! @brief One step of the chapter.
-struct Step {
-    const char* id;          //!< "NN_slug", the file name without extension
-    const char* title;       //!< shown on the page
-    const char* file;        //!< path from the repository root
-    const char* name_space;  //!< the snippet's namespace
+struct Step : StepSource {
     bool beyond_article;     //!< not one of the source's three (naive, shared-memory blocking, register blocking)
     bool same_operation;     //!< false: not fp32 FMA arithmetic (the TF32 tensor-core step)
     int m_multiple, n_multiple, k_multiple;  //!< the launcher requires M, N, K to be multiples of these (1: any)

@@ -4,6 +4,7 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/step_loop.hpp"
 #include "sgemm/sgemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
@@ -60,14 +61,12 @@ struct Check {
     bool passed() const { return at_reference.within_tolerance() && nan_elements == 0; }
 };
 
-class TensorCoreGemmChapter final : public Chapter {
+class TensorCoreGemmChapter final : public ChapterBase {
 public:
     TensorCoreGemmChapter()
+        : ChapterBase("tensor_core_gemm", "Tensor cores on Hopper: from WMMA to a persistent wgmma kernel",
+                      "tensor_peak", "TensorCoreGemm")
     {
-        entry_.id = "tensor_core_gemm";
-        entry_.title = "Tensor cores on Hopper: from WMMA to a persistent wgmma kernel";
-        entry_.share_of = "tensor_peak";
-        entry_.gtest_prefix = "TensorCoreGemm";
         entry_.profile = {"TensorCoreGemmProfile.*", "regex:gemm_kernel", ""};
         // Under a sustained tensor-core load the card's power limit, not a passing throttle, sets the SM clock (the
         // H200's settles below 90 % of its highest at 8192^3): every sample is kept, and each row records its clocks.
@@ -100,12 +99,10 @@ public:
         entry_.headline = Headline{main_size, "single_cold", entry_.steps.front().id, entry_.steps.back().id};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
-        nlohmann::json chapter = chapter_header(entry_);
-        for (const char* kind : {"ceilings", "baselines", "steps", "autotune", "unsupported"}) {
+        for (const char* kind : {"autotune", "unsupported"}) {
             chapter[kind] = nlohmann::json::array();
         }
         // What this GPU cannot run is left out, and listed with the reason, once.
@@ -128,8 +125,6 @@ public:
         for (const std::int64_t n : all_sizes(entry_)) {
             measure_size(context, runnable, static_cast<int>(n), cublas, peak_reason.empty(), chapter);
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
 
 private:
@@ -280,8 +275,6 @@ private:
         }
         return c;
     }
-
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -20,11 +21,7 @@ using GemmFunction = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const
                                      cudaStream_t stream);
 
 //! @brief One step of the chapter.
-struct Step {
-    const char* id;          //!< "NN_slug", the file name without extension
-    const char* title;       //!< shown on the page
-    const char* file;        //!< path from the repository root
-    const char* name_space;  //!< the snippet's namespace
+struct Step : StepSource {
     const char* needs;       //!< what the GPU and the build must offer: "sm_80", "sm_90" or "sm_90a"
     bool (*needs_met)();     //!< whether the code the driver loaded for the current GPU has it
     int m_multiple, n_multiple, k_multiple;  //!< the launcher requires M, N, K to be multiples of these (1: any)

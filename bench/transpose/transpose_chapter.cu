@@ -40,14 +40,11 @@ Shape shape_of(std::int64_t n)
     return {dim, dim};
 }
 
-class TransposeChapter final : public Chapter {
+class TransposeChapter final : public ChapterBase {
 public:
     TransposeChapter()
+        : ChapterBase("transpose", "Matrix transpose: from one thread to the copy ceiling", "device_copy", "Transpose")
     {
-        entry_.id = "transpose";
-        entry_.title = "Matrix transpose: from one thread to the copy ceiling";
-        entry_.share_of = "device_copy";
-        entry_.gtest_prefix = "Transpose";
         entry_.profile = {"TransposeProfile.*", "regex:transpose_kernel", ""};
         entry_.timings = {
             {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
@@ -77,12 +74,10 @@ public:
         entry_.headline = Headline{std::int64_t{8192} * 8192, "single_cold", "02_thread_per_row", entry_.steps.back().id};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = measured_chapter(entry_);
         const transpose::CublasTranspose cublas;
 
         for (const std::int64_t n : all_sizes(entry_)) {
@@ -137,12 +132,7 @@ public:
                 add_step_rows(chapter, context, entry_, step.id, checked(launch));
             }
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
-
-private:
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -15,11 +16,7 @@ using TransposeFunction = cudaError_t (*)(const float* d_in, float* d_out, int n
                                           cudaStream_t stream);
 
 //! @brief One step of the chapter.
-struct Step {
-    const char* id;          //!< "NN_slug", the file name without extension
-    const char* title;       //!< shown on the page
-    const char* file;        //!< path from the repository root
-    const char* name_space;  //!< the snippet's namespace
+struct Step : StepSource {
     bool beyond_article;     //!< not one of the source's six steps
     bool one_thread;         //!< all the work in a single thread: timed and tested at small sizes only
     int dim_multiple;        //!< the launcher requires both dimensions to be multiples of this (1: any size)

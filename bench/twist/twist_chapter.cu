@@ -37,14 +37,11 @@ std::string size_text(int n)
            (mib >= 1024 ? std::to_string(mib / 1024) + " GiB)" : std::to_string(mib) + " MiB)");
 }
 
-class TwistChapter final : public Chapter {
+class TwistChapter final : public ChapterBase {
 public:
     TwistChapter()
+        : ChapterBase("twist", "y-twist: deforming a mesh at the copy ceiling", "device_copy", "Twist")
     {
-        entry_.id = "twist";
-        entry_.title = "y-twist: deforming a mesh at the copy ceiling";
-        entry_.share_of = "device_copy";
-        entry_.gtest_prefix = "Twist";
         entry_.timings = {
             {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
             {"batch", "events around 10 back-to-back launches, time per launch; L2 warm", false, 10},
@@ -73,12 +70,10 @@ public:
         entry_.headline = Headline{dram_points, "single_cold", "02_thread_per_vertex", entry_.steps.back().id};
     }
 
-    const ChapterEntry& entry() const override { return entry_; }
-
-    nlohmann::json measure(MeasureContext& context, const std::vector<std::string>& step_ids) const override
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
     {
         const cudaStream_t stream = context.stream;
-        nlohmann::json chapter = measured_chapter(entry_);
         const std::vector<double> wide_angle_errors = wide_angle_max_ulp(context);
 
         for (const std::int64_t size : all_sizes(entry_)) {
@@ -141,8 +136,6 @@ public:
                 add_step_rows(chapter, context, entry_, step.id, row);
             }
         }
-        add_share_of_ceiling(chapter);
-        return chapter;
     }
 
 private:
@@ -164,8 +157,6 @@ private:
         }
         return out;
     }
-
-    ChapterEntry entry_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/resources.hpp"
+#include "core/step_source.hpp"
 
 #include <cuda_runtime.h>
 
@@ -14,11 +15,7 @@ using TwistFunction = cudaError_t (*)(float4* d_points, int num_points, float ma
                                       cudaStream_t stream);
 
 //! @brief One step of the chapter.
-struct Step {
-    const char* id;          //!< "NN_slug", the file name without extension
-    const char* title;       //!< shown on the page
-    const char* file;        //!< path from the repository root
-    const char* name_space;  //!< the snippet's namespace
+struct Step : StepSource {
     bool beyond_article;     //!< not one of the source's four steps
     bool same_operation;     //!< accurate for every angle (exact sincosf), not only within [-pi, pi]
     bool one_thread;         //!< all the work in a single thread: timed and tested at small sizes only
