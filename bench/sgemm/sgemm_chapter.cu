@@ -169,7 +169,6 @@ private:
         DeviceBuffer<float> d_C(static_cast<std::size_t>(M) * N);
         d_A.upload(A);
         d_B.upload(B);
-        const auto nothing = [] {};
         // Rows of a rectangular problem say its M, N, K (their n is a key: see size_key).
         const auto timed_row = [&](const RowTiming& timing, std::optional<std::int64_t> bytes,
                                    std::optional<std::int64_t> row_flops) {
@@ -180,26 +179,30 @@ private:
             return row;
         };
 
+        // Rows of a rectangular problem say its M, N, K here too.
+        const auto shaped = [&](TimedRow row) {
+            if (!shape.cube()) {
+                row.fields["shape"] = {M, N, K};
+            }
+            return row;
+        };
+
         {  // ceilings
             DeviceBuffer<float> d_sink(fma_floor_threads());
-            const RowTiming fma = context.sampler.time("ceiling fma_peak", mode, nothing, [&] {
-                return fma_floor(static_cast<double>(flops) / 2, d_sink.data(), stream);
-            });
-            nlohmann::json row = timed_row(fma, std::nullopt, flops);
-            add_reference_fields(row, entry_.ceilings[0]);
-            chapter["ceilings"].push_back(row);
+            const auto fma = [&] { return fma_floor(static_cast<double>(flops) / 2, d_sink.data(), stream); };
+            add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings[0],
+                               shaped({fma, n, std::nullopt, flops}));
 
             const std::size_t floats = A.size() + B.size() + d_C.size();
             DeviceBuffer<float> d_copy_in(floats);
             DeviceBuffer<float> d_copy_out(floats);
             d_copy_in.fill_bytes(0, stream);
-            const RowTiming copy = context.sampler.time("ceiling device_copy", mode, nothing, [&] {
+            const auto copy = [&] {
                 return cudaMemcpyAsync(d_copy_out.data(), d_copy_in.data(), d_copy_in.bytes(),
                                        cudaMemcpyDeviceToDevice, stream);
-            });
-            row = timed_row(copy, 2 * static_cast<std::int64_t>(d_copy_in.bytes()), std::nullopt);
-            add_reference_fields(row, entry_.ceilings[1]);
-            chapter["ceilings"].push_back(row);
+            };
+            add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings[1],
+                               shaped({copy, n, 2 * static_cast<std::int64_t>(d_copy_in.bytes())}));
         }
 
         // alpha = 1, beta = 0 throughout: C is written, never read, so every sample does the same work. C is
@@ -216,10 +219,7 @@ private:
         const Reference reference = make_reference(shape, A, B, run_once(fp32_call), context.seed);
         // A row of this shape: timed, then checked against the reference (TF32's tolerance for TF32 rows).
         const auto gemm_row = [&](const std::function<cudaError_t()>& launch, bool tf32) {
-            TimedRow row{launch, n, std::nullopt, flops};
-            if (!shape.cube()) {
-                row.fields["shape"] = {M, N, K};
-            }
+            TimedRow row = shaped({launch, n, std::nullopt, flops});
             row.prepare_check = [&] { d_C.fill_bytes(0xFF, stream); };
             row.check = [&, tf32] {
                 const double tolerance = tf32 ? sgemm::tf32_tolerance(K) : sgemm::fp32_tolerance(K);

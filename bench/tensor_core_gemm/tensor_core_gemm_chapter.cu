@@ -146,25 +146,20 @@ private:
 
         if (peak_supported && measured_at(entry_, "tensor_peak", n)) {
             DeviceBuffer<float> d_sink(tc::tensor_peak_threads());
-            const RowTiming peak = context.sampler.time("ceiling tensor_peak", mode, nothing, [&] {
-                return tc::tensor_peak(static_cast<double>(flops) / 2, d_sink.data(), stream);
-            });
-            nlohmann::json row = timing_row(peak, n, mode.id, std::nullopt, flops);
-            add_reference_fields(row, entry_.ceilings[0]);
-            chapter["ceilings"].push_back(row);
+            const auto peak = [&] { return tc::tensor_peak(static_cast<double>(flops) / 2, d_sink.data(), stream); };
+            add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings[0],
+                               {peak, n, std::nullopt, flops});
         }
         if (measured_at(entry_, "device_copy", n)) {
             DeviceBuffer<tc::bf16> d_copy_in(3 * elements);
             DeviceBuffer<tc::bf16> d_copy_out(3 * elements);
             d_copy_in.fill_bytes(0, stream);
-            const RowTiming copy = context.sampler.time("ceiling device_copy", mode, nothing, [&] {
+            const auto copy = [&] {
                 return cudaMemcpyAsync(d_copy_out.data(), d_copy_in.data(), d_copy_in.bytes(),
                                        cudaMemcpyDeviceToDevice, stream);
-            });
-            nlohmann::json row =
-                timing_row(copy, n, mode.id, 2 * static_cast<std::int64_t>(d_copy_in.bytes()), std::nullopt);
-            add_reference_fields(row, entry_.ceilings[1]);
-            chapter["ceilings"].push_back(row);
+            };
+            add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings[1],
+                               {copy, n, 2 * static_cast<std::int64_t>(d_copy_in.bytes())});
         }
 
         // C is poisoned with NaN before each validating call: an element a kernel leaves unwritten shows.

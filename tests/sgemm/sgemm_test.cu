@@ -1,5 +1,6 @@
 // GPU tests of the SGEMM chapter: every step against a double-precision CPU product, and at 4096^3 against cuBLAS.
 #include "core/device_buffer.hpp"
+#include "support/gemm_test_support.hpp"
 #include "support/gpu_test_support.hpp"
 #include "sgemm/sgemm_autotune.hpp"
 #include "sgemm/sgemm_reference.hpp"
@@ -27,30 +28,18 @@ void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
 namespace {
 
 using stepwise::testing::fresh_seed;
+using stepwise::testing::under_sanitizer;
 
-struct Shape {
-    int M, N, K;
-};
-
-std::string shape_text(Shape s)
-{
-    return std::to_string(s.M) + " x " + std::to_string(s.N) + " x " + std::to_string(s.K);
-}
+using Shape = stepwise::testing::GemmShape;
+using stepwise::testing::shape_text;
 
 //! Shapes of every kind: single elements, multiples of no tile, one to several tiles deep, rectangular (M != N, so
 //! a swapped index shows); each step gets those its launcher accepts.
 std::vector<Shape> shapes_for(const Step& step)
 {
-    const std::vector<Shape> all = {{1, 1, 1},       {127, 129, 131}, {33, 65, 7},     {128, 128, 16},
-                                    {256, 384, 48},  {128, 256, 128}, {512, 768, 288}, {384, 128, 1024},
-                                    {127, 129, 132}, {33, 65, 8}};
-    std::vector<Shape> accepted;
-    for (const Shape& s : all) {
-        if (step.accepts(s.M, s.N, s.K)) {
-            accepted.push_back(s);
-        }
-    }
-    return accepted;
+    const std::vector<Shape> all = {{1, 1, 1}, {127, 129, 131}, {33, 65, 7}, {128, 128, 16}, {256, 384, 48},
+                                    {128, 256, 128}, {512, 768, 288}, {384, 128, 1024}, {127, 129, 132}, {33, 65, 8}};
+    return stepwise::testing::accepted_shapes(step, all);
 }
 
 //! The smallest shape the step accepts with M != N, for the tests of one property.
@@ -60,8 +49,6 @@ Shape small_shape(const Step& step)
 }
 
 double tolerance_for(const Step& step, int K) { return step.same_operation ? fp32_tolerance(K) : tf32_tolerance(K); }
-
-bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
 
 //! Bit for bit, so that a NaN in an input compares equal to itself.
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b)

@@ -1,14 +1,20 @@
-// What every GPU test needs: a skip with the reason when there is no GPU, and fresh seeds.
+// What every GPU test needs: a skip with the reason when there is no GPU, fresh seeds, and whether
+// compute-sanitizer runs it.
 #pragma once
 
 #include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace stepwise::testing {
 
@@ -17,6 +23,24 @@ inline std::uint64_t fresh_seed()
 {
     std::random_device entropy;
     return (static_cast<std::uint64_t>(entropy()) << 32) ^ entropy();
+}
+
+//! Whether compute-sanitizer runs the tests (conf/measure.py sets STEPWISE_UNDER_SANITIZER): tests of timings or
+//! register counts, and the largest problems, are left out there.
+inline bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
+
+//! What `launch` writes into `d_out`, one element longer than its output: `d_out` is poisoned with NaN first, the
+//! launch and the device's synchronization must succeed, and the last element (a guard) must stay NaN. The guard is
+//! not returned.
+inline std::vector<float> run_poisoned(DeviceBuffer<float>& d_out, const std::function<cudaError_t()>& launch)
+{
+    d_out.fill_bytes(0xFF, 0);
+    EXPECT_EQ(launch(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<float> out = d_out.download();
+    EXPECT_TRUE(std::isnan(out.back())) << "wrote past the end";
+    out.pop_back();
+    return out;
 }
 
 }  // namespace stepwise::testing

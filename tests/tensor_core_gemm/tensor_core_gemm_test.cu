@@ -2,6 +2,7 @@
 // that are multiples of no tile where a step takes them, and at 4096^3 against cuBLAS; step 8's configurations and
 // its paths for unaligned rows; cuBLAS itself against double.
 #include "core/device_buffer.hpp"
+#include "support/gemm_test_support.hpp"
 #include "support/gpu_test_support.hpp"
 #include "sgemm/sgemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
@@ -25,37 +26,23 @@ void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
 namespace {
 
 using stepwise::testing::fresh_seed;
+using stepwise::testing::under_sanitizer;
 
-struct Shape {
-    int M, N, K;
-};
-
-std::string shape_text(Shape s)
-{
-    return std::to_string(s.M) + " x " + std::to_string(s.N) + " x " + std::to_string(s.K);
-}
+using Shape = stepwise::testing::GemmShape;
+using stepwise::testing::shape_text;
 
 //! Shapes of every kind: single elements, multiples of no tile (K not a multiple of 8 either: rows the TMA cannot
 //! address), one to several tiles deep, rectangular (M != N, so a swapped index shows); each step gets those its
 //! launcher accepts.
 std::vector<Shape> shapes_for(const Step& step)
 {
-    const std::vector<Shape> all = {{1, 1, 8},       {127, 129, 136}, {33, 65, 7},     {300, 1, 24},
-                                    {128, 256, 64},  {256, 256, 128}, {256, 512, 192}, {384, 256, 1024},
-                                    {512, 768, 320}, {1, 300, 4095}};
-    std::vector<Shape> accepted;
-    for (const Shape& s : all) {
-        if (step.accepts(s.M, s.N, s.K)) {
-            accepted.push_back(s);
-        }
-    }
-    return accepted;
+    const std::vector<Shape> all = {{1, 1, 8}, {127, 129, 136}, {33, 65, 7}, {300, 1, 24}, {128, 256, 64},
+                                    {256, 256, 128}, {256, 512, 192}, {384, 256, 1024}, {512, 768, 320}, {1, 300, 4095}};
+    return stepwise::testing::accepted_shapes(step, all);
 }
 
 //! The smallest shape the step accepts with M != N, for the tests of one property.
 Shape small_shape(const Step& step) { return step.accepts(33, 65, 7) ? Shape{33, 65, 7} : Shape{256, 512, 192}; }
-
-bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
 
 constexpr std::size_t guard_elements = 1024;  // poisoned elements after C: an overrun changes them
 
