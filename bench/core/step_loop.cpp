@@ -23,6 +23,18 @@ nlohmann::json ChapterBase::measure(MeasureContext& context, const std::vector<s
     return chapter;
 }
 
+TimingMode single_cold_timing()
+{
+    return {"single_cold", "events around one launch; L2 flushed before each sample", true, 1};
+}
+
+TimingMode batch_warm_timing()
+{
+    return {"batch", "events around 10 back-to-back launches, time per launch; L2 warm", false, 10};
+}
+
+ReferenceEntry empty_launch_ceiling() { return {"empty_launch", "an empty kernel, one thread (the launch floor)"}; }
+
 bool measures_step(const ChapterEntry& chapter, const std::vector<std::string>& step_ids, const std::string& id,
                    std::int64_t n)
 {

@@ -36,6 +36,15 @@ protected:
     ChapterEntry entry_;
 };
 
+//! @brief The timing mode of one launch per sample, L2 flushed before each ("single_cold").
+TimingMode single_cold_timing();
+
+//! @brief The timing mode of 10 back-to-back launches per sample, L2 warm ("batch").
+TimingMode batch_warm_timing();
+
+//! @brief The launch floor: an empty kernel of one thread (empty_launch(), core/floor_kernels.hpp), at every size.
+ReferenceEntry empty_launch_ceiling();
+
 //! @brief What the check of a row found: the row's `validated`, `validation` and `accuracy` fields.
 struct Validation {
     bool validated = false;

@@ -26,7 +26,7 @@ public:
         };
         entry_.ceilings = {
             {"uniform_work", "every thread sums sines: the steps' work per thread with no branch at all"},
-            {"empty_launch", "an empty kernel, one thread (the launch floor)"},
+            empty_launch_ceiling(),
         };
         for (const divergence::Step& s : divergence::steps()) {
             entry_.steps.push_back({s.id, s.title, s.file, s.name_space, "branch", true, s.beyond_article,

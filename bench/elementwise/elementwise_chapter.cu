@@ -51,12 +51,12 @@ public:
              "events around 10 back-to-back launches, as the assignment times it; time per launch; L2 warm (the data "
              "were just restored by a device copy)",
              false, 10},
-            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
+            single_cold_timing(),
         };
         entry_.ceilings = {
             {"inplace_read_write", "read and write the same 16 MB in place, float4 (the memory floor)"},
             {"device_copy", "cudaMemcpyAsync device to device, 16 MB (reads 16 MB, writes 16 MB elsewhere)"},
-            {"empty_launch", "an empty kernel, one thread (the launch floor)"},
+            empty_launch_ceiling(),
         };
         for (const elementwise::Step& s : elementwise::steps()) {
             entry_.steps.push_back({s.id, s.title, s.file, s.name_space, "update", s.same_operation, s.beyond_article,

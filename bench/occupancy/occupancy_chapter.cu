@@ -30,7 +30,7 @@ public:
         entry_.profile.ncu_tests = "OccupancyProfile.*";
         entry_.profile.ncu_kernels = "regex:sum_matrix_kernel";
         entry_.timings = {
-            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
+            single_cold_timing(),
         };
         entry_.ceilings = {
             {"device_copy", "cudaMemcpyAsync device to device of one matrix (reads it and writes a copy)"},

@@ -85,7 +85,7 @@ public:
         : ChapterBase("sgemm", "SGEMM: from one thread per element to cuBLAS", "fma_peak", "Sgemm")
     {
         entry_.profile = {"SgemmProfile.*", "regex:sgemm_kernel", ""};
-        entry_.timings = {{"single_cold", "events around one launch; L2 flushed before each sample", true, 1}};
+        entry_.timings = {single_cold_timing()};
         entry_.ceilings = {
             {"fma_peak", "n^3 fp32 FMAs in registers on every SM at full occupancy (the FMA units alone)"},
             {"device_copy", "cudaMemcpyAsync device to device of the bytes of A, B and C"},

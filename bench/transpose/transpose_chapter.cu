@@ -47,12 +47,12 @@ public:
     {
         entry_.profile = {"TransposeProfile.*", "regex:transpose_kernel", ""};
         entry_.timings = {
-            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
-            {"batch", "events around 10 back-to-back launches, time per launch; L2 warm", false, 10},
+            single_cold_timing(),
+            batch_warm_timing(),
         };
         entry_.ceilings = {
             {"device_copy", "cudaMemcpyAsync device to device of the same matrix (reads and writes its bytes)"},
-            {"empty_launch", "an empty kernel, one thread (the launch floor)"},
+            empty_launch_ceiling(),
         };
         entry_.baselines = {{"cublas_sgeam", "cublasSgeam, transpose mode (cuBLAS, CUDA 13)"}};
         for (const transpose::Step& s : transpose::steps()) {

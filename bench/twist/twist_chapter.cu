@@ -43,13 +43,13 @@ public:
         : ChapterBase("twist", "y-twist: deforming a mesh at the copy ceiling", "device_copy", "Twist")
     {
         entry_.timings = {
-            {"single_cold", "events around one launch; L2 flushed before each sample", true, 1},
-            {"batch", "events around 10 back-to-back launches, time per launch; L2 warm", false, 10},
+            single_cold_timing(),
+            batch_warm_timing(),
         };
         entry_.ceilings = {
             {"device_copy", "cudaMemcpyAsync device to device of the same vertices (reads and writes their bytes)"},
             {"inplace_read_write", "read and write every vertex in place, one float4 per thread"},
-            {"empty_launch", "an empty kernel, one thread (the launch floor)"},
+            empty_launch_ceiling(),
         };
         for (const twist::Step& s : twist::steps()) {
             StepEntry step{s.id, s.title, s.file, s.name_space, "twist", s.same_operation, s.beyond_article, {},
