@@ -195,8 +195,7 @@ private:
         }
         std::vector<const tc::Step*> timed_steps;
         for (const tc::Step& step : tc::steps()) {
-            if (std::find(runnable.begin(), runnable.end(), step.id) != runnable.end() &&
-                measured_at(entry_, step.id, n)) {
+            if (measures_step(entry_, runnable, step.id, n)) {
                 timed_steps.push_back(&step);
                 calls.push_back({step.id, [&, gemm = step.gemm] {
                                      return gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream);
