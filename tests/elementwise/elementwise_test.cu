@@ -28,10 +28,7 @@ std::vector<Size> sizes_for(const Step& step)
 {
     const std::vector<Size> all = {{1, 1},     {3, 5},   {7, 1031}, {1000, 37}, {516, 513},
                                    {2052, 3},  {4, 1025}, {2050, 7}, {2048, 2048}};
-    std::vector<Size> accepted;
-    std::copy_if(all.begin(), all.end(), std::back_inserter(accepted),
-                 [&](const Size& s) { return s.dimx % step.dimx_multiple == 0; });
-    return accepted;
+    return stepwise::testing::kept(all, [&](const Size& s) { return s.dimx % step.dimx_multiple == 0; });
 }
 
 constexpr std::size_t guard_floats = 1024;  // poisoned floats after the array: an overrun changes them

@@ -2,6 +2,8 @@
 // accepts.
 #pragma once
 
+#include "support/gpu_test_support.hpp"
+
 #include <string>
 #include <vector>
 
@@ -21,13 +23,7 @@ inline std::string shape_text(GemmShape s)
 template <class Step>
 std::vector<GemmShape> accepted_shapes(const Step& step, const std::vector<GemmShape>& all)
 {
-    std::vector<GemmShape> accepted;
-    for (const GemmShape& s : all) {
-        if (step.accepts(s.M, s.N, s.K)) {
-            accepted.push_back(s);
-        }
-    }
-    return accepted;
+    return kept(all, [&](const GemmShape& s) { return step.accepts(s.M, s.N, s.K); });
 }
 
 }  // namespace stepwise::testing

@@ -29,6 +29,19 @@ inline std::uint64_t fresh_seed()
 //! register counts, and the largest problems, are left out there.
 inline bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
 
+//! The elements of `all` that `keep` accepts, in their order: the sizes or shapes a step's launcher takes.
+template <class T, class Keep>
+std::vector<T> kept(const std::vector<T>& all, Keep keep)
+{
+    std::vector<T> out;
+    for (const T& x : all) {
+        if (keep(x)) {
+            out.push_back(x);
+        }
+    }
+    return out;
+}
+
 //! What `launch` writes into `d_out`, one element longer than its output: `d_out` is poisoned with NaN first, the
 //! launch and the device's synchronization must succeed, and the last element (a guard) must stay NaN. The guard is
 //! not returned.

@@ -34,12 +34,10 @@ std::vector<Shape> shapes_for(const Step& step)
     const std::vector<Shape> all = {{1, 1},    {1, 1000},   {1000, 1},    {33, 65},     {65, 33},
                                     {4, 8},    {4, 1000},   {1000, 4},    {36, 68},     {128, 64},
                                     {1000, 1500}, {1024, 1024}, {8192, 4096}};
-    std::vector<Shape> accepted;
-    std::copy_if(all.begin(), all.end(), std::back_inserter(accepted), [&](const Shape& s) {
+    return stepwise::testing::kept(all, [&](const Shape& s) {
         const bool multiple = s.rows % step.dim_multiple == 0 && s.cols % step.dim_multiple == 0;
         return multiple && (!step.one_thread || static_cast<long>(s.rows) * s.cols <= 1500 * 1000);
     });
-    return accepted;
 }
 
 constexpr std::size_t guard_floats = 1024;  // poisoned floats after the output: an overrun changes them
