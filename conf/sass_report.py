@@ -202,27 +202,26 @@ def plain_name(demangled: str) -> str:
     """
     anon = "(anonymous namespace)"
     text = demangled.replace(anon, "\x00")
+    end = next((i for i, ch in outside_template_arguments(text) if ch == "("), len(text))
+    head = text[:end].strip()
+    # after the return type: the last space outside template arguments
+    start = max((i + 1 for i, ch in outside_template_arguments(head) if ch == " "), default=0)
+    return head[start:].replace("\x00", anon)
+
+
+def outside_template_arguments(text: str) -> list[tuple[int, str]]:
+    """The characters of ``text`` outside ``<...>`` (the brackets themselves left out), with their indices.
+    docs/_ext/stepwise_docs/ncu.py reads Nsight Compute's kernel names with it too."""
     depth = 0
-    end = len(text)
+    out = []
     for i, ch in enumerate(text):
         if ch == "<":
             depth += 1
         elif ch == ">":
             depth = max(depth - 1, 0)
-        elif ch == "(" and depth == 0:
-            end = i
-            break
-    head = text[:end].strip()
-    depth = 0
-    start = 0
-    for i, ch in enumerate(head):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif ch == " " and depth == 0:
-            start = i + 1  # after the return type
-    return head[start:].replace("\x00", anon)
+        elif depth == 0:
+            out.append((i, ch))
+    return out
 
 
 def unprefixed(symbol: str) -> str:

@@ -32,6 +32,25 @@ def stub_executable(path: Path, body: str) -> None:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | 0o111)
 
+def html_text(html: str, gap: str = " ") -> str:
+    """The text of some HTML, white space folded; each tag becomes ``gap`` (``""`` joins what a tag splits)."""
+    return " ".join(re.sub(r"<[^>]+>", gap, html).split())
+
+
+def built_page(project: Path, name: str = "index.html", gap: str = " ") -> tuple[str, str]:
+    """A page of the site build_docs.py built in ``project``, as HTML and as text (see :func:`html_text`)."""
+    html = (project / "build" / "docs" / "html" / name).read_text(encoding="utf-8")
+    return html, html_text(html, gap)
+
+
+def assert_one_line_message(exc, *needles: str) -> None:
+    """The error that ``exc`` (pytest's ExceptionInfo) caught says it on one line, holding every needle."""
+    message = str(exc.value)
+    assert "\n" not in message, message
+    for needle in needles:
+        assert needle in message, message
+
+
 FIXTURE_GPU = "FIXTURE GPU (not a measurement)"
 #: The second FIXTURE GPU (fixtures/project/more-measurements/fixture-gpu-b.json, see second_gpu).
 FIXTURE_GPU_B = "FIXTURE GPU B (not a measurement)"
@@ -126,6 +145,15 @@ def fixture_kernel(name: str = "update_kernel", registers: int = 16) -> dict:
                           "stack_frame_bytes": 0, "spill_store_bytes": 0, "spill_load_bytes": 0,
                           "occupancy": {"blocks_per_sm": 8, "active_warps": 64, "max_warps": 64,
                                         "fraction": 1.0, "limited_by": ["warps"]}}]}
+
+
+def step_entry(step_id: str, namespace: str, kernels: list[tuple[str, list[int]]],
+               file: str = "snippets/x.cuh", launcher: str = "run") -> dict:
+    """A registry step entry (FIXTURE title, one size) with a kernel of each (name, block) of ``kernels``."""
+    return {"id": step_id, "title": f"FIXTURE {step_id}", "file": file, "namespace": namespace,
+            "launcher": launcher, "same_operation": True, "beyond_article": False,
+            "sizes": [{"n": 1024, "problem": "fixture"}],
+            "kernels": [{**fixture_kernel(name), "block": block} for name, block in kernels]}
 
 
 def gemm_steps(root: Path) -> list[dict]:

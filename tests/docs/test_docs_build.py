@@ -188,31 +188,36 @@ def test_non_strict_build_shows_stale_step(project):
     proc = build_docs(*project_args(project, "--source", "fresh"))
     assert proc.returncode == 0, proc.stderr
     assert "stale measurement: demo/02_vector" in proc.stderr  # a warning, not fatal
-    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
-    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    html, text = synth.built_page(project, gap="")
     assert "stale: source changed since measured" in text  # in the table rows
     assert "Stale: source changed since measured" in text  # the step's admonition
     assert 'class="stepwise-stale' in html or "stepwise-stale" in html
     assert "measured in this build" in text and "not re-measured" not in text
 
 
-@needs_doxygen
-def test_unknown_chapter_in_a_page_fails(project):
-    page = project / "docs" / "index.md"
-    page.write_text(page.read_text() + "\n```{stepwise-table} transpose\n```\n")
-    proc = build_docs(*project_args(project, "--strict"))
-    assert proc.returncode != 0
-    assert "unknown chapter 'transpose'" in proc.stderr
+def _without_ncu_table(text: str) -> str:
+    """The page without its ``stepwise-ncu`` directive (its numbers' role stays)."""
+    start = text.index("```{stepwise-ncu}")
+    end = text.index("```", text.index("\n", start)) + 3
+    return text[:start] + text[end:]
 
 
 @needs_doxygen
-def test_registry_step_without_section_fails_strict(project):
+@pytest.mark.parametrize("edit, needles", [
+    pytest.param(lambda t: t + "\n```{stepwise-table} transpose\n```\n", ["unknown chapter 'transpose'"],
+                 id="unknown_chapter"),
+    pytest.param(lambda t: t[:t.index("## Four floats per thread")], ["demo/02_vector", "stepwise-step"],
+                 id="registry_step_without_section"),
+    pytest.param(_without_ncu_table, ["no `stepwise-ncu demo FILE` directive before it"],
+                 id="ncu_number_without_a_table"),
+])
+def test_page_problems_fail_strict(project, edit, needles):
     page = project / "docs" / "index.md"
-    text = page.read_text()
-    page.write_text(text[:text.index("## Four floats per thread")])
+    page.write_text(edit(page.read_text()))
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode != 0
-    assert "demo/02_vector" in proc.stderr and "stepwise-step" in proc.stderr
+    for needle in needles:
+        assert needle in proc.stderr
 
 
 @needs_doxygen
@@ -260,8 +265,7 @@ time cold.
 """)
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
-    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    html, text = synth.built_page(project)
     # stepwise-table without :n: shows both sizes (x 2 timings), with :timing: twice more, and
     # the :n: one: 2 x 2 + 2 x 1 + 1
     assert html.count('class="stepwise-data stepwise-measurements') == 7
@@ -287,7 +291,7 @@ def test_the_step_summary_shows_every_size_and_the_baseline(project):
     summaries = re.findall(r'stepwise-step-table.*?</table>', html, re.S)
     assert len(summaries) == 2
     for table in summaries:
-        cells = " ".join(re.sub(r"<[^>]+>", " ", table).split())
+        cells = synth.html_text(table)
         assert "vs CUB" in cells
         assert "batch, 2^20 float (fixture)" in cells and "single_cold, 2^22 float (fixture)" in cells
 
@@ -315,8 +319,7 @@ def test_registry_chapter_without_a_page_fails_strict(project):
 def test_ncu_table_and_numbers(project):
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
-    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    html, text = synth.built_page(project)
     assert html.count('class="stepwise-data stepwise-ncu') == 1
     assert "Nsight Compute counts per step (sums over all launches of one call)" in text
     # FIXTURE counts: naive has two launches, (32 x 100000 + 16 x 1000) / 101000 / 32 active
@@ -338,8 +341,7 @@ def test_ncu_counts_of_another_run_are_not_claimed(project):
     page.write_text(page.read_text().replace("fixture-gpu-demo-ncu.csv", "elsewhere-demo-ncu.csv"))
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    text = " ".join(re.sub(r"<[^>]+>", " ", (project / "build" / "docs" / "html" / "index.html")
-                           .read_text(encoding="utf-8")).split())
+    _html, text = synth.built_page(project)
     assert "Nsight Compute counts from elsewhere-demo-ncu.csv" in text
     assert "were not taken in the run whose measurements this page shows" in text
     assert "same session" not in text
@@ -364,18 +366,6 @@ def test_ncu_problems_fail_strict(project, edit, needle):
 
 
 @needs_doxygen
-def test_ncu_number_without_a_table_fails(project):
-    page = project / "docs" / "index.md"
-    text = page.read_text()
-    start = text.index("```{stepwise-ncu}")
-    end = text.index("```", text.index("\n", start)) + 3
-    page.write_text(text[:start] + text[end:])
-    proc = build_docs(*project_args(project, "--strict"))
-    assert proc.returncode != 0
-    assert "no `stepwise-ncu demo FILE` directive before it" in proc.stderr
-
-
-@needs_doxygen
 def test_ncu_options(project):
     page = project / "docs" / "index.md"
     page.write_text(page.read_text() + """
@@ -391,7 +381,7 @@ def test_ncu_options(project):
     html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
     table = html[html.index("FIXTURE subset"):]
     table = table[:table.index("</table>")]
-    cells = " ".join(re.sub(r"<[^>]+>", " ", table).split())
+    cells = synth.html_text(table)
     assert "02_vector" in cells and "01_naive" not in cells
     assert "global load requests" in cells and "warp execution efficiency" in cells
     assert "DRAM read" not in cells and "2,048" in cells
@@ -407,8 +397,7 @@ def test_ncu_options(project):
 def test_resources_table_and_step_sections_show_every_kernel(project):
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
-    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    html, text = synth.built_page(project, gap="")
     # the chapter's table (one row per kernel) and one table in each of the two step sections
     assert html.count('class="stepwise-data stepwise-resources') == 3
     assert "Registers, memory and theoretical occupancy of every kernel (FIXTURE nvcc, sm_90)" in text
@@ -429,8 +418,7 @@ def test_a_measured_binary_with_other_counts_is_shown(project):
     path.write_text(json.dumps(data))
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html = (project / "build" / "docs" / "html" / "index.html").read_text(encoding="utf-8")
-    text = " ".join(re.sub(r"<[^>]+>", "", html).split())
+    html, text = synth.built_page(project, gap="")
     assert "registers: 12 in the measured binary on FIXTURE GPU (not a measurement)" in text
 
 
@@ -454,23 +442,18 @@ def test_a_registry_without_kernels_is_rejected(project):
 
 # -- the SGEMM chapter's directives (the FIXTURE gemm chapter, docs/gemm.md) ------------------
 
-def _gemm_text(project: Path) -> tuple[str, str]:
-    html = (project / "build" / "docs" / "html" / "gemm.html").read_text(encoding="utf-8")
-    return html, " ".join(re.sub(r"<[^>]+>", " ", html).split())
-
-
 @needs_doxygen
 def test_gemm_page_shows_bounds_sweep_roofline_and_autotuning(project):
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html, text = _gemm_text(project)
+    html, text = synth.built_page(project, "gemm.html")
     images = project / "build" / "docs" / "html" / "_images"
     # the bounds: this (FIXTURE) GPU's numbers, the fp32 factor, one row per tiled step
     assert "12.8 \u00d7 10\u00b9\u00b2 FMAs per second, 25,600 GFLOP/s. That rate is computed, not measured" in text
     assert "measured 2,000 GB/s at n = 1000" in text and "bm = bn \u2265" in text and "= 51.2 on this GPU" in text
     assert "for fp32 the factor is 1" in text
     bounds = html[html.index('stepwise-data stepwise-bounds'):]
-    bounds = " ".join(re.sub(r"<[^>]+>", " ", bounds[:bounds.index("</table>")]).split())
+    bounds = synth.html_text(bounds[:bounds.index("</table>")])
     assert "3,200 GB/s \u2717" in bounds and "800 GB/s \u2713" in bounds  # naive violates, 128 x 128 holds
     assert "256 B/clock \u2717" in bounds and "128 B/clock \u2713" in bounds and "24.0 B/clock \u2713" in bounds
     assert "48.0 KiB \u2713" in bounds and "80 \u2713" in bounds and "20,480 \u2713" in bounds
@@ -563,7 +546,7 @@ def test_gemm_directive_options(project):
 """)
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html, text = _gemm_text(project)
+    html, text = synth.built_page(project, "gemm.html")
     assert "The SC\u201910 bounds for FIXTURE GPU (not a measurement), n = 512" in text
     assert "n 01 03 cublas_sgemm 128" in text
     assert len(list((project / "build" / "docs" / "html" / "_images").glob("stepwise-sweep-gemm-*.png"))) == 2

@@ -48,9 +48,7 @@ def test_corrupt_json_names_file_and_position(project):
     bad.write_text('{"schema": 1, "gpu": ')
     with pytest.raises(DataError) as err:
         load_measurements(bad)
-    msg = str(err.value)
-    assert "fixture-gpu.json" in msg and "not valid JSON" in msg and "line 1" in msg
-    assert "\n" not in msg
+    synth.assert_one_line_message(err, "fixture-gpu.json", "not valid JSON", "line 1")
 
 
 def test_schema_mismatch_names_file_and_first_problem(project):
@@ -59,10 +57,7 @@ def test_schema_mismatch_names_file_and_first_problem(project):
     bad = synth.write_json(project / "measurements" / "fixture-gpu.json", data)
     with pytest.raises(DataError) as err:
         load_measurements(bad)
-    msg = str(err.value)
-    assert "fixture-gpu.json" in msg and "measurement.schema.json" in msg
-    assert "/chapters/0/steps/0/median_ms" in msg
-    assert "\n" not in msg
+    synth.assert_one_line_message(err, "fixture-gpu.json", "measurement.schema.json", "/chapters/0/steps/0/median_ms")
 
 
 def test_schema_mismatch_missing_gpu_field(project):

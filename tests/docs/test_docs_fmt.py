@@ -138,26 +138,40 @@ def test_reference_rows(dataset):
     assert "gbps" in cols and "gflops" not in cols  # no row has GFLOP/s
 
 
-def test_single_values(dataset):
-    ch = dataset.chapter("demo")
-    assert fmt.single_value(ch, "02_vector", "speedup_first", "batch", N) == "5.00\u00d7"
-    assert fmt.single_value(ch, "01_naive", "speedup_prev", "batch", N) == fmt.DASH
-    assert fmt.single_value(ch, "02_vector", "median", "single_cold", N) == "40.0 \u00b5s"
-    assert fmt.single_value(ch, "02_vector", "second_application_max_rel", "batch", N) == "2.50e-1"
-    assert fmt.single_value(ch, "empty_launch", "median", "batch", N) == "4.00 \u00b5s"
-    assert fmt.single_value(ch, "lib_scale", "share", "batch", N) == "80.0 %"
-    assert fmt.single_value(ch, "01_naive", "bytes", "batch", N) == "8.00 MiB"
-    assert fmt.single_value(ch, "01_naive", "tests", "batch", N) == "7/7 passed on this GPU"
-    with pytest.raises(DataError, match="unknown field"):
-        fmt.single_value(ch, "01_naive", "colour", "batch", N)
-    with pytest.raises(DataError, match="no timing 'warm'"):
-        fmt.single_value(ch, "01_naive", "median", "warm", N)
-    with pytest.raises(DataError, match="steps only"):
-        fmt.single_value(ch, "empty_launch", "max_ulp", "batch", N)
-    with pytest.raises(DataError, match="steps only"):  # a baseline without accuracy fields
-        fmt.single_value(ch, "lib_scale", "max_rel", "batch", N)
-    with pytest.raises(LookupError):
-        fmt.single_value(ch, "01_naive", "median", "batch", 7)
+@pytest.mark.parametrize("row, timing, texts", [
+    ("02_vector", "batch", {"speedup_first": "5.00\u00d7", "second_application_max_rel": "2.50e-1",
+                            "speedup_over:01_naive": "5.00\u00d7", "time_over:01_naive": "0.200\u00d7",
+                            "vs_baseline": "0.625\u00d7", "time_vs_baseline": "1.60\u00d7"}),
+    ("02_vector", "single_cold", {"median": "40.0 \u00b5s", "speedup_over:lib_scale": "0.500\u00d7"}),
+    ("01_naive", "batch", {"speedup_prev": fmt.DASH, "bytes": "8.00 MiB", "tests": "7/7 passed on this GPU"}),
+    ("empty_launch", "batch", {"median": "4.00 \u00b5s"}),
+    ("lib_scale", "batch", {"share": "80.0 %", "time_over:inplace_read_write": "1.25\u00d7"}),
+])
+def test_single_values(dataset, row, timing, texts):
+    """Each field of a row at one timing, alone or against other rows (``speedup_over:01_naive``)."""
+    for field, text in texts.items():
+        assert fmt.single_value(dataset.chapter("demo"), row, field, timing, N) == text, field
+
+
+@pytest.mark.parametrize("row, field, timing, n, error, match", [
+    ("01_naive", "colour", "batch", N, DataError, "unknown field"),
+    ("01_naive", "median", "warm", N, DataError, "no timing 'warm'"),
+    ("empty_launch", "max_ulp", "batch", N, DataError, "steps only"),
+    ("lib_scale", "max_rel", "batch", N, DataError, "steps only"),  # a baseline without accuracy fields
+    ("01_naive", "median", "batch", 7, LookupError, None),
+    # against other rows
+    ("02_vector", "speedup_over:nope", "batch", N, DataError, "no step, ceiling or baseline 'nope'"),
+    ("02_vector", "time_over:", "batch", N, DataError, "unknown field"),
+    ("02_vector", "faster_than:01_naive", "batch", N, DataError, "unknown field"),
+    ("02_vector", "speedup_over:01_naive", "batch", 7, LookupError, None),
+])
+def test_single_value_errors(dataset, row, field, timing, n, error, match):
+    with pytest.raises(error, match=match):
+        fmt.single_value(dataset.chapter("demo"), row, field, timing, n)
+
+
+def test_field_description_names_the_other_row():
+    assert fmt.field_description("speedup_over:01_naive").endswith(", 01_naive")
 
 
 def test_a_baseline_validated_like_the_steps_has_a_max_rel(project):
@@ -269,25 +283,6 @@ def test_baseline_share_uses_rates(project):
     lib = fmt.reference_rows(chapter, "batch", N)[2]
     assert lib.cells["share"].text == "40.0 %"  # not the time ratio, 80 %
     assert fmt.single_value(chapter, "lib_scale", "share", "batch", N) == "40.0 %"
-
-
-def test_single_values_against_other_rows(dataset):
-    ch = dataset.chapter("demo")
-    assert fmt.single_value(ch, "02_vector", "speedup_over:01_naive", "batch", N) == "5.00\u00d7"
-    assert fmt.single_value(ch, "02_vector", "time_over:01_naive", "batch", N) == "0.200\u00d7"
-    assert fmt.single_value(ch, "02_vector", "vs_baseline", "batch", N) == "0.625\u00d7"
-    assert fmt.single_value(ch, "02_vector", "time_vs_baseline", "batch", N) == "1.60\u00d7"
-    assert fmt.single_value(ch, "02_vector", "speedup_over:lib_scale", "single_cold", N) == "0.500\u00d7"
-    assert fmt.single_value(ch, "lib_scale", "time_over:inplace_read_write", "batch", N) == "1.25\u00d7"
-    assert fmt.field_description("speedup_over:01_naive").endswith(", 01_naive")
-    with pytest.raises(DataError, match="no step, ceiling or baseline 'nope'"):
-        fmt.single_value(ch, "02_vector", "speedup_over:nope", "batch", N)
-    with pytest.raises(DataError, match="unknown field"):
-        fmt.single_value(ch, "02_vector", "time_over:", "batch", N)
-    with pytest.raises(DataError, match="unknown field"):
-        fmt.single_value(ch, "02_vector", "faster_than:01_naive", "batch", N)
-    with pytest.raises(LookupError):
-        fmt.single_value(ch, "02_vector", "speedup_over:01_naive", "batch", 7)
 
 
 def test_vs_baseline_needs_a_baseline(project):

@@ -106,9 +106,7 @@ def test_two_files_of_one_gpu_are_an_error_naming_both(project):
     shutil.copy(project / "measurements" / "fixture-gpu.json", project / "measurements" / "zz-copy.json")
     with pytest.raises(DataError) as exc:
         load(project)
-    message = str(exc.value)
-    assert "fixture-gpu.json" in message and "zz-copy.json" in message and "'fixture-gpu'" in message
-    assert "\n" not in message
+    synth.assert_one_line_message(exc, "fixture-gpu.json", "zz-copy.json", "'fixture-gpu'")
 
 
 def test_each_gpus_problems_name_its_file(project):
@@ -294,9 +292,7 @@ def build_docs(project: Path, *extra: str, measurements: Path | None = None):
         capture_output=True, text=True, timeout=300)
 
 
-def page(project: Path, name: str = "index.html") -> tuple[str, str]:
-    html = (project / "build" / "docs" / "html" / name).read_text(encoding="utf-8")
-    return html, " ".join(re.sub(r"<[^>]+>", " ", html).split())
+page = synth.built_page  # (HTML, text) of a page of the project's site
 
 
 def gpu_blocks(html: str) -> list[str]:
@@ -353,7 +349,7 @@ def test_two_gpus_every_table_and_plot_per_gpu(project):
     summary = html[html.index('<table class="stepwise-data stepwise-summary stepwise-gpus-2'):]
     summary = summary[:summary.index("</table>")]
     assert re.findall(r'stepwise-gpu-group[^>]*><p>([^<]*)<', summary) == [a, b]
-    cells = " ".join(re.sub(r"<[^>]+>", " ", summary).split())
+    cells = synth.html_text(summary)
     assert ("FIXTURE chapter (not real) 1024 x 1024 float (fixture) batch 100 \u00b5s step 1 20.0 \u00b5s "
             "step 2 5.00\u00d7 50.0 % 0.625\u00d7 lib_scale 50.0 \u00b5s step 1 10.0 \u00b5s step 2 "
             "5.00\u00d7 50.0 % 0.625\u00d7 lib_scale") in cells

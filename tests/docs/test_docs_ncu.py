@@ -140,11 +140,7 @@ def test_nan_is_shown_as_a_dash(dataset, csv_path):
 
 # -- strict parsing: every problem is a one-line error that names the file -----------------
 
-def assert_error(exc: pytest.ExceptionInfo, *needles: str):
-    message = str(exc.value)
-    assert "\n" not in message
-    for needle in needles:
-        assert needle in message, message
+assert_error = synth.assert_one_line_message  # one line, every needle in it
 
 
 def test_missing_file(tmp_path):
@@ -202,27 +198,17 @@ def test_step_without_launches(dataset, csv_path):
     assert_error(exc, bad.name, "no kernel launch of demo step(s) 02_vector")
 
 
-def test_scaled_unit(csv_path):
-    bad = edited(csv_path, lambda lines: [line.replace('"byte","4,096"', '"Kbyte","4.10"')
-                                          for line in lines])
+@pytest.mark.parametrize("old, new, needles", [
+    pytest.param('"byte","4,096"', '"Kbyte","4.10"', ["'Kbyte'", "--print-units base"], id="scaled_unit"),
+    pytest.param('"inst","25,000"', '"inst","n/a"',
+                 ["smsp__inst_executed.sum of launch 2", "not a number: 'n/a'"], id="value_not_a_number"),
+    pytest.param('"Grid Size"', '"Grid"', ["not an ncu --csv header", "'Grid Size'"], id="missing_column"),
+])
+def test_bad_unit_value_or_header(csv_path, old, new, needles):
+    bad = edited(csv_path, lambda lines: [line.replace(old, new) for line in lines])
     with pytest.raises(ncu.NcuError) as exc:
         ncu.load_csv(bad)
-    assert_error(exc, bad.name, "'Kbyte'", "--print-units base")
-
-
-def test_value_that_is_not_a_number(csv_path):
-    bad = edited(csv_path, lambda lines: [line.replace('"inst","25,000"', '"inst","n/a"')
-                                          for line in lines])
-    with pytest.raises(ncu.NcuError) as exc:
-        ncu.load_csv(bad)
-    assert_error(exc, bad.name, "smsp__inst_executed.sum of launch 2", "not a number: 'n/a'")
-
-
-def test_missing_column(csv_path):
-    bad = edited(csv_path, lambda lines: [line.replace('"Grid Size"', '"Grid"') for line in lines])
-    with pytest.raises(ncu.NcuError) as exc:
-        ncu.load_csv(bad)
-    assert_error(exc, bad.name, "not an ncu --csv header", "'Grid Size'")
+    assert_error(exc, bad.name, *needles)
 
 
 def test_not_a_csv_at_all(tmp_path):
@@ -322,21 +308,13 @@ def one_chapter(chapter_id: str, steps: list[dict], root: Path):
     return Dataset(synth.registry_for(steps, chapter_id), None, root).chapter(chapter_id)
 
 
-def step_entry(step_id: str, namespace: str, kernels: list[tuple[str, list[int]]],
-               file: str = "snippets/x.cuh", launcher: str = "run") -> dict:
-    return {"id": step_id, "title": f"FIXTURE {step_id}", "file": file, "namespace": namespace,
-            "launcher": launcher, "same_operation": True, "beyond_article": False,
-            "sizes": [{"n": 1024, "problem": "fixture"}],
-            "kernels": [{**synth.fixture_kernel(name), "block": block} for name, block in kernels]}
-
-
 DIV_KERNEL = "void stepwise::divergence::interleaved_branch::branch_kernel(const float *, float *, int)"
 
 
 @pytest.fixture
 def divergence(tmp_path):
     return one_chapter("divergence", [
-        step_entry("01_interleaved_branch", "stepwise::divergence::interleaved_branch",
+        synth.step_entry("01_interleaved_branch", "stepwise::divergence::interleaved_branch",
                    [("branch_kernel", [256, 1, 1])])], tmp_path)
 
 
@@ -417,7 +395,7 @@ def occupancy_kernel(x: int, y: int) -> str:
 def occupancy_chapter(root: Path, shapes=((32, 32), (32, 16), (16, 16))):
     """Steps that are block shapes of one templated kernel: one file, one namespace."""
     return one_chapter("occupancy", [
-        step_entry(f"{i + 1:02d}_block_{x}x{y}", "stepwise::occupancy::sum_matrix_2d",
+        synth.step_entry(f"{i + 1:02d}_block_{x}x{y}", "stepwise::occupancy::sum_matrix_2d",
                    [(f"sum_matrix_kernel<{x}, {y}>", [x, y, 1])],
                    "snippets/occupancy/01_sum_matrix_2d.cuh", f"sum_matrix<{x}, {y}>")
         for i, (x, y) in enumerate(shapes)], root)

@@ -114,7 +114,19 @@ def site(tmp_path_factory) -> Path:
 
 
 def _text(path: Path) -> str:
-    return " ".join(re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8")).split())
+    return synth.html_text(path.read_text(encoding="utf-8"))
+
+
+def _chapter_page(site: Path, chapter_id: str) -> tuple[str, str]:
+    """A chapter's page, as HTML and as text, once it is checked to show every step's file (skips the test
+    where the registry has no such chapter)."""
+    chapter = _chapter(chapter_id)
+    if chapter is None:
+        pytest.skip(f"no {chapter_id} chapter in the registry")
+    html = (site / f"{chapter_id}.html").read_text(encoding="utf-8")
+    for step in chapter["steps"]:
+        assert step["file"] in html
+    return html, _text(site / f"{chapter_id}.html")
 
 
 def test_pages_exist(site):
@@ -143,13 +155,7 @@ def test_methodology_shows_the_stopping_rule_from_the_file(site):
 
 
 def test_reduction_page_shows_every_step_and_the_evidence(site):
-    chapter = _chapter("reduction")
-    if chapter is None:
-        pytest.skip("no reduction chapter in the registry")
-    html = (site / "reduction.html").read_text(encoding="utf-8")
-    text = _text(site / "reduction.html")
-    for step in chapter["steps"]:
-        assert step["file"] in html
+    html, text = _chapter_page(site, "reduction")
     # one table and one plot per size, each with the CUB column and line
     assert html.count('class="stepwise-data stepwise-measurements') == 2
     assert "(2^22 int)" in text and "(2^28 int)" in text
@@ -168,13 +174,7 @@ def test_reduction_page_shows_every_step_and_the_evidence(site):
 
 
 def test_sgemm_page_shows_every_step_and_the_evidence(site):
-    chapter = _chapter("sgemm")
-    if chapter is None:
-        pytest.skip("no sgemm chapter in the registry")
-    html = (site / "sgemm.html").read_text(encoding="utf-8")
-    text = _text(site / "sgemm.html")
-    for step in chapter["steps"]:
-        assert step["file"] in html
+    html, text = _chapter_page(site, "sgemm")
     for css in ("stepwise-bounds", "stepwise-sweep-table", "stepwise-roofline-table",
                 "stepwise-autotune-table"):
         assert f'class="stepwise-data {css}' in html, css

@@ -382,10 +382,7 @@ def test_load_errors_name_the_file(tmp_path, data, needles):
         write_report(path, data)
     with pytest.raises(DataError) as exc:
         sass.load(path)
-    message = str(exc.value)
-    assert "\n" not in message and "SASS report" in message and "chapter.json" in message, message
-    for needle in needles:
-        assert needle in message, message
+    synth.assert_one_line_message(exc, "SASS report", "chapter.json", *needles)
 
 
 def test_tensor_core_counts_load_and_may_be_absent(tmp_path):
@@ -396,20 +393,12 @@ def test_tensor_core_counts_load_and_may_be_absent(tmp_path):
     assert older.functions[0].counts["mma"] == {}  # reports made before mma was counted
 
 
-def step_entry(step_id: str, namespace: str, kernels: list[tuple[str, list[int]]],
-               file: str = "snippets/x.cuh", launcher: str = "run") -> dict:
-    return {"id": step_id, "title": f"FIXTURE {step_id}", "file": file, "namespace": namespace,
-            "launcher": launcher, "same_operation": True, "beyond_article": False,
-            "sizes": [{"n": 1024, "problem": "fixture"}],
-            "kernels": [{**synth.fixture_kernel(name), "block": block} for name, block in kernels]}
-
-
 def test_functions_are_matched_by_namespace_and_kernel_name(tmp_path):
-    steps = [step_entry(f"0{i + 1}_block_{x}x{y}", "stepwise::occupancy::sum_matrix_2d",
+    steps = [synth.step_entry(f"0{i + 1}_block_{x}x{y}", "stepwise::occupancy::sum_matrix_2d",
                         [(f"sum_matrix_kernel<{x}, {y}>", [x, y, 1])],
                         "snippets/occupancy/01_sum_matrix_2d.cuh", f"sum_matrix<{x}, {y}>")
              for i, (x, y) in enumerate([(32, 32), (32, 16)])]
-    steps.append(step_entry("03_other", "stepwise::occupancy::other", [("k<int>", [256, 1, 1])]))
+    steps.append(synth.step_entry("03_other", "stepwise::occupancy::other", [("k<int>", [256, 1, 1])]))
     chapter = Dataset(synth.registry_for(steps, "occupancy"), None, tmp_path).chapter("occupancy")
     path = write_report(tmp_path / "occupancy.json", report_data(
         function_entry("stepwise::occupancy::sum_matrix_2d::sum_matrix_kernel<32, 16>", instructions=31),
@@ -428,7 +417,7 @@ def test_functions_are_matched_by_namespace_and_kernel_name(tmp_path):
 
 
 def test_a_kernel_without_a_function_is_an_error(tmp_path):
-    steps = [step_entry("01_a", "stepwise::x::a", [("k", [256, 1, 1]), ("other_kernel", [32, 1, 1])])]
+    steps = [synth.step_entry("01_a", "stepwise::x::a", [("k", [256, 1, 1]), ("other_kernel", [32, 1, 1])])]
     chapter = Dataset(synth.registry_for(steps, "x"), None, tmp_path).chapter("x")
     path = write_report(tmp_path / "x.json", report_data(function_entry("stepwise::x::a::k"),
                                                          function_entry("stepwise::y::a::other_kernel")))
@@ -484,7 +473,7 @@ def shapes_project(project: Path, with_report: bool = True) -> None:
     """Add a chapter of two steps that launch one source with two block shapes, its page and
     (FIXTURE) SASS report in the default place, the registry's folder + /sass."""
     reg = synth.fixture_registry()
-    steps = [step_entry(step_id, "stepwise::demo::vector", [("scale_kernel", block)],
+    steps = [synth.step_entry(step_id, "stepwise::demo::vector", [("scale_kernel", block)],
                         "snippets/demo/02_vector.cuh", "update")
              for step_id, block in (("01_block_256", [256, 1, 1]), ("02_block_128x2", [128, 2, 1]))]
     reg["chapters"] += synth.registry_for(steps, "shapes")["chapters"]
@@ -505,18 +494,13 @@ def build(project: Path, env: dict | None = None) -> subprocess.CompletedProcess
                           env=env, timeout=300)
 
 
-def page_text(project: Path, name: str) -> tuple[str, str]:
-    html = (project / "build" / "docs" / "html" / name).read_text(encoding="utf-8")
-    return html, " ".join(re.sub(r"<[^>]+>", " ", html).split())
-
-
 @needs_doxygen
 def test_sass_table_listing_and_shared_source_build(project):
     shapes_project(project)
     env = {k: v for k, v in os.environ.items() if k != "STEPWISE_SASS_DIR"}
     proc = build(project, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    html, text = page_text(project, "shapes.html")
+    html, text = synth.built_page(project, "shapes.html")
     assert html.count('class="stepwise-data stepwise-sass') == 1
     assert ("SASS instructions of each step\u2019s kernels, compiled by FIXTURE nvcc for sm_90, read with "
             "cuobjdump -sass at build time (cuobjdump 13.0.85 (FIXTURE), fixture.o)") in text

@@ -106,23 +106,21 @@ class Chapter:
         return self.dataset.pending.get(self.id, "")
 
     # -- lookups ---------------------------------------------------------
-    def timing(self, timing_id: str) -> dict:
-        for t in self.timings:
-            if t["id"] == timing_id:
-                return t
+    def _by_id(self, entries: list[dict], wanted: str, what: str, where: str = "") -> dict:
+        """The entry of ``entries`` whose id is ``wanted``; else a DataError that lists the ids there are."""
+        for entry in entries:
+            if entry["id"] == wanted:
+                return entry
         raise DataError(
-            f"chapter {self.id!r} has no timing {timing_id!r} "
-            f"(it has {', '.join(t['id'] for t in self.timings)})"
+            f"chapter {self.id!r} has no {what} {wanted!r}{where} "
+            f"(it has {', '.join(e['id'] for e in entries) or 'none'})"
         )
 
+    def timing(self, timing_id: str) -> dict:
+        return self._by_id(self.timings, timing_id, "timing")
+
     def step(self, step_id: str) -> dict:
-        for s in self.steps:
-            if s["id"] == step_id:
-                return s
-        raise DataError(
-            f"chapter {self.id!r} has no step {step_id!r} in the step registry "
-            f"(it has {', '.join(s['id'] for s in self.steps) or 'none'})"
-        )
+        return self._by_id(self.steps, step_id, "step", " in the step registry")
 
     def previous_step(self, step_id: str) -> dict | None:
         ids = [s["id"] for s in self.steps]

@@ -6,8 +6,10 @@ run, same size and same timing) and units.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from .data import Chapter, Dataset
 
@@ -58,29 +60,33 @@ def format_spread(min_ms: float, max_ms: float, median_ms: float) -> str:
     return f"{sig(min_ms * factor)}{EN_DASH}{sig(max_ms * factor)} {name}"
 
 
-def format_rate(value: float | None, unit: str) -> str:
-    if value is None:
-        return DASH
+def _dash_for_none(formatter: Callable[..., str]) -> Callable[..., str]:
+    """``formatter``, with a first argument of None (no value) shown as :data:`DASH`."""
+    @functools.wraps(formatter)
+    def format_or_dash(value: Any, *args: Any, **kwargs: Any) -> str:
+        return DASH if value is None else formatter(value, *args, **kwargs)
+    return format_or_dash
+
+
+@_dash_for_none
+def format_rate(value: float, unit: str) -> str:
     return f"{sig(value)} {unit}"
 
 
-def format_speedup(ratio: float | None) -> str:
-    if ratio is None:
-        return DASH
+@_dash_for_none
+def format_speedup(ratio: float) -> str:
     return f"{sig(ratio)}{TIMES}"
 
 
-def format_share(fraction: float | None) -> str:
+@_dash_for_none
+def format_share(fraction: float) -> str:
     """A share of the ceiling, given as a fraction: ``0.623`` -> ``"62.3 %"``."""
-    if fraction is None:
-        return DASH
     return f"{sig(100.0 * fraction)} %"
 
 
-def format_bytes(n: int | None) -> str:
+@_dash_for_none
+def format_bytes(n: int) -> str:
     """Bytes in binary units as the article counts them (16 MB = 16 MiB)."""
-    if n is None:
-        return DASH
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= size:
             return f"{sig(n / size)} {unit}"
@@ -97,9 +103,8 @@ def format_ulp(accuracy: dict) -> str:
     return DASH
 
 
-def format_rel(rel: float | None) -> str:
-    if rel is None:
-        return DASH
+@_dash_for_none
+def format_rel(rel: float) -> str:
     if rel == 0:
         return "0"
     return f"{rel:.2e}".replace("e-0", "e-").replace("e+0", "e+")

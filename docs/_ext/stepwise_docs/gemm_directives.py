@@ -36,6 +36,9 @@ HOLDS, VIOLATED = "\u2713", "\u2717"
 
 
 class _GemmBase(_Base):
+    #: ``:n:`` (the size; each directive has its default) and ``:timing:`` (default: the chapter's first).
+    option_spec = {"n": directives.positive_int, "timing": directives.unchanged_required}
+
     def fail(self, exc: Exception):
         return self.error(f"{self.name}: {exc}")
 
@@ -64,16 +67,6 @@ def _gflops(value: float) -> str:
 # stepwise-tile-bounds
 # ---------------------------------------------------------------------------
 
-def _limit_text(check: gemm.Check, unit: str) -> str:
-    if unit == "Bps":
-        return _gbps(check.limit)
-    if unit == "Bpc":
-        return f"{sig(check.limit)} B/clock"
-    if unit == "bytes":
-        return format_bytes(int(check.limit))
-    return f"{int(check.limit):,}"
-
-
 def _value_text(value: float, unit: str) -> str:
     if unit == "Bps":
         return _gbps(value)
@@ -94,15 +87,14 @@ def _check_cell(check: gemm.Check, unit: str, extra: str = "") -> nodes.entry:
     verdict = "holds" if check.holds else "violated"
     relation = "\u2264" if check.holds else ">"
     explanation = (f"{check.formula} = {value} {relation} "
-                   f"{_limit_text(check, unit)}: {verdict}{extra}")
+                   f"{_value_text(check.limit, unit)}: {verdict}{extra}")
     return _cell(nodes.paragraph("", "", tooltip(f"{value} {mark}", explanation)),
                  ["stepwise-num", f"stepwise-bound-{verdict}"])
 
 
 class TileBoundsDirective(_GemmBase):
     required_arguments = 1
-    option_spec = {"n": directives.positive_int, "steps": directives.unchanged_required,
-                   "timing": directives.unchanged_required}
+    option_spec = {**_GemmBase.option_spec, "steps": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         chapter = self.chapter(self.arguments[0])
@@ -203,7 +195,6 @@ class TileBoundsDirective(_GemmBase):
 
 class RooflineDirective(_GemmBase):
     required_arguments = 2
-    option_spec = {"n": directives.positive_int, "timing": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         primary = self.chapter(self.arguments[0])
@@ -288,7 +279,6 @@ class RooflineDirective(_GemmBase):
 
 class AutotuneDirective(_GemmBase):
     required_arguments = 1
-    option_spec = {"n": directives.positive_int, "timing": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         chapter = self.chapter(self.arguments[0])

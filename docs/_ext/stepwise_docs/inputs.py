@@ -31,17 +31,26 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+def read_input(path: Path, where: str, error: type[DataError] = DataError, encoding: str = "utf-8",
+               how_to_make: str = "") -> str:
+    """The text of an input file; a missing file, a folder or an unreadable file is an ``error`` (DataError or
+    a subclass) whose one line starts with ``where`` (``"SASS report x.json"``), the missing file's with
+    ``how_to_make`` added in parentheses where given."""
+    path = Path(path)
+    if not path.exists():
+        raise error(f"{where} does not exist" + (f" ({how_to_make})" if how_to_make else ""))
+    if not path.is_file():
+        raise error(f"{where} is not a file")
+    try:
+        return path.read_text(encoding=encoding)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{where} cannot be read: {exc}") from exc
+
+
 def load_json(path: Path, what: str) -> Any:
     """Parse a JSON file; a missing, unreadable or corrupt file is a DataError."""
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"{what} {_display(path)} does not exist")
-    if not path.is_file():
-        raise DataError(f"{what} {_display(path)} is not a file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{what} {_display(path)} cannot be read: {exc}") from exc
+    text = read_input(path, f"{what} {_display(path)}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

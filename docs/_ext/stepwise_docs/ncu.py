@@ -37,11 +37,15 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .data import Chapter, DataError, _display
+from .inputs import read_input
+
+from sass_report import outside_template_arguments  # noqa: E402  (conf/, on the path since .data)
 
 #: The metrics every launch must have, and what the site calls them.
 METRICS = {
@@ -111,6 +115,32 @@ FIELDS = {
     "wgmma_bank_conflicts": "shared-memory bank conflicts of the tensor cores' wgmma reads",
 }
 
+#: The fields that are a sum over the step's launches of the metrics named.
+SUMMED_FIELDS = {
+    "ld_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",),
+    "ld_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",),
+    "st_sectors": ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",),
+    "st_requests": ("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",),
+    "bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                       "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"),
+    "instructions": ("smsp__inst_executed.sum",),
+    "dram_read_bytes": ("dram__bytes_read.sum",),
+    "dram_write_bytes": ("dram__bytes_write.sum",),
+    "dram_bytes": ("dram__bytes_read.sum", "dram__bytes_write.sum"),
+    "branch_targets": ("smsp__sass_branch_targets.sum",),
+    "divergent_branches": ("smsp__sass_branch_targets_threads_divergent.sum",),
+    "wgmma_bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",),
+}
+#: The fields that are one field over another (NaN where the second is 0).
+RATIO_FIELDS = {"sectors_per_request": ("ld_sectors", "ld_requests"),
+                "st_sectors_per_request": ("st_sectors", "st_requests")}
+#: The fields that are a per-launch percentage, averaged over the launches weighted by their warps.
+WARP_WEIGHTED_FIELDS = {
+    "achieved_occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "tensor_active": "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "dram_throughput": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+}
+
 
 class NcuError(DataError):
     """A problem with a Nsight Compute CSV file; one line that names the file."""
@@ -154,20 +184,13 @@ class StepCounts:
     def value(self, name: str) -> float:
         if name == "launches":
             return len(self.launches)
-        if name == "ld_requests":
-            return self.total("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum")
-        if name == "ld_sectors":
-            return self.total("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum")
-        if name == "sectors_per_request":
-            requests = self.value("ld_requests")
-            return self.value("ld_sectors") / requests if requests else float("nan")
-        if name == "st_sectors":
-            return self.total("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
-        if name == "st_requests":
-            return self.total("l1tex__t_requests_pipe_lsu_mem_global_op_st.sum")
-        if name == "st_sectors_per_request":
-            requests = self.value("st_requests")
-            return self.value("st_sectors") / requests if requests else float("nan")
+        if name in SUMMED_FIELDS:
+            return sum(self.total(metric) for metric in SUMMED_FIELDS[name])
+        if name in RATIO_FIELDS:
+            numerator, denominator = (self.value(part) for part in RATIO_FIELDS[name])
+            return numerator / denominator if denominator else float("nan")
+        if name in WARP_WEIGHTED_FIELDS:  # a per-launch average
+            return self._warp_weighted(WARP_WEIGHTED_FIELDS[name])
         if name == "warp_efficiency":
             # Instruction-weighted: the average number of active threads over every warp
             # instruction the step's launches executed, as a fraction of 32.
@@ -177,37 +200,13 @@ class StepCounts:
             threads = sum(launch.metrics["smsp__thread_inst_executed_per_inst_executed.ratio"]
                           * launch.metrics["smsp__inst_executed.sum"] for launch in self.launches)
             return threads / inst / 32.0
-        if name == "bank_conflicts":
-            return (self.total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum")
-                    + self.total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum"))
-        if name == "instructions":
-            return self.total("smsp__inst_executed.sum")
         if name == "instructions_per_warp":
             warps = sum(launch.warps for launch in self.launches)
             return self.value("instructions") / warps if warps else float("nan")
-        if name == "dram_read_bytes":
-            return self.total("dram__bytes_read.sum")
-        if name == "dram_write_bytes":
-            return self.total("dram__bytes_write.sum")
-        if name == "dram_bytes":
-            return self.total("dram__bytes_read.sum") + self.total("dram__bytes_write.sum")
-        if name == "branch_targets":
-            return self.total("smsp__sass_branch_targets.sum")
-        if name == "divergent_branches":
-            return self.total("smsp__sass_branch_targets_threads_divergent.sum")
         if name == "branch_uniformity":
             targets = self.value("branch_targets")
             uniform = self.total("smsp__sass_branch_targets_threads_uniform.sum")
             return uniform / targets if targets else float("nan")
-        if name == "achieved_occupancy":  # a per-launch average
-            return self._warp_weighted("sm__warps_active.avg.pct_of_peak_sustained_active")
-        if name == "tensor_active":
-            return self._warp_weighted(
-                "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active")
-        if name == "dram_throughput":
-            return self._warp_weighted("dram__throughput.avg.pct_of_peak_sustained_elapsed")
-        if name == "wgmma_bank_conflicts":
-            return self.total("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum")
         raise NcuError(f"unknown Nsight Compute field {name!r} (known: {', '.join(FIELDS)})")
 
     def _warp_weighted(self, percent_metric: str) -> float:
@@ -251,14 +250,7 @@ def load_csv(path: Path) -> list[Launch]:
     """Every launch of a ``ncu --csv`` file, in ID order, each with every metric of :data:`METRICS`."""
     path = Path(path)
     where = f"Nsight Compute file {_display(path)}"
-    if not path.exists():
-        raise NcuError(f"{where} does not exist")
-    if not path.is_file():
-        raise NcuError(f"{where} is not a file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NcuError(f"{where} cannot be read: {exc}") from None
+    text = read_input(path, where, NcuError, encoding="utf-8-sig")
     lines = text.splitlines(keepends=True)
     # ncu prints its own "==PROF==" / "==WARNING==" lines before the table unless they were
     # sent to a log file; nothing else may precede the header.
@@ -329,18 +321,9 @@ def load_csv(path: Path) -> list[Launch]:
 def kernel_scope(name: str) -> list[str]:
     """The namespaces of a demangled kernel name: ``void a::b::k<int>(int *)`` -> ``["a", "b"]``."""
     text = name.replace("(anonymous namespace)", "{anonymous}")
-    depth = 0
-    out = []
-    for ch in text:  # drop template arguments and everything from the parameter list on
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            if ch == "(":
-                break
-            out.append(ch)
-    qualified = "".join(out).strip().split()[-1] if "".join(out).strip() else ""
+    # drop template arguments and everything from the parameter list on
+    kept = "".join(ch for _i, ch in itertools.takewhile(lambda c: c[1] != "(", outside_template_arguments(text)))
+    qualified = kept.strip().split()[-1] if kept.strip() else ""
     parts = qualified.split("::")
     return [p for p in parts[:-1] if p]
 
@@ -348,18 +331,13 @@ def kernel_scope(name: str) -> list[str]:
 def unqualified_name(name: str) -> str:
     """A demangled kernel name without return type, scope and parameters, template arguments
     kept: ``void a::k<32, 16>(const float *)`` -> ``k<32, 16>``."""
-    depth, start, end = 0, 0, len(name)
-    for i, ch in enumerate(name):
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth = max(depth - 1, 0)
-        elif depth == 0:
-            if ch == "(" and not name.startswith("(anonymous namespace)", i):
-                end = i
-                break
-            if ch == " " or (ch == ":" and name[i:i + 2] == "::"):
-                start = i + (2 if ch == ":" else 1)
+    start, end = 0, len(name)
+    for i, ch in outside_template_arguments(name):
+        if ch == "(" and not name.startswith("(anonymous namespace)", i):
+            end = i
+            break
+        if ch == " " or (ch == ":" and name[i:i + 2] == "::"):
+            start = i + (2 if ch == ":" else 1)
     return name[start:end].strip()
 
 

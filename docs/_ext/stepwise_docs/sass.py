@@ -1,17 +1,10 @@
 """What the compiler made of a chapter's kernels, from the build's SASS report (no Sphinx here).
 
 The build writes one JSON file per chapter with conf/sass_report.py, which reads an object
-file with ``cuobjdump -sass`` and counts each kernel's instructions::
-
-    {"tool": "cuobjdump 13.0.85", "arch": "sm_90", "object": "divergence_steps.cu.o",
-     "functions": [{"mangled": "_ZN8stepwise10divergence18interleaved_branch13branch_kernelEPKfPfi",
-                    "name": "stepwise::divergence::interleaved_branch::branch_kernel",
-                    "arch": "sm_90",
-                    "counts": {"instructions": 2073, "bra": 3, "bssy": 1, "bsync": 1,
-                               "warpsync": 0, "exit": 2, "predicated": 2,
-                               "mufu": {"MUFU.COS": 256, "MUFU.SIN": 256},
-                               "mma": {"HGMMA.64x256x16.F32.BF16": 4}},
-                    "listing": ["/*00d0*/       BSSY B0, 0x8130 ;", "..."]}]}
+file with ``cuobjdump -sass`` and counts each kernel's instructions; that script's docstring
+shows the file: ``tool``, ``arch``, ``object`` and ``functions``, each function with its
+``mangled`` and demangled ``name``, ``arch``, ``counts`` (``instructions``, ``bra``, ...,
+``mufu`` and ``mma`` by variant) and a short ``listing``.
 
 (``arch`` of a function is optional; the file's ``arch`` is used where it is missing; so is
 ``mma``, the tensor cores' instructions by variant, absent from reports made before it was counted.)
@@ -32,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .data import Chapter, DataError, _display
+from .inputs import read_input
 from .ncu import kernel_scope
 
 REQUIRED_KEYS = ("tool", "arch", "object", "functions")
@@ -95,14 +89,9 @@ def load(path: Path) -> SassReport:
     """The report at ``path``; every problem is a SassError naming the file."""
     path = Path(path)
     where = f"SASS report {_display(path)}"
-    if not path.exists():
-        raise SassError(f"{where} does not exist ({HOW_TO_MAKE})")
-    if not path.is_file():
-        raise SassError(f"{where} is not a file")
+    text = read_input(path, where, SassError, how_to_make=HOW_TO_MAKE)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SassError(f"{where} cannot be read: {exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise SassError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} "
                         f"column {exc.colno} ({HOW_TO_MAKE})") from None

@@ -183,32 +183,31 @@ def _resolve_refs(app: Sphinx, doctree: nodes.document, fromdocname: str) -> Non
 # setup
 # ---------------------------------------------------------------------------
 
+#: The extension's configuration values (conf/conf.py sets them from the environment) and their defaults.
+_CONFIG_VALUES = {
+    "stepwise_registry": "", "stepwise_measurements": "", "stepwise_source": "recorded",
+    "stepwise_strict": False, "stepwise_repo_root": "", "stepwise_measurement_schema": "",
+    "stepwise_sass_dir": "", "stepwise_recorded": "", "stepwise_primary_gpu": DEFAULT_PRIMARY_GPU,
+}
+#: The directives of this module's pages (the SGEMM chapter's are in gemm_directives).
+_DIRECTIVES = {
+    "stepwise-provenance": ProvenanceDirective, "stepwise-table": TableDirective,
+    "stepwise-plot": PlotDirective, "stepwise-step": StepDirective, "stepwise-timings": TimingsDirective,
+    "stepwise-resources": ResourcesDirective, "stepwise-accuracy": AccuracyDirective,
+    "stepwise-run": RunDirective, "stepwise-ncu": NcuDirective, "stepwise-sass": SassDirective,
+    "stepwise-sweep": SweepDirective, "stepwise-summary": SummaryDirective,
+}
+
+
 def setup(app: Sphinx) -> dict:
-    app.add_config_value("stepwise_registry", "", "env", [str])
-    app.add_config_value("stepwise_measurements", "", "env", [str])
-    app.add_config_value("stepwise_source", "recorded", "env", [str])
-    app.add_config_value("stepwise_strict", False, "env", [bool, str])
-    app.add_config_value("stepwise_repo_root", "", "env", [str])
-    app.add_config_value("stepwise_measurement_schema", "", "env", [str])
-    app.add_config_value("stepwise_sass_dir", "", "env", [str])
-    app.add_config_value("stepwise_recorded", "", "env", [str])
-    app.add_config_value("stepwise_primary_gpu", DEFAULT_PRIMARY_GPU, "env", [str])
+    for name, default in _CONFIG_VALUES.items():
+        app.add_config_value(name, default, "env", [bool, str] if isinstance(default, bool) else [str])
 
     app.add_node(stepwise_stepref)
     app.add_node(stepwise_chapterref)
     app.add_node(stepwise_anchor)
-    app.add_directive("stepwise-provenance", ProvenanceDirective)
-    app.add_directive("stepwise-table", TableDirective)
-    app.add_directive("stepwise-plot", PlotDirective)
-    app.add_directive("stepwise-step", StepDirective)
-    app.add_directive("stepwise-timings", TimingsDirective)
-    app.add_directive("stepwise-resources", ResourcesDirective)
-    app.add_directive("stepwise-accuracy", AccuracyDirective)
-    app.add_directive("stepwise-run", RunDirective)
-    app.add_directive("stepwise-ncu", NcuDirective)
-    app.add_directive("stepwise-sass", SassDirective)
-    app.add_directive("stepwise-sweep", SweepDirective)
-    app.add_directive("stepwise-summary", SummaryDirective)
+    for name, directive in _DIRECTIVES.items():
+        app.add_directive(name, directive)
     gemm_directives.setup(app)
     app.add_role("stepwise-number", NumberRole())
     app.add_role("stepwise-ncu-number", NcuNumberRole())
