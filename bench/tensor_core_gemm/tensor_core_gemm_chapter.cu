@@ -172,19 +172,19 @@ private:
         const auto library_call = [&] { return cublas(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream); };
         const Reference reference = make_reference(n, A, B, context.seed);
         const tc::Tolerance tolerance = tc::exact_tolerance(n);
-        const auto validate = [&](const std::vector<float>& result, nlohmann::json& row) {
+        const auto validation_of = [&](const std::vector<float>& result) {
             const Check c = check(result, reference, tolerance);
             const bool sampled = !reference.where.empty();
-            row["validated"] = c.passed();
-            row["validation"] = (c.passed() ? "within " : "NOT within ") + tolerance_text(tolerance) + " of " +
-                                reference.source + "; worst " + c.at_reference.describe(sampled ? 1 : n) +
-                                (sampled ? "; " + std::to_string(c.nan_elements) + " of the " +
-                                               std::to_string(elements) + " elements NaN"
-                                         : "");
-            row["accuracy"] = {{"max_rel", c.at_reference.max_rel},
+            return Validation{c.passed(),
+                              (c.passed() ? "within " : "NOT within ") + tolerance_text(tolerance) + " of " +
+                                  reference.source + "; worst " + c.at_reference.describe(sampled ? 1 : n) +
+                                  (sampled ? "; " + std::to_string(c.nan_elements) + " of the " +
+                                                 std::to_string(elements) + " elements NaN"
+                                           : ""),
+                              {{"max_rel", c.at_reference.max_rel},
                                {"tolerance_rel", tolerance.of_max},
                                {"tolerance_of_element", tolerance.of_element},
-                               {"over_tolerance", c.at_reference.over_tolerance}};
+                               {"over_tolerance", c.at_reference.over_tolerance}}};
         };
 
         // The library and the steps are sampled in turn (see the timing mode), then each is validated.
@@ -207,14 +207,14 @@ private:
         if (library_measured) {
             nlohmann::json row = timing_row(timings[next++], n, mode.id, std::nullopt, flops);
             add_reference_fields(row, entry_.baselines[0]);
-            validate(run_once(library_call), row);  // the library is held to the same tolerance as the steps
+            add_validation(row, validation_of(run_once(library_call)));  // the library is held to the same tolerance as the steps
             chapter["baselines"].push_back(row);
         }
         for (const tc::Step* step : timed_steps) {
             const StepEntry& registry_step = find_step(entry_, step->id);
             nlohmann::json row = timing_row(timings[next], n, mode.id, std::nullopt, flops);
             add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
-            validate(run_once(calls[next].launch), row);
+            add_validation(row, validation_of(run_once(calls[next].launch)));
             chapter["steps"].push_back(row);
             ++next;
         }
@@ -231,7 +231,7 @@ private:
                 row["config"] = candidate.config;
                 row["chosen"] = candidate.chosen_for(n, n);
                 row["used_by"] = tc::steps().back().id;
-                validate(run_once(call), row);
+                add_validation(row, validation_of(run_once(call)));
                 row["resources"] = nlohmann::json::array({runtime_resources_json(candidate.kernel)});
                 chapter["autotune"].push_back(row);
             }
