@@ -22,12 +22,12 @@ bool launcher_picks(int M, int N)
            (picked == 2 && std::is_same_v<Cfg, p::Small>);
 }
 
-template <int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
+template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
 AutotuneCandidate candidate()
 {
-    using Cfg = p::Config<BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M>;
+    using Cfg = p::Config<BM, BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M>;
     AutotuneCandidate c;
-    c.id = "bn" + std::to_string(BN) + "_s" + std::to_string(STAGES) + "_c" + std::to_string(CLUSTER_M) + "x" +
+    c.id = "bm" + std::to_string(BM) + "_bn" + std::to_string(BN) + "_s" + std::to_string(STAGES) + "_c" + std::to_string(CLUSTER_M) + "x" +
            std::to_string(CLUSTER_N) + "_g" + std::to_string(GROUP_M);
     c.config = {{"block_m", Cfg::BM},    {"block_n", BN},         {"block_k", p::BK},
                 {"warp_m", p::WGM},      {"warp_n", BN},          {"thread_m", 0},
@@ -45,19 +45,22 @@ AutotuneCandidate candidate()
 
 const std::vector<AutotuneCandidate>& autotune_candidates()
 {
-    // Columns of C per tile, stages, cluster (tiles along M x along N), cluster rows per group.
+    // Rows and columns of C per tile, stages, cluster (tiles along M x along N), cluster rows per group.
     static const std::vector<AutotuneCandidate> all = {
-        candidate<256, 4, 2, 1, 8>(),   // Large
-        candidate<256, 3, 2, 1, 8>(),
-        candidate<256, 4, 1, 1, 8>(),
-        candidate<256, 4, 2, 1, 4>(),
-        candidate<256, 4, 2, 1, 16>(),
-        candidate<128, 6, 2, 1, 8>(),   // Medium
-        candidate<128, 4, 2, 1, 8>(),
-        candidate<128, 6, 1, 2, 8>(),
-        candidate<64, 8, 2, 1, 8>(),    // Small
-        candidate<64, 8, 1, 2, 8>(),
-        candidate<64, 8, 1, 1, 8>(),
+        candidate<128, 256, 4, 2, 1, 8>(),   // Large
+        candidate<128, 256, 3, 2, 1, 8>(),
+        candidate<128, 256, 4, 1, 1, 8>(),
+        candidate<128, 256, 4, 2, 1, 4>(),
+        candidate<128, 256, 4, 2, 1, 16>(),
+        candidate<128, 128, 6, 2, 1, 8>(),   // Medium
+        candidate<128, 128, 4, 2, 1, 8>(),
+        candidate<128, 128, 6, 1, 2, 8>(),
+        candidate<64, 128, 8, 2, 1, 8>(),    // Small
+        candidate<64, 128, 6, 2, 1, 8>(),
+        candidate<64, 128, 8, 1, 2, 8>(),
+        candidate<64, 128, 8, 1, 1, 8>(),
+        candidate<128, 64, 8, 2, 1, 8>(),
+        candidate<128, 64, 8, 1, 2, 8>(),
     };
     return all;
 }

@@ -136,9 +136,9 @@ const std::vector<Step>& steps()
                     cluster_multicast::smem_bytes)},
         {"08_persistent", "Persistent, scheduled, any shape, autotuned", "snippets/tensor_core_gemm/08_persistent.cuh",
          "stepwise::tensor_core_gemm::persistent", p::requirement, p::requirement_met, 1, 1, 1, p::gemm,
-         {persistent_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<256, 4, 2, 1, 8> >"),
-          persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 6, 2, 1, 8> >"),
-          persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 8, 2, 1, 8> >"),
+         {persistent_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 256, 4, 2, 1, 8> >"),
+          persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 128, 6, 2, 1, 8> >"),
+          persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))}},
     };
     return all;

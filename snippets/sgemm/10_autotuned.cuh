@@ -3,9 +3,9 @@
 //!        configurations an autotuning sweep chose and the launcher picks from the shape.
 //!
 //! Step 9 fixes its tile sizes by hand and waits for each k's fragments before its FMAs. Here the kernel is a
-//! template over block, warp and thread tiles, stages and blocks per SM (bench/sgemm_autotune.cu times every listed
-//! configuration in the same run), the fragments of the next k are read while the current k's FMAs run, and the
-//! copy addresses advance by one tile instead of being recomputed.
+//! template over block, warp and thread tiles, stages and blocks per SM (bench/sgemm/sgemm_autotune.cu times every
+//! listed configuration in the same run), the fragments of the next k are read while the current k's FMAs run, and
+//! the copy addresses advance by one tile instead of being recomputed.
 //!
 //! Any shape: a second instance of the kernel (`Edges = true`) runs whenever the shape or the pointers do not fit
 //! the aligned fast path. Its copies are predicated cp.async with zero-fill (a source size of 0 reads nothing and
@@ -451,7 +451,7 @@ inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A
     return cudaGetLastError();
 }
 
-//! @brief The launcher's configurations, chosen by an autotuning sweep on an H100 (bench/sgemm_autotune.cu; the
+//! @brief The launcher's configurations, chosen by an autotuning sweep on an H100 (bench/sgemm/sgemm_autotune.cu; the
 //!        chapter's page shows the sweep of the run it reports): large tiles for large problems, then smaller
 //!        ones where large tiles are too few to fill the GPU.
 using Large = Config<128, 128, 16, 64, 32, 8, 8, 3, 2>;

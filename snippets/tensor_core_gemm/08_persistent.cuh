@@ -14,12 +14,14 @@
 //! The TMA needs rows whose byte length is a multiple of 16 (K a multiple of 8)
 //! and 16-byte aligned matrices; otherwise A and B are first copied into
 //! such buffers, and that copy is part of the call. The launcher picks a
-//! configuration from the shape so that small problems still fill the GPU.
+//! configuration from the shape so that small problems still fill the GPU;
+//! the smallest tiles, 64 x 128, have one consumer warpgroup.
 //! Neither the start nor the end of a block fences the whole GPU (about a
 //! microsecond each, a tenth of a 1024^3 product): a relaxed cluster barrier
-//! follows the barriers' set-up, and before leaving, the producer waits until
-//! every consumer of the cluster has released every stage. The epilogue
-//! stages C a 64 x 64 box at a time in two boxes that take turns.
+//! follows the barriers' set-up, and the block's own copies of its first
+//! stages start before it; before leaving, the producer waits until every
+//! consumer of the cluster has released every stage. The epilogue stages C a
+//! 64 x 64 box at a time in two boxes that take turns.
 #pragma once
 
 #include <algorithm>
@@ -38,14 +40,14 @@ using bf16 = __nv_bfloat16;
 constexpr int BK = 64;  // 64 bf16: one 128-byte swizzled row per row of A or B
 constexpr int WGM = 64;  // a consumer warpgroup's rows of the tile (wgmma's M)
 
-//! @brief One configuration of the kernel: tiles of 128 x BN (two consumer warpgroups of 64 rows each), a ring of
-//!        `stages` tiles of A and B, clusters of `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share
-//!        B's tile, two horizontally adjacent ones A's, each block loading half of it for both), and clusters visited
-//!        in groups of `group_m` cluster rows.
-template <int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
+//! @brief One configuration of the kernel: tiles of BM x BN (a consumer warpgroup per 64 rows), a ring of `stages`
+//!        tiles of A and B, clusters of `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile,
+//!        two horizontally adjacent ones A's, each block loading half of it for both), and clusters visited in groups
+//!        of `group_m` cluster rows.
+template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
 struct Config {
-    static constexpr int consumers = 2;
-    static constexpr int BM = WGM * consumers;
+    static constexpr int consumers = BM_ / WGM;
+    static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int stages = STAGES;
     static constexpr int cluster_m = CLUSTER_M;
@@ -65,6 +67,7 @@ struct Config {
     //! The stages, the staging area of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
+    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
     static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma_64xNx16 exists for these");
     static_assert(cluster >= 1 && cluster <= 2 && GROUP_M >= 1, "clusters of one or two blocks");
     static_assert((BN / CLUSTER_M) % 8 == 0 && (BM / CLUSTER_N) % 8 == 0, "halves of whole 8-row swizzle atoms");
@@ -181,13 +184,16 @@ __device__ __forceinline__ unsigned cluster_rank()
     return rank;
 }
 
-//! @brief Waits until every thread of every block of the cluster got here. The arrival is relaxed: it orders no memory
-//!        accesses, so it costs no fence of the whole GPU (`MEMBAR.ALL.GPU`, about a microsecond); the barriers'
-//!        initialization is published by fence.mbarrier_init instead.
-__device__ __forceinline__ void cluster_sync_relaxed()
+//! @brief Tells the cluster's barrier this thread got here. The arrival is relaxed: it orders no memory accesses, so
+//!        it costs no fence of the whole GPU (`MEMBAR.ALL.GPU`, about a microsecond); the barriers' initialization
+//!        is published by fence.mbarrier_init instead.
+__device__ __forceinline__ void cluster_arrive_relaxed()
 {
-    asm volatile("barrier.cluster.arrive.relaxed;\nbarrier.cluster.wait;\n" ::: "memory");
+    asm volatile("barrier.cluster.arrive.relaxed;\n" ::: "memory");
 }
+
+//! @brief Waits until every thread of every block of the cluster arrived (cluster_arrive_relaxed()).
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;\n" ::: "memory"); }
 
 //! @brief The wgmma descriptor of a K-major tile with the 128-byte swizzle, starting at `tile` (1024-byte aligned, or
 //!        32 bytes further per slice of 16 along K): 8-row groups 1024 bytes apart.
@@ -414,46 +420,69 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
     const int clusters = static_cast<int>(gridDim.x) / cluster;
     const int first_index = static_cast<int>(blockIdx.x) / cluster;  // this cluster's first place in the schedule
 
+    // Starts the copies of k-tile `kt` of tile (m, n) into `stage`: what this block loads for itself alone (`own`),
+    // and its half of the tile its cluster's two blocks share (`shared`), multicast to both.
+    const auto load = [&](int stage, int kt, int m, int n, bool own, bool shared) {
+        bf16* As = smem + stage * Cfg::stage_elems;
+        bf16* Bs = As + BM * BK;
+        constexpr std::uint16_t both = 0b11;
+        if (Cfg::cluster_n == 1 && own) {
+            tma_load(As, &map_a_part, kt * BK, m * BM, &full[stage]);
+        } else if (Cfg::cluster_n == 2 && shared) {  // the two blocks' tiles share A's
+            tma_load_multicast(As + rank * (BM / 2) * BK, &map_a_part, kt * BK, m * BM + rank * (BM / 2),
+                               &full[stage], both);
+        }
+        if (Cfg::cluster_m == 1 && own) {
+            tma_load(Bs, &map_b_part, kt * BK, n * BN, &full[stage]);
+        } else if (Cfg::cluster_m == 2 && shared) {  // the two blocks' tiles share B's
+            tma_load_multicast(Bs + rank * (BN / 2) * BK, &map_b_part, kt * BK, n * BN + rank * (BN / 2),
+                               &full[stage], both);
+        }
+    };
+    // The first tile's first stages: this block's own copies start before the cluster's blocks have met (their
+    // barriers are this block's), the shared ones after.
+    const int early = first_index < schedule.cluster_tiles() ? min(stages, k_tiles) : 0;
+
     if (t == 0) {
+        prefetch_tensor_map(&map_a_part);  // fetched while the barriers are set up
+        prefetch_tensor_map(&map_b_part);
+        if (tma_stores) {
+            prefetch_tensor_map(&map_c);
+        }
         for (int s = 0; s < stages; ++s) {
             mbarrier_init(&full[s], 1);
             mbarrier_init(&empty[s], cluster * Cfg::consumers * 4);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
+        fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
+        int m = 0, n = 0;
+        schedule.tile(first_index, rank, m, n);
+        for (int kt = 0; kt < early; ++kt) {
+            mbarrier_arrive_expect_bytes(&full[kt], Cfg::stage_bytes);
+            load(kt, kt, m, n, true, false);
+        }
     }
-    cluster_sync_relaxed();  // no block multicasts into, or arrives on, a barrier not yet set up
+    // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait after the registers
+    // changed hands, so that the two overlap.
+    cluster_arrive_relaxed();
 
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
+        cluster_wait();
         if (t == 0) {
-            prefetch_tensor_map(&map_a_part);
-            prefetch_tensor_map(&map_b_part);
-            if (tma_stores) {
-                prefetch_tensor_map(&map_c);  // the epilogue's first store finds it in the TMA unit's cache
-            }
             int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
                 int m = 0, n = 0;
                 schedule.tile(index, rank, m, n);
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const int stage = it % stages;
-                    mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
-                    bf16* As = smem + stage * Cfg::stage_elems;
-                    bf16* Bs = As + BM * BK;
-                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
-                    constexpr std::uint16_t everyone = (1u << cluster) - 1;
-                    if constexpr (cluster == 1) {
-                        tma_load(As, &map_a_part, kt * BK, m * BM, &full[stage]);
-                        tma_load(Bs, &map_b_part, kt * BK, n * BN, &full[stage]);
-                    } else if constexpr (Cfg::cluster_m == 2) {  // the two blocks' tiles share B's
-                        tma_load(As, &map_a_part, kt * BK, m * BM, &full[stage]);
-                        tma_load_multicast(Bs + rank * (BN / 2) * BK, &map_b_part, kt * BK, n * BN + rank * (BN / 2),
-                                           &full[stage], everyone);
-                    } else {  // the two blocks' tiles share A's
-                        tma_load_multicast(As + rank * (BM / 2) * BK, &map_a_part, kt * BK, m * BM + rank * (BM / 2),
-                                           &full[stage], everyone);
-                        tma_load(Bs, &map_b_part, kt * BK, n * BN, &full[stage]);
+                    if (it < early) {  // its own copies started above
+                        load(stage, kt, m, n, false, true);
+                        continue;
                     }
+                    mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
+                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    load(stage, kt, m, n, true, true);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
@@ -464,6 +493,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
     } else {
         setmaxnreg_inc<consumer_registers>();
+        cluster_wait();
         const int consumer = group - 1;
         const auto release = [&](int stage) {  // every producer of the cluster writes this stage
             if (t % 32 == 0) {
@@ -601,7 +631,7 @@ inline bool encode_k_major(CUtensorMap* map, const bf16* base, int rows, int K, 
     return encode != nullptr &&
            encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, row_stride, box,
                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 //! @brief Describes the M x N row-major C to the TMA for stores of boxes of 64 columns x `box_rows`, 128-byte
@@ -774,11 +804,11 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
     return error;
 }
 
-//! The configurations the launcher chooses from (bench/tensor_core_gemm_autotune.cu times these and others):
-//! 128 x 256 tiles for large problems, smaller ones where those would leave SMs idle.
-using Large = Config<256, 4, 2, 1, 8>;
-using Medium = Config<128, 6, 2, 1, 8>;
-using Small = Config<64, 8, 2, 1, 8>;
+//! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
+//! and others): 128 x 256 tiles for large problems, smaller ones where those would leave SMs idle.
+using Large = Config<128, 256, 4, 2, 1, 8>;
+using Medium = Config<128, 128, 6, 2, 1, 8>;
+using Small = Config<64, 128, 8, 2, 1, 8>;
 
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs: the first of Large, Medium, Small
 //!        whose tiles give at least 90% of the SMs one, else Small.

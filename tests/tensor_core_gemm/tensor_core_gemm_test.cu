@@ -327,7 +327,7 @@ TEST(TensorCoreGemmLauncher, PicksTheLargestTileThatGivesNineTenthsOfTheSmsOne)
     EXPECT_EQ(chosen_configuration(4096, 4096, 132), 0);  // 32 x 16 tiles of 128 x 256
     EXPECT_EQ(chosen_configuration(2048, 2048, 132), 0);  // 16 x 8 = 128 >= 118.8
     EXPECT_EQ(chosen_configuration(1024, 2048, 132), 1);  // 8 x 8 = 64 of 128 x 256; 8 x 16 = 128 of 128 x 128
-    EXPECT_EQ(chosen_configuration(1024, 1024, 132), 2);  // 8 x 8 = 64 tiles of 128 x 128: 8 x 16 of 128 x 64
+    EXPECT_EQ(chosen_configuration(1024, 1024, 132), 2);  // 8 x 8 = 64 tiles of 128 x 128: 16 x 8 of 64 x 128
     EXPECT_EQ(chosen_configuration(1, 1, 132), 2);
 }
 
