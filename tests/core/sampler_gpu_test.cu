@@ -54,22 +54,38 @@ cudaError_t spin(long long cycles)
     return cudaGetLastError();
 }
 
-TEST_F(SamplerFixture, RowsInTurnEachGetTheirOwnSamplesInTheirOrder)
+//! A short and a long row, sampled in turn.
+std::vector<RowTiming> short_and_long(Sampler& sampler, int& resets)
+{
+    return sampler.time_in_turn({{"short", [] { return spin(20'000); }}, {"long", [] { return spin(2'000'000); }}},
+                                mode, [&resets] { ++resets; });
+}
+
+TEST_F(SamplerFixture, RowsInTurnEachGetTheirOwnSamples)
 {
     int resets = 0;
-    const std::vector<RowTiming> rows = sampler->time_in_turn(
-        {{"short", [] { return spin(20'000); }}, {"long", [] { return spin(2'000'000); }}}, mode,
-        [&resets] { ++resets; });
+    const std::vector<RowTiming> rows = short_and_long(*sampler, resets);
     ASSERT_EQ(rows.size(), 2u);
     for (const RowTiming& row : rows) {
         EXPECT_EQ(row.summary.samples + row.throttled_samples, 20u);  // the rule's cap, in every row
         EXPECT_EQ(row.throttled_samples, 0u);                         // threshold 0 keeps every sample
     }
-    // The long row spins 1.98 M cycles more, over 0.5 ms at any SM clock below 3.9 GHz: its median is the larger by
-    // that, in its place. A difference, not a ratio: under compute-sanitizer every launch, the short one's too, costs
-    // about a millisecond more (the plain run's short row takes about 10 us).
-    EXPECT_GT(rows[1].summary.median_ms - rows[0].summary.median_ms, 0.5);
     EXPECT_GE(resets, 2 * (20 + 2));  // before every sample of both rows, warm-up included
+}
+
+TEST_F(SamplerFixture, RowsInTurnKeepTheTimesOfTheirOwnLaunches)
+{
+    if (stepwise::testing::under_sanitizer()) {
+        // Seen under racecheck: the 2 M-cycle spin's median came out 0.01 ms above the 20 k-cycle one's.
+        GTEST_SKIP() << "under compute-sanitizer, events around a launch do not time its kernel; checked in the "
+                        "plain run";
+    }
+    int resets = 0;
+    const std::vector<RowTiming> rows = short_and_long(*sampler, resets);
+    ASSERT_EQ(rows.size(), 2u);
+    // The long row spins 1.98 M cycles more, over 0.5 ms at any SM clock below 3.9 GHz: its median is the larger by
+    // that, in its place.
+    EXPECT_GT(rows[1].summary.median_ms - rows[0].summary.median_ms, 0.5);
 }
 
 TEST_F(SamplerFixture, OneRowIsTimedAsOneRowInTurn)
