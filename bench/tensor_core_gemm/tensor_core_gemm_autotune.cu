@@ -27,8 +27,8 @@ AutotuneCandidate candidate()
 {
     using Cfg = p::Config<BM, BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M>;
     AutotuneCandidate c;
-    c.id = "bm" + std::to_string(BM) + "_bn" + std::to_string(BN) + "_s" + std::to_string(STAGES) + "_c" + std::to_string(CLUSTER_M) + "x" +
-           std::to_string(CLUSTER_N) + "_g" + std::to_string(GROUP_M);
+    c.id = "bm" + std::to_string(BM) + "_bn" + std::to_string(BN) + "_s" + std::to_string(STAGES) + "_c" +
+           std::to_string(CLUSTER_M) + "x" + std::to_string(CLUSTER_N) + "_g" + std::to_string(GROUP_M);
     c.config = {{"block_m", Cfg::BM},    {"block_n", BN},         {"block_k", p::BK},
                 {"warp_m", p::WGM},      {"warp_n", BN},          {"thread_m", 0},
                 {"thread_n", 0},         {"threads", Cfg::threads}, {"stages", STAGES},
