@@ -3,6 +3,7 @@
 #include "../../snippets/sgemm/10_autotuned.cuh"
 
 #include <algorithm>
+#include <stdexcept>
 #include <tuple>
 #include <type_traits>
 
@@ -22,25 +23,34 @@ constexpr int launcher_index(std::index_sequence<I...>)
     return -1;
 }
 
-template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int MIN_BLOCKS>
+//! Cfg's kernel in instance P, named by the candidate's id ("sgemm_kernel<bm128_..., Path::edges>").
+template <class Cfg, autotuned::Path P>
+KernelEntry instance(const std::string& id, const char* path)
+{
+    return kernel_entry("sgemm_kernel<" + id + ", Path::" + path + ">", autotuned::sgemm_kernel<Cfg, P>,
+                        dim3(Cfg::threads), Cfg::smem_bytes);
+}
+
+template <int BM, int BN, int BK, int WM, int WN, int TM, int TN, int STAGES, int MIN_BLOCKS, int BURSTS>
 AutotuneCandidate candidate()
 {
-    using Cfg = autotuned::Config<BM, BN, BK, WM, WN, TM, TN, STAGES, MIN_BLOCKS>;
+    using Cfg = autotuned::Config<BM, BN, BK, WM, WN, TM, TN, STAGES, MIN_BLOCKS, BURSTS>;
     AutotuneCandidate c;
     c.id = "bm" + std::to_string(BM) + "_bn" + std::to_string(BN) + "_bk" + std::to_string(BK) + "_wm" +
            std::to_string(WM) + "_wn" + std::to_string(WN) + "_tm" + std::to_string(TM) + "_tn" +
-           std::to_string(TN) + "_s" + std::to_string(STAGES) + "_mb" + std::to_string(MIN_BLOCKS);
+           std::to_string(TN) + "_s" + std::to_string(STAGES) + "_mb" + std::to_string(MIN_BLOCKS) + "_b" +
+           std::to_string(BURSTS);
     c.tiling = Tiling{BM, BN, BK, WM, WN, TM, TN, Cfg::threads, STAGES};
     c.min_blocks = MIN_BLOCKS;
+    c.bursts = BURSTS;
     c.launcher_config = launcher_index<Cfg>(std::make_index_sequence<std::tuple_size_v<autotuned::Configs>>{});
     c.sgemm = autotuned::sgemm_with<Cfg>;
-    c.aligned = [](int M, int N, int K, int splits, const float* d_B, const float* d_C) {
-        return autotuned::fits_aligned_path<Cfg>(M, N, K, autotuned::split_length(K, BK, splits), d_B, d_C);
+    c.path = [](int M, int N, int K, int splits, const float* d_B, const float* d_C) {
+        return static_cast<int>(autotuned::path_for<Cfg>(M, N, K, autotuned::split_length(K, BK, splits), d_B, d_C));
     };
-    c.kernel_aligned = kernel_entry("sgemm_kernel<" + c.id + ", aligned>", autotuned::sgemm_kernel<Cfg, false>,
-                                    dim3(Cfg::threads), Cfg::smem_bytes);
-    c.kernel_edges = kernel_entry("sgemm_kernel<" + c.id + ", edges>", autotuned::sgemm_kernel<Cfg, true>,
-                                  dim3(Cfg::threads), Cfg::smem_bytes);
+    c.kernels = {instance<Cfg, autotuned::Path::aligned>(c.id, "aligned"),
+                 instance<Cfg, autotuned::Path::edges>(c.id, "edges"),
+                 instance<Cfg, autotuned::Path::unaligned>(c.id, "unaligned")};
     return c;
 }
 
@@ -51,22 +61,23 @@ const std::vector<AutotuneCandidate>& autotune_candidates()
     // Block tile BM x BN x BK, warp tile WM x WN, thread tile TM x TN, shared-memory stages, minimum blocks per SM.
     static const std::vector<AutotuneCandidate> all = {
         // 128 x 128 and larger: large problems (the launcher's Large first)
-        candidate<128, 128, 16, 64, 32, 8, 8, 3, 2>(),
-        candidate<128, 128, 8, 64, 32, 8, 8, 3, 2>(),
-        candidate<128, 128, 16, 64, 32, 8, 8, 2, 2>(),
-        candidate<128, 128, 16, 64, 32, 8, 8, 4, 2>(),
-        candidate<128, 128, 32, 64, 32, 8, 8, 2, 2>(),
-        candidate<128, 128, 8, 64, 64, 8, 16, 4, 2>(),
-        candidate<128, 256, 16, 64, 64, 8, 16, 3, 1>(),
+        candidate<128, 128, 32, 64, 32, 8, 8, 2, 2, 3>(),
+        candidate<128, 128, 32, 64, 32, 8, 8, 2, 2, 1>(),
+        candidate<128, 128, 32, 64, 32, 8, 8, 2, 2, 2>(),
+        candidate<128, 128, 32, 32, 64, 8, 8, 2, 2, 2>(),
+        candidate<128, 128, 32, 64, 32, 8, 8, 3, 1, 2>(),
+        candidate<128, 128, 16, 64, 32, 8, 8, 3, 2, 1>(),
+        candidate<128, 128, 16, 32, 64, 8, 8, 4, 2, 1>(),
+        candidate<128, 256, 16, 64, 64, 8, 16, 3, 1, 2>(),
         // 128 x 64 and 64 x 64: medium problems, or few tiles (the launcher's Medium)
-        candidate<128, 64, 16, 64, 32, 8, 8, 3, 3>(),
-        candidate<64, 64, 16, 32, 32, 4, 8, 3, 4>(),
-        candidate<64, 64, 16, 64, 32, 8, 8, 3, 4>(),
-        candidate<64, 64, 32, 32, 32, 4, 8, 3, 4>(),
+        candidate<128, 64, 16, 64, 32, 8, 8, 3, 3, 2>(),
+        candidate<128, 64, 16, 64, 32, 8, 8, 3, 3, 1>(),
+        candidate<64, 64, 16, 32, 32, 4, 8, 3, 4, 1>(),
+        candidate<64, 64, 32, 32, 32, 4, 8, 3, 4, 2>(),
         // 32 x 32 and 64 x 32: small problems (the launcher's Small)
-        candidate<32, 32, 32, 32, 16, 4, 4, 3, 8>(),
-        candidate<32, 32, 16, 32, 16, 4, 4, 4, 8>(),
-        candidate<64, 32, 16, 32, 32, 4, 8, 3, 6>(),
+        candidate<32, 32, 32, 32, 16, 4, 4, 3, 8, 1>(),
+        candidate<32, 32, 16, 32, 16, 4, 4, 4, 8, 1>(),
+        candidate<64, 32, 16, 32, 32, 4, 8, 3, 6, 1>(),
     };
     return all;
 }
@@ -98,7 +109,28 @@ std::vector<int> autotune_splits(const AutotuneCandidate& candidate, int M, int 
 bool launcher_runs(const AutotuneCandidate& candidate, int splits, int M, int N, int K, int sm_count)
 {
     const autotuned::Plan plan = autotuned::choose_plan(M, N, K, sm_count);
-    return plan.config == candidate.launcher_config && plan.splits == splits;
+    return plan.rows == M && plan.config == candidate.launcher_config && plan.splits == splits;
+}
+
+std::optional<WholeWaves> launcher_whole_waves(int M, int N, int K, int sm_count)
+{
+    const autotuned::Plan plan = autotuned::choose_plan(M, N, K, sm_count);
+    if (plan.rows == M) {
+        return std::nullopt;
+    }
+    for (const AutotuneCandidate& c : autotune_candidates()) {
+        if (c.launcher_config == plan.config) {
+            return WholeWaves{&c, plan.rows};
+        }
+    }
+    throw std::logic_error("step 10's launcher plans a configuration the sweep does not list; list it in "
+                           "bench/sgemm/sgemm_autotune.cu");
+}
+
+cudaError_t launcher_sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
+                           cudaStream_t stream)
+{
+    return autotuned::sgemm(M, N, K, alpha, d_A, d_B, beta, d_C, stream);
 }
 
 }  // namespace stepwise::sgemm

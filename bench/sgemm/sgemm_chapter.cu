@@ -274,28 +274,40 @@ private:
         STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
         STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
         int chosen = 0;
+        const auto add_row = [&](const sgemm::AutotuneCandidate& candidate, int splits, const std::string& id,
+                                 const std::function<cudaError_t()>& call, bool launcher_runs, nlohmann::json config) {
+            nlohmann::json row =
+                timed_row(context.sampler.time("autotune " + id, mode, [] {}, call), std::nullopt, flops);
+            row["id"] = id;
+            config.update(tiling_json(candidate.tiling));
+            config["min_blocks"] = candidate.min_blocks;
+            config["bursts"] = candidate.bursts;
+            config["split_k"] = splits;
+            row["config"] = config;
+            row["chosen"] = launcher_runs;
+            row["used_by"] = "10_autotuned";
+            chosen += launcher_runs ? 1 : 0;
+            validate(call, false, row);
+            const int path = candidate.path(M, N, K, splits, d_B.data(), d_C.data());
+            row["resources"] = nlohmann::json::array({runtime_resources_json(candidate.kernels.at(path))});
+            chapter["autotune"].push_back(row);
+        };
         for (const sgemm::AutotuneCandidate& candidate : sgemm::autotune_candidates()) {
             for (const int splits : sgemm::autotune_splits(candidate, M, N, K, sm_count)) {
                 const auto call = [&] {
                     return candidate.sgemm(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), splits, stream);
                 };
-                const std::string id = candidate.id + (splits > 1 ? "_split" + std::to_string(splits) : "");
-                nlohmann::json row =
-                    timed_row(context.sampler.time("autotune " + id, mode, [] {}, call), std::nullopt, flops);
-                row["id"] = id;
-                nlohmann::json config = tiling_json(candidate.tiling);
-                config["min_blocks"] = candidate.min_blocks;
-                config["split_k"] = splits;
-                row["config"] = config;
-                row["chosen"] = sgemm::launcher_runs(candidate, splits, M, N, K, sm_count);
-                row["used_by"] = "10_autotuned";
-                chosen += row["chosen"].get<bool>() ? 1 : 0;
-                validate(call, false, row);
-                const bool aligned = candidate.aligned(M, N, K, splits, d_B.data(), d_C.data());
-                row["resources"] = nlohmann::json::array(
-                    {runtime_resources_json(aligned ? candidate.kernel_aligned : candidate.kernel_edges)});
-                chapter["autotune"].push_back(row);
+                add_row(candidate, splits, candidate.id + (splits > 1 ? "_split" + std::to_string(splits) : ""), call,
+                        sgemm::launcher_runs(candidate, splits, M, N, K, sm_count), nlohmann::json::object());
             }
+        }
+        if (const std::optional<sgemm::WholeWaves> waves = sgemm::launcher_whole_waves(M, N, K, sm_count)) {
+            // The launcher's own run: the rows of whole waves in one configuration, the rest planned anew.
+            const auto call = [&] {
+                return sgemm::launcher_sgemm(M, N, K, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), stream);
+            };
+            add_row(*waves->candidate, 1, waves->candidate->id + "_rows" + std::to_string(waves->rows) + "_then_rest",
+                    call, true, {{"whole_wave_rows", waves->rows}});
         }
         if (chosen != 1) {
             throw std::logic_error("SGEMM autotuning sweep at " + size_text(shape) + ": " + std::to_string(chosen) +

@@ -27,17 +27,40 @@ Tiling tiles(int bm, int bn, int bk, int tm, int tn, int threads, int stages = 0
     return Tiling{bm, bn, bk, wm, wn, tm, tn, threads, stages};
 }
 
-//! Step 10's kernel in configuration Cfg, as the compiler names it ("sgemm_kernel<...Config<128, ...>, false>").
-template <class Cfg, bool Edges>
+//! Step 10's kernel in configuration Cfg and instance P, as the compiler names it
+//! ("sgemm_kernel<...Config<128, ...>, (stepwise::sgemm::autotuned::Path)1>": Path::edges).
+template <class Cfg, autotuned::Path P>
 KernelEntry autotuned_kernel()
 {
     const std::string config = "stepwise::sgemm::autotuned::Config<" + std::to_string(Cfg::BM) + ", " +
                                std::to_string(Cfg::BN) + ", " + std::to_string(Cfg::BK) + ", " +
                                std::to_string(Cfg::WM) + ", " + std::to_string(Cfg::WN) + ", " +
                                std::to_string(Cfg::TM) + ", " + std::to_string(Cfg::TN) + ", " +
-                               std::to_string(Cfg::stages) + ", " + std::to_string(Cfg::min_blocks) + ">";
-    return kernel_entry("sgemm_kernel<" + config + (Edges ? ", true>" : ", false>"),
-                        autotuned::sgemm_kernel<Cfg, Edges>, dim3(Cfg::threads), Cfg::smem_bytes);
+                               std::to_string(Cfg::stages) + ", " + std::to_string(Cfg::min_blocks) + ", " +
+                               std::to_string(Cfg::bursts) + ">";
+    const std::string path = "(stepwise::sgemm::autotuned::Path)" + std::to_string(static_cast<int>(P));
+    return kernel_entry("sgemm_kernel<" + config + ", " + path + ">", autotuned::sgemm_kernel<Cfg, P>,
+                        dim3(Cfg::threads), Cfg::smem_bytes);
+}
+
+//! Step 10's kernel in configuration Cfg, its three instances.
+template <class Cfg>
+std::vector<KernelEntry> autotuned_kernels()
+{
+    return {autotuned_kernel<Cfg, autotuned::Path::aligned>(), autotuned_kernel<Cfg, autotuned::Path::edges>(),
+            autotuned_kernel<Cfg, autotuned::Path::unaligned>()};
+}
+
+//! What step 10 launches: each configuration of its launcher in its three instances, and the scaling of C.
+std::vector<KernelEntry> autotuned_step_kernels()
+{
+    std::vector<KernelEntry> all;
+    for (std::vector<KernelEntry> config : {autotuned_kernels<autotuned::Large>(), autotuned_kernels<autotuned::Medium>(),
+                                            autotuned_kernels<autotuned::Small>()}) {
+        all.insert(all.end(), config.begin(), config.end());
+    }
+    all.push_back(kernel_entry("scale_kernel", autotuned::scale_kernel, dim3(autotuned::scale_threads)));
+    return all;
 }
 
 }  // namespace
@@ -104,9 +127,7 @@ const std::vector<Step>& steps()
          cp_async_pipeline::requirement, cp_async_pipeline::requirement_met},
         {"10_autotuned", "Autotuned configurations, any shape", "snippets/sgemm/10_autotuned.cuh",
          "stepwise::sgemm::autotuned", true, true, 1, 1, 1, false, max_timed_n, autotuned::sgemm,
-         {autotuned_kernel<Large, false>(), autotuned_kernel<Large, true>(), autotuned_kernel<Medium, false>(),
-          autotuned_kernel<Medium, true>(), autotuned_kernel<Small, false>(), autotuned_kernel<Small, true>(),
-          kernel_entry("scale_kernel", autotuned::scale_kernel, dim3(autotuned::scale_threads))},
+         autotuned_step_kernels(),
          tiles(Large::BM, Large::BN, Large::BK, Large::TM, Large::TN, Large::threads, Large::stages, Large::WM,
                Large::WN),
          autotuned::requirement, autotuned::requirement_met},

@@ -302,8 +302,28 @@ TEST(SgemmPlan, EveryPlanIsValidAndNoSplitIsEmpty)
             ASSERT_GE(p.splits, 1);
             EXPECT_LT(static_cast<long long>(p.splits - 1) * at::split_length(s.K, bk, p.splits), s.K)
                 << shape_text(s) << " on " << sms << " SMs: an empty split";
+            ASSERT_GE(p.rows, 1) << shape_text(s) << " on " << sms << " SMs";
+            ASSERT_LE(p.rows, s.M) << shape_text(s) << " on " << sms << " SMs";
+            if (p.rows < s.M) {  // whole waves: unsplit, whole tile rows
+                EXPECT_EQ(p.splits, 1) << shape_text(s) << " on " << sms << " SMs";
+                EXPECT_EQ(p.rows % at::config_tiles[p.config].BM, 0) << shape_text(s) << " on " << sms << " SMs";
+            }
         }
     }
+}
+
+TEST(SgemmPlan, ALastWaveThatFillsLittleOfTheGpuIsPlannedOnItsOwn)
+{
+    // 4097^3 in 128 x 128 tiles, two blocks per SM on 132 SMs: 1089 tiles, 4 waves of 264 and 33 tiles more. The
+    // first 4096 rows are exactly 4 waves; the last row is a problem of its own (K split or smaller tiles).
+    const at::Plan body = at::choose_plan(4097, 4097, 4097, 132);
+    EXPECT_EQ(body.config, 0);
+    EXPECT_EQ(body.rows, 4096);
+    const at::Plan rest = at::choose_plan(1, 4097, 4097, 132);
+    EXPECT_EQ(rest.rows, 1);
+    // 4095^3: 1024 tiles, the last wave 232 of 264: run as it is.
+    EXPECT_EQ(at::choose_plan(4095, 4095, 4095, 132).rows, 4095);
+    EXPECT_EQ(at::choose_plan(8192, 8192, 8192, 132).rows, 8192);  // 4096 tiles: the last wave half full
 }
 
 TEST(SgemmPlan, TheAutotuningSweepTimesWhatTheLauncherRunsExactlyOnce)
@@ -317,6 +337,7 @@ TEST(SgemmPlan, TheAutotuningSweepTimesWhatTheLauncherRunsExactlyOnce)
                     runs += launcher_runs(c, splits, s.M, s.N, s.K, sms) ? 1 : 0;
                 }
             }
+            runs += launcher_whole_waves(s.M, s.N, s.K, sms) ? 1 : 0;  // the launcher's own row
             EXPECT_EQ(runs, 1) << shape_text(s) << " on " << sms << " SMs";
         }
     }
@@ -417,8 +438,9 @@ TEST_P(SgemmAnyShapeTest, TakesPointersOffByOneFloat)
 
 TEST_P(SgemmAnyShapeTest, EveryConfigurationWithAndWithoutSplitK)
 {
-    // Each configuration of the launcher's table, forced, whole K and split (3 splits; 2048 of K in 7: uneven), at a
-    // shape that fits its aligned instance, at one that fits nothing, and off by one float.
+    // Each configuration of the launcher's table, forced, whole K and split (3 splits; 2048 of K in 7: uneven), in
+    // each of its instances: a shape that fits the aligned one, one with N odd (unaligned), one with N a multiple of
+    // 4 but M and K of nothing (edges), and one off by one float (unaligned).
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     for (int config = 0; config < static_cast<int>(std::size(at::config_tiles)); ++config) {
@@ -428,6 +450,7 @@ TEST_P(SgemmAnyShapeTest, EveryConfigurationWithAndWithoutSplitK)
             ASSERT_NO_FATAL_FAILURE(check({256, 384, 160}, false, 0, forced(plan), seed + config));
             ASSERT_NO_FATAL_FAILURE(check({256, 384, 160}, true, 0, forced(plan), seed + config + 1));
             ASSERT_NO_FATAL_FAILURE(check({127, 129, 131}, true, 0, forced(plan), seed + config + 2));
+            ASSERT_NO_FATAL_FAILURE(check({127, 132, 131}, true, 0, forced(plan), seed + config + 4));
             ASSERT_NO_FATAL_FAILURE(check({65, 33, 2048}, false, 1, forced(plan), seed + config + 3));
         }
     }
@@ -479,6 +502,27 @@ TEST_P(SgemmAnyShapeTest, Matches1000CubedAtSampledElements)
     const Comparison c = compare(sampled, reference_elements(s.M, s.N, s.K, 1.5, A, B, -0.5, C0, where),
                                  fp32_tolerance(s.K));
     EXPECT_TRUE(c.within_tolerance()) << c.describe(1);
+}
+
+TEST_P(SgemmAnyShapeTest, WholeWavesThenTheRowsLeftMatchTheDoubleProduct)
+{
+    // A shape whose last wave of large tiles fills little of this GPU: the launcher runs the rows of whole waves,
+    // then plans the rows left anew (see SgemmPlan.ALastWaveThatFillsLittleOfTheGpuIsPlannedOnItsOwn).
+    int device = 0;
+    int sms = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), cudaSuccess);
+    const at::TileShape large = at::config_tiles[0];
+    const int tiles_n = 8;
+    const int tile_rows = sms * large.blocks_per_sm / tiles_n + 1;  // whole waves and a last one of at most 8 tiles
+    const Shape s{(tile_rows - 1) * large.BM + 5, tiles_n * large.BN - 3, 40};
+    const at::Plan plan = at::choose_plan(s.M, s.N, s.K, sms);
+    ASSERT_EQ(plan.config, 0) << shape_text(s) << " on " << sms << " SMs";
+    ASSERT_LT(plan.rows, s.M) << shape_text(s) << " on " << sms << " SMs: meant to leave a last wave";
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    ASSERT_NO_FATAL_FAILURE(check(s, false, 0, launcher(), seed));
+    ASSERT_NO_FATAL_FAILURE(check(s, true, 0, launcher(), seed + 1));
 }
 
 TEST_P(SgemmAnyShapeTest, MatchesCublasAtTheRectangularShapes)
