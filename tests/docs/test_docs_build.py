@@ -483,6 +483,23 @@ def test_gemm_page_shows_bounds_sweep_roofline_and_autotuning(project):
     assert "tolerance (relative)" in text and "rel 1.00e-3 \u2260 op" in text
 
 
+def _roofline_steps(project: Path, steps: str) -> None:
+    page = project / "docs" / "gemm.md"
+    page.write_text(page.read_text().replace("fixture-gpu-gemm-ncu.csv\n:n: 512\n",
+                                             f"fixture-gpu-gemm-ncu.csv\n:n: 512\n:steps: {steps}\n"))
+
+
+@needs_doxygen
+def test_gemm_roofline_shows_only_the_steps_asked_for(project):
+    _roofline_steps(project, "01_naive 03_autotuned")
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _html, text = synth.built_page(project, "gemm.html")
+    assert "01_naive 1.33 356 2,653 13.4 % memory" in text
+    assert "03_autotuned 64.0 16,000 17,778 90.0 % compute" in text
+    assert "04_tf32 64.0" not in text
+
+
 def _edit_fixture_measurement(project: Path, edit) -> None:
     path = project / "measurements" / "fixture-gpu.json"
     data = json.loads(path.read_text())
@@ -519,6 +536,7 @@ def _csv_of_another_gpu(project: Path) -> None:
     (_without_write_metric, ["stepwise-roofline", "has no dram__bytes_write.sum", "re-run make profile"]),
     (_csv_of_another_gpu, ["stepwise-roofline", "other-gpu-gemm-ncu.csv is not from the measurement file",
                            "fixture-gpu-gemm-"]),
+    (lambda p: _roofline_steps(p, "01_naive 99_nothing"), ["stepwise-roofline", "99_nothing"]),
 ])
 def test_gemm_directive_problems_fail_strict(project, edit, needles):
     edit(project)

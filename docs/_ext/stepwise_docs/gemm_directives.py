@@ -8,10 +8,11 @@ lives in :mod:`.overview`.)
     The SC'10 register-blocking bounds worked out for this GPU (``gpu.limits`` and the device
     copy's measured GB/s at n; default n 4096, or the largest n with a ``device_copy`` row), one
     table row per step with a tiling (block_m > 0).
-``stepwise-roofline CHAPTER NCU_FILE`` (options ``:n:``, ``:timing:``)
+``stepwise-roofline CHAPTER NCU_FILE`` (options ``:n:``, ``:timing:``, ``:steps:``)
     Each step's FLOPs per DRAM byte (read + written, from the Nsight Compute file, path relative
     to the page, which must be from the measurement file's GPU) against its GFLOP/s at n, under
     the measured copy, the measured FMA ceiling and the computed FMA peak; and a table.
+    ``:steps:``: a space-separated subset of the chapter's step ids (default: every step).
 ``stepwise-autotune CHAPTER`` (options ``:n:``, ``:timing:``)
     The chapter's ``autotune`` rows, fastest first, the chosen one marked with its step.
 
@@ -195,6 +196,7 @@ class TileBoundsDirective(_GemmBase):
 
 class RooflineDirective(_GemmBase):
     required_arguments = 2
+    option_spec = {**_GemmBase.option_spec, "steps": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
         primary = self.chapter(self.arguments[0])
@@ -218,6 +220,11 @@ class RooflineDirective(_GemmBase):
             launches = _ncu_launches(path) if path.is_file() else ncu.load_csv(path)
             counts = ncu.step_counts(chapter, launches, path)
             dram = {c.step["id"]: c.value("dram_bytes") for c in counts}
+            if "steps" in self.options:
+                wanted = self.options["steps"].split()
+                for step_id in wanted:
+                    chapter.step(step_id)  # an unknown id is a DataError
+                dram = {step_id: moved for step_id, moved in dram.items() if step_id in wanted}
             n = self.options.get("n") or gemm.default_n(chapter, timing)
             roof = gemm.roofline(dataset, chapter, dram, n, timing, path.name)
         except DataError as exc:
