@@ -58,7 +58,8 @@ AutotuneCandidate candidate()
 
 const std::vector<AutotuneCandidate>& autotune_candidates()
 {
-    // Block tile BM x BN x BK, warp tile WM x WN, thread tile TM x TN, shared-memory stages, minimum blocks per SM.
+    // Block tile BM x BN x BK, warp tile WM x WN, thread tile TM x TN, shared-memory stages, minimum blocks per SM,
+    // copy bursts.
     static const std::vector<AutotuneCandidate> all = {
         // 128 x 128 and larger: large problems (the launcher's Large first)
         candidate<128, 128, 32, 64, 32, 8, 8, 2, 2, 3>(),

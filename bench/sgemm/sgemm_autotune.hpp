@@ -13,7 +13,7 @@ namespace stepwise::sgemm {
 
 //! @brief One configuration of `autotuned::Config`, instantiated and ready to launch with any number of K splits.
 struct AutotuneCandidate {
-    std::string id;       //!< "bm128_bn128_bk16_wm64_wn32_tm8_tn8_s3_mb2"
+    std::string id;       //!< "bm128_bn128_bk32_wm64_wn32_tm8_tn8_s2_mb2_b3"
     Tiling tiling;        //!< its block, warp and thread tiles, threads and stages
     int min_blocks = 0;   //!< the kernel's __launch_bounds__ minimum blocks per SM
     int bursts = 0;       //!< the bursts a tile's copies go out in
