@@ -169,6 +169,19 @@ class _Base(SphinxDirective):
             self.env.note_dependency(path)
         return chapter
 
+    def steps_option(self, chapter: Chapter) -> list[str] | None:
+        """The step ids of the ``:steps:`` option, each checked to be one of ``chapter``'s; None
+        without the option."""
+        if "steps" not in self.options:
+            return None
+        wanted = self.options["steps"].split()
+        for step_id in wanted:
+            try:
+                chapter.step(step_id)
+            except DataError as exc:
+                raise self.error(f"{self.name}: {exc}") from None
+        return wanted
+
     def _dependencies(self, chapter: Chapter) -> list[str]:
         deps = []
         cfg = self.config

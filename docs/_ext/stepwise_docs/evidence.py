@@ -124,13 +124,8 @@ class NcuDirective(_Base):
             counts = ncu.step_counts(chapter, _ncu_launches(path), path, first_only)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
-        if "steps" in self.options:
-            wanted = self.options["steps"].split()
-            for step_id in wanted:
-                try:
-                    chapter.step(step_id)
-                except DataError as exc:
-                    raise self.error(f"{self.name}: {exc}") from None
+        wanted = self.steps_option(chapter)
+        if wanted is not None:
             counts = [c for c in counts if c.step["id"] in wanted]
         columns = NCU_COLUMNS
         if "columns" in self.options:

@@ -219,12 +219,9 @@ class RooflineDirective(_GemmBase):
         try:
             launches = _ncu_launches(path) if path.is_file() else ncu.load_csv(path)
             counts = ncu.step_counts(chapter, launches, path)
-            dram = {c.step["id"]: c.value("dram_bytes") for c in counts}
-            if "steps" in self.options:
-                wanted = self.options["steps"].split()
-                for step_id in wanted:
-                    chapter.step(step_id)  # an unknown id is a DataError
-                dram = {step_id: moved for step_id, moved in dram.items() if step_id in wanted}
+            wanted = self.steps_option(chapter)
+            dram = {c.step["id"]: c.value("dram_bytes") for c in counts
+                    if wanted is None or c.step["id"] in wanted}
             n = self.options.get("n") or gemm.default_n(chapter, timing)
             roof = gemm.roofline(dataset, chapter, dram, n, timing, path.name)
         except DataError as exc:
