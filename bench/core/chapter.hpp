@@ -118,6 +118,9 @@ bool measured_at(const ChapterEntry& chapter, const std::string& id, std::int64_
 //! @brief Every size at which the chapter measures something, ascending.
 std::vector<std::int64_t> all_sizes(const ChapterEntry& chapter);
 
+//! @brief The problem at size `n` as the chapter's steps name it ("8192 x 8192 float"), else "n = <n>".
+std::string problem_text(const ChapterEntry& chapter, std::int64_t n);
+
 //! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
 //! @throws std::out_of_range for a file the build did not hash
 std::string source_sha256(const std::string& file);
@@ -167,7 +170,8 @@ std::vector<Selection> select_steps(const std::vector<std::unique_ptr<Chapter>>&
                                     const std::vector<std::string>& step_ids);
 
 //! @brief GoogleTest counts per step from a report written with --gtest_output=json.
-//! Test names ending in "/<step id>" in suites starting with the chapter's prefix belong to that step.
+//! Test names ending in "/<step id>" in suites starting with the chapter's prefix belong to that step; with an empty
+//! `step_id`, every test of those suites is counted (the chapter's).
 TestCounts count_tests(const nlohmann::json& gtest_report, const std::string& suite_prefix,
                        const std::string& step_id);
 

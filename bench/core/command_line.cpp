@@ -25,11 +25,15 @@ std::string usage()
            "  --list [--json]          print the chapters and steps (no GPU needed)\n"
            "  --ptxas-report FILE      with --list --json: add each kernel's registers, shared and local memory\n"
            "                           and occupancy from this compiler report (repeatable)\n"
-           "  --probe                  exit 0 if a usable CUDA GPU is present, else 1 with the reason\n"
+           "  --probe [--json]         exit 0 if a usable CUDA GPU is present, else 1 with the reason; with --json\n"
+           "                           one JSON object: usable, and the GPU's name, slug, compute capability, SMs\n"
            "  --chapter ID             measure this chapter (repeatable; default: all)\n"
            "  --step ID|CHAPTER/ID     measure only this step (repeatable)\n"
            "  --gtest-report FILE      GoogleTest JSON report of this run's GPU tests (required to measure)\n"
            "  --out FILE | --out-dir DIR   where to write the measurement (DIR/<gpu-slug>.json)\n"
+           "  --merge-from FILE        an earlier measurement file of this GPU: its chapters that this run does not\n"
+           "                           measure are kept, each with its own run (another GPU's file is refused)\n"
+           "  --upgrade FILE [--out F] rewrite a measurement file of an older schema in this one (no GPU needed)\n"
            "  --commit SHA [--dirty]   the source the binary was built from\n"
            "  --seed N                 input seed (default: random, recorded in the file)\n"
            "  --min-samples N --max-samples N --target-rel-stderr X --max-seconds-per-row S\n"
@@ -55,6 +59,10 @@ Options parse_command_line(const std::vector<std::string>& args)
             o.json = true;
         } else if (flag == "--probe") {
             o.probe = true;
+        } else if (flag == "--upgrade") {
+            o.upgrade = value();
+        } else if (flag == "--merge-from") {
+            o.merge_from = value();
         } else if (flag == "--chapter") {
             o.chapters.push_back(value());
         } else if (flag == "--step") {
@@ -92,8 +100,17 @@ Options parse_command_line(const std::vector<std::string>& args)
     if (o.rule.min_samples > o.rule.max_samples) {
         throw UsageError("--min-samples is larger than --max-samples");
     }
-    if (o.json && !o.list) {
-        throw UsageError("--json only goes with --list");
+    if (o.json && !o.list && !o.probe) {
+        throw UsageError("--json only goes with --list or --probe");
+    }
+    if (static_cast<int>(o.list) + static_cast<int>(o.probe) + static_cast<int>(!o.upgrade.empty()) > 1) {
+        throw UsageError("give one of --list, --probe and --upgrade");
+    }
+    if (!o.upgrade.empty() && (!o.out_dir.empty() || !o.chapters.empty() || !o.steps.empty())) {
+        throw UsageError("--upgrade FILE takes only --out (default: FILE itself)");
+    }
+    if (!o.merge_from.empty() && (o.list || o.probe || !o.upgrade.empty())) {
+        throw UsageError("--merge-from goes with a measurement, not with --list, --probe or --upgrade");
     }
     if (!o.ptxas_reports.empty() && !o.json) {
         throw UsageError("--ptxas-report only goes with --list --json");

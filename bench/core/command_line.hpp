@@ -20,8 +20,10 @@ public:
 struct Options {
     bool help = false;
     bool list = false;       //!< print the registry
-    bool json = false;       //!< ... as JSON
+    bool json = false;       //!< ... as JSON (with --list or --probe)
     bool probe = false;      //!< exit 0 if a usable CUDA GPU is present
+    std::string upgrade;     //!< rewrite this measurement file in the current schema (no GPU needed)
+    std::string merge_from;  //!< an earlier measurement file of this GPU: the chapters not measured now are kept
     std::vector<std::string> chapters;  //!< empty: all
     std::vector<std::string> steps;     //!< "id" or "chapter/id"; empty: all of the selected chapters
     std::string out_file;

@@ -3,7 +3,9 @@
 #include "core/chapter.hpp"
 #include "core/command_line.hpp"
 #include "core/cuda_check.hpp"
+#include "core/measurement_file.hpp"
 #include "core/nvml.hpp"
+#include "core/progress.hpp"
 #include "core/resources.hpp"
 
 #include <cuda_runtime.h>
@@ -21,16 +23,32 @@ namespace {
 
 using stepwise::Options;
 
-//! Exits with a one-line reason unless a CUDA device can be used.
-int probe(bool quiet)
+//! Exits with a one-line reason unless a CUDA device can be used; with `json`, says so in one JSON object on stdout
+//! (usable, and the reason or the GPU's name, slug, compute capability and SMs).
+int probe(bool quiet, bool json = false)
 {
-    if (const std::string reason = stepwise::cuda_unavailable_reason(); !reason.empty()) {
+    const std::string reason = stepwise::cuda_unavailable_reason();
+    cudaDeviceProp prop{};
+    if (reason.empty()) {
+        STEPWISE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    }
+    if (json) {
+        const nlohmann::json out =
+            reason.empty() ? nlohmann::json{{"usable", true},
+                                            {"name", prop.name},
+                                            {"slug", stepwise::slugify(prop.name)},
+                                            {"compute_capability", std::to_string(prop.major) + "." +
+                                                                       std::to_string(prop.minor)},
+                                            {"sm_count", prop.multiProcessorCount}}
+                           : nlohmann::json{{"usable", false}, {"reason", reason}};
+        std::cout << out.dump() << '\n';
+        return reason.empty() ? 0 : 1;
+    }
+    if (!reason.empty()) {
         std::fprintf(stderr, "stepwise_bench: no usable CUDA GPU (%s)\n", reason.c_str());
         return 1;
     }
     if (!quiet) {
-        cudaDeviceProp prop{};
-        STEPWISE_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
         std::printf("%s (compute capability %d.%d, %d SMs)\n", prop.name, prop.major, prop.minor,
                     prop.multiProcessorCount);
     }
@@ -128,12 +146,48 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
     std::filesystem::rename(partial, path);
 }
 
+//! The SM clock and the temperature now, as the measurement file records them before and after a run.
+struct GpuState {
+    std::optional<double> sm_clock_mhz;
+    std::optional<double> temperature_c;
+};
+
+nlohmann::json or_null(const std::optional<double>& value) { return value ? nlohmann::json(*value) : nlohmann::json(); }
+
+nlohmann::json before_after(const std::optional<double>& before, const std::optional<double>& after)
+{
+    return {{"before", or_null(before)}, {"after", or_null(after)}};
+}
+
+//! Writes `file` upgraded to the current schema to `out` (default: over itself); no GPU needed.
+int upgrade(const Options& options)
+{
+    const stepwise::ReadMeasurement read = stepwise::read_measurement_file(options.upgrade);
+    const std::string out = options.out_file.empty() ? options.upgrade : options.out_file;
+    if (read.upgrade_note.empty() && out == options.upgrade) {
+        std::fprintf(stderr, "stepwise_bench: %s is of schema %d already: left as it is\n", options.upgrade.c_str(),
+                     stepwise::measurement_schema);
+        return 0;
+    }
+    write_atomically(out, read.file.dump(2));
+    std::fprintf(stderr, "stepwise_bench: %s: %s; wrote %s\n", options.upgrade.c_str(),
+                 read.upgrade_note.empty() ? "already of this schema" : read.upgrade_note.c_str(), out.c_str());
+    return 0;
+}
+
 int measure(const Options& options, const std::vector<std::unique_ptr<stepwise::Chapter>>& chapters,
             const std::string& command)
 {
     const std::vector<stepwise::Selection> selection =
         stepwise::select_steps(chapters, options.chapters, options.steps);
     const nlohmann::json gtest_report = read_gtest_report(options.gtest_report);
+    std::optional<stepwise::ReadMeasurement> base;
+    if (!options.merge_from.empty()) {
+        base = stepwise::read_measurement_file(options.merge_from);
+        if (!base->upgrade_note.empty()) {
+            std::fprintf(stderr, "stepwise_bench: %s: %s\n", options.merge_from.c_str(), base->upgrade_note.c_str());
+        }
+    }
     if (const int status = probe(true); status != 0) {
         return status;
     }
@@ -154,82 +208,111 @@ int measure(const Options& options, const std::vector<std::unique_ptr<stepwise::
         std::fprintf(stderr, "stepwise_bench: NVML unavailable (%s): no clocks, no throttle detection\n",
                      nvml.unavailable_reason().c_str());
     }
-    const auto or_null = [](const auto& optional) -> nlohmann::json {
-        return optional ? nlohmann::json(*optional) : nlohmann::json(nullptr);
-    };
-    const auto clock_before = nvml.sm_clock_mhz();
-    const auto temperature_before = nvml.temperature_c();
+    const auto state = [&] { return GpuState{nvml.sm_clock_mhz(), nvml.temperature_c()}; };
+    const std::string slug = stepwise::slugify(prop.name);
+    nlohmann::json gpu = {{"name", prop.name},
+                          {"slug", slug},
+                          {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+                          {"sm_count", prop.multiProcessorCount},
+                          {"l2_bytes", prop.l2CacheSize},
+                          {"global_memory_bytes", prop.totalGlobalMem},
+                          {"driver", nvml.driver_version().value_or("unknown")},
+                          {"cuda_runtime", version_text(runtime_version)},
+                          {"cuda_driver", version_text(driver_version)},
+                          {"limits", device_limits(prop, nvml)}};
+    if (base) {  // before any timing: a file of another GPU is refused at once
+        stepwise::require_same_gpu(gpu, base->file, options.merge_from);
+    }
+    // What every chapter's run records besides its own date, clocks, seconds and tests.
+    const nlohmann::json run = {
+        {"date", utc_now()},
+        {"commit", options.commit},
+        {"dirty", options.dirty},
+        {"command", command},
+        {"seed", seed},
+        {"clock_source", nvml.available() ? "nvml" : "unavailable"},
+        {"stopping_rule",
+         {{"min_samples", options.rule.min_samples},
+          {"max_samples", options.rule.max_samples},
+          {"target_rel_stderr", options.rule.target_rel_stderr},
+          {"max_seconds_per_row", options.rule.max_seconds_per_row},
+          {"throttle_threshold", options.throttle_threshold},
+          {"warmup_samples", options.warmup_samples}}}};
+    const GpuState run_before = state();
 
     cudaStream_t stream = nullptr;
     STEPWISE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     nlohmann::json chapters_json = nlohmann::json::array();
+    nlohmann::json measured_ids = nlohmann::json::array();
     bool all_valid = true;
     {
         stepwise::Sampler sampler(stream, static_cast<std::size_t>(prop.l2CacheSize), nvml, options.rule,
                                   options.throttle_threshold, options.warmup_samples);
+        stepwise::Progress progress(stderr, base ? base->file : nlohmann::json());
+        sampler.observe_rows([&](const std::string& what, const stepwise::TimingMode& mode,
+                                 const stepwise::RowTiming& timing) {
+            progress.row_done(what, mode.id, timing.summary.median_ms, timing.summary.samples);
+        });
         stepwise::MeasureContext context{sampler, stream, seed,
                                          [&](const stepwise::ChapterEntry& c, const stepwise::StepEntry& s) {
                                              return stepwise::count_tests(gtest_report, c.gtest_prefix, s.id);
                                          }};
         for (const stepwise::Selection& s : selection) {
-            std::fprintf(stderr, "stepwise_bench: measuring %s (%zu steps)\n", s.chapter->entry().id.c_str(),
-                         s.step_ids.size());
-            const auto chapter_begin = std::chrono::steady_clock::now();
+            const stepwise::ChapterEntry& entry = s.chapter->entry();
+            std::fprintf(stderr, "stepwise_bench: measuring %s (%zu steps)\n", entry.id.c_str(), s.step_ids.size());
+            nlohmann::json chapter_run = run;
+            chapter_run["date"] = utc_now();
+            const GpuState before = state();
+            progress.begin_chapter(entry.id);
             nlohmann::json chapter = s.chapter->measure(context, s.step_ids);
-            const double chapter_seconds =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - chapter_begin).count();
-            chapter["measure_seconds"] = chapter_seconds;
-            std::fprintf(stderr, "stepwise_bench: measured %s in %.0f s\n", s.chapter->entry().id.c_str(),
-                         chapter_seconds);
+            const double chapter_seconds = progress.chapter_seconds();
+            const GpuState after = state();
+            std::fprintf(stderr, "stepwise_bench: measured %s in %.0f s\n", entry.id.c_str(), chapter_seconds);
+            for (const char* key : {"driver", "cuda_runtime", "cuda_driver"}) {
+                chapter_run[key] = gpu.at(key);
+            }
+            chapter_run["sm_clock_mhz"] = before_after(before.sm_clock_mhz, after.sm_clock_mhz);
+            chapter_run["temperature_c"] = before_after(before.temperature_c, after.temperature_c);
+            chapter_run["seconds"] = chapter_seconds;
+            const stepwise::TestCounts tests = stepwise::count_tests(gtest_report, entry.gtest_prefix, "");
+            chapter_run["tests"] = {{"passed", tests.passed}, {"failed", tests.failed}, {"skipped", tests.skipped}};
+            chapter["run"] = std::move(chapter_run);
             for (auto& row : chapter.at("steps")) {
-                row["resources"] =
-                    stepwise::step_runtime_resources(stepwise::find_step(s.chapter->entry(), row.at("id")));
+                row["resources"] = stepwise::step_runtime_resources(stepwise::find_step(entry, row.at("id")));
             }
             for (const auto& row : chapter.at("steps")) {
                 if (!row.at("validated").get<bool>()) {
                     all_valid = false;
                     std::fprintf(stderr, "stepwise_bench: %s/%s failed validation on the timed buffers: %s\n",
-                                 s.chapter->entry().id.c_str(), row.at("id").get<std::string>().c_str(),
+                                 entry.id.c_str(), row.at("id").get<std::string>().c_str(),
                                  row.at("validation").get<std::string>().c_str());
                 }
             }
+            measured_ids.push_back(entry.id);
             chapters_json.push_back(std::move(chapter));
         }
     }
     STEPWISE_CUDA_CHECK(cudaStreamDestroy(stream));
 
-    const std::string slug = stepwise::slugify(prop.name);
-    const nlohmann::json file = {
-        {"schema", 1},
-        {"generator", "stepwise_bench"},
-        {"gpu",
-         {{"name", prop.name},
-          {"slug", slug},
-          {"compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-          {"sm_count", prop.multiProcessorCount},
-          {"l2_bytes", prop.l2CacheSize},
-          {"global_memory_bytes", prop.totalGlobalMem},
-          {"driver", nvml.driver_version().value_or("unknown")},
-          {"cuda_runtime", version_text(runtime_version)},
-          {"cuda_driver", version_text(driver_version)},
-          {"sm_clock_mhz", {{"before", or_null(clock_before)}, {"after", or_null(nvml.sm_clock_mhz())}}},
-          {"limits", device_limits(prop, nvml)},
-          {"temperature_c", {{"before", or_null(temperature_before)}, {"after", or_null(nvml.temperature_c())}}}}},
-        {"run",
-         {{"date", utc_now()},
-          {"commit", options.commit},
-          {"dirty", options.dirty},
-          {"command", command},
-          {"seed", seed},
-          {"clock_source", nvml.available() ? "nvml" : "unavailable"},
-          {"stopping_rule",
-           {{"min_samples", options.rule.min_samples},
-            {"max_samples", options.rule.max_samples},
-            {"target_rel_stderr", options.rule.target_rel_stderr},
-            {"max_seconds_per_row", options.rule.max_seconds_per_row},
-            {"throttle_threshold", options.throttle_threshold},
-            {"warmup_samples", options.warmup_samples}}}}},
-        {"chapters", chapters_json}};
+    const GpuState run_after = state();
+    gpu["sm_clock_mhz"] = before_after(run_before.sm_clock_mhz, run_after.sm_clock_mhz);
+    gpu["temperature_c"] = before_after(run_before.temperature_c, run_after.temperature_c);
+    nlohmann::json file_run = run;
+    file_run["measured"] = measured_ids;
+    nlohmann::json file = {{"schema", stepwise::measurement_schema},
+                           {"generator", "stepwise_bench"},
+                           {"gpu", gpu},
+                           {"run", file_run},
+                           {"chapters", chapters_json}};
+    if (base) {
+        std::vector<std::string> order;
+        for (const auto& c : chapters) {
+            order.push_back(c->entry().id);
+        }
+        file = stepwise::merged_measurement(base->file, options.merge_from, std::move(file), order);
+        std::fprintf(stderr, "stepwise_bench: kept %zu chapters of %s as they were\n", file.at("run").at("kept").size(),
+                     options.merge_from.c_str());
+    }
 
     const std::filesystem::path path = !options.out_file.empty() ? std::filesystem::path(options.out_file)
                                        : std::filesystem::path(options.out_dir.empty() ? "." : options.out_dir) /
@@ -255,7 +338,10 @@ int main(int argc, char** argv)
             return 0;
         }
         if (options.probe) {
-            return probe(false);
+            return probe(false, options.json);
+        }
+        if (!options.upgrade.empty()) {
+            return upgrade(options);
         }
         if (options.list) {
             nlohmann::json registry;

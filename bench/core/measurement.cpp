@@ -62,6 +62,18 @@ std::vector<std::int64_t> all_sizes(const ChapterEntry& chapter)
     return sizes;
 }
 
+std::string problem_text(const ChapterEntry& chapter, std::int64_t n)
+{
+    for (const StepEntry& step : chapter.steps) {
+        for (const ProblemSize& size : step.sizes) {
+            if (size.n == n && !size.problem.empty()) {
+                return size.problem;
+            }
+        }
+    }
+    return "n = " + std::to_string(n);
+}
+
 bool measured_at(const ChapterEntry& chapter, const std::string& id, std::int64_t n)
 {
     for (const StepEntry& step : chapter.steps) {
@@ -160,6 +172,7 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
     for (const auto& chapter : chapters) {
         const ChapterEntry& c = chapter->entry();
         nlohmann::json j = chapter_header(c);
+        j["gtest_prefix"] = c.gtest_prefix;  // its GPU tests' suites start with it (make measure CHAPTERS=...)
         j["profile"] = nullptr;
         if (!c.profile.ncu_tests.empty() || !c.profile.race_demonstration_tests.empty()) {
             const auto or_null = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
@@ -367,7 +380,9 @@ TestCounts count_tests(const nlohmann::json& gtest_report, const std::string& su
         }
         for (const auto& test : suite.at("testsuite")) {
             const auto name = test.at("name").get<std::string>();
-            if (name.size() < suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+            const bool of_step = name.size() >= suffix.size() &&
+                                 name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+            if (!step_id.empty() && !of_step) {
                 continue;
             }
             if (test.contains("failures") && !test.at("failures").empty()) {

@@ -128,6 +128,9 @@ std::vector<RowTiming> Sampler::time_in_turn(const std::vector<TimedCall>& calls
             const SampleSummary clocks = summarize(kept_clocks);
             timings[r].sm_clock = ClockSummary{clocks.median_ms, clocks.min_ms, clocks.max_ms};
         }
+        if (observer_) {
+            observer_(calls[r].what, mode, timings[r]);
+        }
     }
     return timings;
 }

@@ -76,6 +76,10 @@ public:
     std::vector<RowTiming> time_in_turn(const std::vector<TimedCall>& calls, const TimingMode& mode,
                                         const std::function<void()>& reset);
 
+    //! @brief Called with each row's name, timing mode and timing as the row finishes (the progress lines).
+    using RowObserver = std::function<void(const std::string& what, const TimingMode& mode, const RowTiming& timing)>;
+    void observe_rows(RowObserver observer) { observer_ = std::move(observer); }
+
     const StoppingRule& rule() const { return rule_; }
     double throttle_threshold() const { return throttle_threshold_; }
     double highest_clock_mhz() const { return highest_clock_mhz_; }
@@ -93,6 +97,7 @@ private:
     cudaEvent_t start_ = nullptr;
     cudaEvent_t stop_ = nullptr;
     double highest_clock_mhz_ = 0;
+    RowObserver observer_;
 };
 
 }  // namespace stepwise

@@ -69,9 +69,10 @@ std::vector<nlohmann::json> time_rows(MeasureContext& context, const ChapterEntr
                                       const TimedRow& row)
 {
     std::vector<nlohmann::json> rows;
+    const std::string named = what + " at " + problem_text(chapter, row.n);
     for (const TimingMode& mode : chapter.timings) {
         nlohmann::json timed =
-            timing_row(context.sampler.time(what, mode, row.reset, row.launch), row.n, mode.id, row.bytes, row.flops);
+            timing_row(context.sampler.time(named, mode, row.reset, row.launch), row.n, mode.id, row.bytes, row.flops);
         timed.update(row.fields);
         if (row.check && row.check_each_timing) {
             add_validation(timed, run_check(context.stream, row));

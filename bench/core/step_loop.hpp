@@ -86,7 +86,8 @@ Validation run_check(cudaStream_t stream, const TimedRow& row);
 //! @brief Adds a check's `validated`, `validation` and `accuracy` to a row.
 void add_validation(nlohmann::json& row, const Validation& validation);
 
-//! @brief Times `row` in each of the chapter's timing modes (named `what` in messages) and checks it.
+//! @brief Times `row` in each of the chapter's timing modes (named `what` at its problem size in messages and progress
+//!        lines) and checks it.
 //! @return one row per timing mode, in their order: timing_row()'s fields, `row.fields` and the check's
 std::vector<nlohmann::json> time_rows(MeasureContext& context, const ChapterEntry& chapter, const std::string& what,
                                       const TimedRow& row);

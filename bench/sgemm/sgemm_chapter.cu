@@ -276,8 +276,8 @@ private:
         int chosen = 0;
         const auto add_row = [&](const sgemm::AutotuneCandidate& candidate, int splits, const std::string& id,
                                  const std::function<cudaError_t()>& call, bool launcher_runs, nlohmann::json config) {
-            nlohmann::json row =
-                timed_row(context.sampler.time("autotune " + id, mode, [] {}, call), std::nullopt, flops);
+            const std::string what = "autotune " + id + " at " + problem_text(entry_, size_key(shape));
+            nlohmann::json row = timed_row(context.sampler.time(what, mode, [] {}, call), std::nullopt, flops);
             row["id"] = id;
             config.update(tiling_json(candidate.tiling));
             config["min_blocks"] = candidate.min_blocks;

@@ -191,13 +191,13 @@ private:
         std::vector<Sampler::TimedCall> calls;
         const bool library_measured = measured_at(entry_, "cublas_gemm_bf16", n);
         if (library_measured) {
-            calls.push_back({"cublas_gemm_bf16", library_call});
+            calls.push_back({"cublas_gemm_bf16 at " + problem_text(entry_, n), library_call});
         }
         std::vector<const tc::Step*> timed_steps;
         for (const tc::Step& step : tc::steps()) {
             if (measures_step(entry_, runnable, step.id, n)) {
                 timed_steps.push_back(&step);
-                calls.push_back({step.id, [&, gemm = step.gemm] {
+                calls.push_back({std::string(step.id) + " at " + problem_text(entry_, n), [&, gemm = step.gemm] {
                                      return gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream);
                                  }});
             }
@@ -225,8 +225,9 @@ private:
                 const auto call = [&] {
                     return candidate.gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream);
                 };
-                nlohmann::json row = timing_row(context.sampler.time("autotune " + candidate.id, mode, nothing, call),
-                                                n, mode.id, std::nullopt, flops);
+                const std::string what = "autotune " + candidate.id + " at " + problem_text(entry_, n);
+                nlohmann::json row = timing_row(context.sampler.time(what, mode, nothing, call), n, mode.id,
+                                                std::nullopt, flops);
                 row["id"] = candidate.id;
                 row["config"] = candidate.config;
                 row["chosen"] = candidate.chosen_for(n, n);

@@ -38,6 +38,19 @@ TEST(CommandLine, ParsesEveryOption)
     EXPECT_EQ(o.warmup_samples, 1);
 }
 
+TEST(CommandLine, MergeUpgradeAndTheProbesJson)
+{
+    const Options merge = parse_command_line({"--chapter", "transpose", "--merge-from", "docs/measurements/g.json"});
+    EXPECT_EQ(merge.merge_from, "docs/measurements/g.json");
+    EXPECT_EQ(merge.chapters, std::vector<std::string>{"transpose"});
+    const Options upgrade = parse_command_line({"--upgrade", "old.json", "--out", "new.json"});
+    EXPECT_EQ(upgrade.upgrade, "old.json");
+    EXPECT_EQ(upgrade.out_file, "new.json");
+    const Options probe = parse_command_line({"--probe", "--json"});
+    EXPECT_TRUE(probe.probe);
+    EXPECT_TRUE(probe.json);
+}
+
 TEST(CommandLine, RejectsBadInputWithAOneLineReason)
 {
     const auto message = [](const std::vector<std::string>& args) {
@@ -53,7 +66,12 @@ TEST(CommandLine, RejectsBadInputWithAOneLineReason)
     EXPECT_NE(message({"--min-samples", "ten"}).find("wants a number"), std::string::npos);
     EXPECT_NE(message({"--throttle-threshold", "1.5"}).find("wants a number"), std::string::npos);
     EXPECT_EQ(message({"--min-samples", "10", "--max-samples", "5"}), "--min-samples is larger than --max-samples");
-    EXPECT_EQ(message({"--json"}), "--json only goes with --list");
+    EXPECT_EQ(message({"--json"}), "--json only goes with --list or --probe");
+    EXPECT_EQ(message({"--list", "--probe"}), "give one of --list, --probe and --upgrade");
+    EXPECT_EQ(message({"--upgrade", "a.json", "--chapter", "sgemm"}),
+              "--upgrade FILE takes only --out (default: FILE itself)");
+    EXPECT_EQ(message({"--list", "--merge-from", "a.json"}),
+              "--merge-from goes with a measurement, not with --list, --probe or --upgrade");
     EXPECT_EQ(message({"--out", "a", "--out-dir", "b"}), "give --out or --out-dir, not both");
     for (const auto& args : {std::vector<std::string>{"--frobnicate"}, {"--seed", "-1"}}) {
         EXPECT_EQ(message(args).find('\n'), std::string::npos);

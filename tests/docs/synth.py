@@ -368,6 +368,30 @@ def row_sizes(chapter: dict, entry: dict) -> list[int]:
     return out
 
 
+#: What a chapter's run (schema 2) takes from the run of the timing program, and from the GPU's state in it.
+RUN_FIELDS = ("date", "commit", "dirty", "command", "seed", "clock_source", "stopping_rule")
+GPU_STATE_FIELDS = ("driver", "cuda_runtime", "cuda_driver", "sm_clock_mhz", "temperature_c")
+
+
+def with_chapter_runs(measurement: dict, seconds: float = 1.0) -> dict:
+    """A FIXTURE measurement as one run of the timing program writes it (schema 2): every chapter carries that run
+    (its fields, the GPU's driver and clocks, ``seconds`` and FIXTURE test counts); ``run.measured`` lists them."""
+    for chapter in measurement["chapters"]:
+        run = {k: v for k, v in measurement["run"].items() if k in RUN_FIELDS}
+        run.update({k: copy.deepcopy(measurement["gpu"][k]) for k in GPU_STATE_FIELDS if k in measurement["gpu"]})
+        chapter["run"] = {**run, "seconds": seconds, "tests": {"passed": 3, "failed": 0, "skipped": 0}}
+    measurement["run"]["measured"] = [c["id"] for c in measurement["chapters"]]
+    measurement["schema"] = 2
+    return measurement
+
+
+def set_chapter_run(measurement: dict, chapter_id: str, **fields) -> dict:
+    """The FIXTURE measurement with chapter ``chapter_id``'s run changed (``commit``, ``date``, ...): as if a later
+    run of that chapter alone had been merged into the file."""
+    next(c for c in measurement["chapters"] if c["id"] == chapter_id)["run"].update(fields)
+    return measurement
+
+
 def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00Z",
                     commit: str = "f1xture") -> dict:
     """A schema-valid FIXTURE measurement file covering every registry row."""
@@ -412,8 +436,8 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
             chapter["autotune"] = [r for t in ch["timings"] for n in (1024, 4096)
                                    for r in used_by_autotune_rows(ch, t["id"], n)]
         chapters.append(chapter)
-    return {
-        "schema": 1, "generator": "stepwise_bench",
+    return with_chapter_runs({
+        "schema": 2, "generator": "stepwise_bench",
         "gpu": {"name": FIXTURE_GPU, "slug": "fixture-gpu", "compute_capability": "9.0",
                 "sm_count": FIXTURE_SM_COUNT, "l2_bytes": 50331648, "driver": "FIXTURE",
                 "cuda_runtime": "13.0", "cuda_driver": "13.0",
@@ -422,7 +446,7 @@ def measurement_for(registry: dict, root: Path, date: str = "2000-01-01T00:00:00
                 "stopping_rule": {"min_samples": 10, "max_samples": 100, "target_rel_stderr": 0.01,
                                   "max_seconds_per_row": 1.0, "throttle_threshold": 0.9}},
         "chapters": chapters,
-    }
+    })
 
 
 def second_gpu(measurement: dict, name: str = FIXTURE_GPU_B, slug: str = FIXTURE_GPU_B_SLUG,
@@ -434,6 +458,7 @@ def second_gpu(measurement: dict, name: str = FIXTURE_GPU_B, slug: str = FIXTURE
     other["gpu"].update(name=name, slug=slug, l2_bytes=l2_bytes, driver="FIXTURE-DRIVER-B")
     other["run"].update(date="2000-01-02T00:00:00Z", commit="f1xtur2")
     for chapter in other["chapters"]:
+        chapter["run"].update(date="2000-01-02T00:00:00Z", commit="f1xtur2", driver="FIXTURE-DRIVER-B")
         for kind in ("steps", "ceilings", "baselines", "autotune"):
             for row in chapter.get(kind, []):
                 for key in ("median_ms", "min_ms", "max_ms"):

@@ -73,10 +73,26 @@ def test_corrupt_measurement_file(project):
 
 def test_schema_mismatch(project):
     data = synth.fixture_measurement()
-    data["schema"] = 2
+    data["schema"] = 3
     synth.write_json(project / "measurements" / "fixture-gpu.json", data)
     proc = build_docs(*project_args(project))
     assert_one_line_error(proc, "fixture-gpu.json", "measurement.schema.json", "/schema")
+
+
+def test_a_schema_1_file_is_refused_with_the_command_that_upgrades_it(project):
+    data = synth.fixture_measurement()
+    data["schema"] = 1
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    proc = build_docs(*project_args(project))
+    assert_one_line_error(proc, "fixture-gpu.json", "schema 1", "stepwise_bench --upgrade", "no number changes")
+
+
+def test_a_chapter_without_its_run_is_a_schema_error(project):
+    data = synth.fixture_measurement()
+    del data["chapters"][0]["run"]
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    proc = build_docs(*project_args(project))
+    assert_one_line_error(proc, "fixture-gpu.json", "/chapters/0", "'run' is a required property")
 
 
 def test_bad_option_is_one_line(project):

@@ -213,7 +213,7 @@ def test_stale_hash_after_one_byte(project):
     msg = str(stale[0])
     assert msg.startswith("stale measurement: demo/02_vector (snippets/demo/02_vector.cuh changed")
     assert synth.FIXTURE_GPU in msg and "commit f1xture (dirty)" in msg
-    assert msg.endswith("re-run make measure")
+    assert msg.endswith("re-run make measure CHAPTERS=demo")
     # The registry (the timing program's build) is now older than the source too.
     assert any(p.kind == "registry_stale" and p.step == "02_vector" for p in ds.problems())
 

@@ -210,12 +210,38 @@ def test_provenance_recorded(dataset):
 
 def test_provenance_fresh_and_clean(project):
     data = synth.fixture_measurement()
-    data["run"]["dirty"] = False
+    for chapter in data["chapters"]:
+        chapter["run"]["dirty"] = False
     synth.write_json(project / "measurements" / "fixture-gpu.json", data)
     ds = Dataset.load(project / "registry.json", project / "measurements", project, source="fresh")
     text = fmt.provenance(ds)
     assert text.endswith("commit f1xture \u2014 measured in this build")
     assert "(dirty)" not in text
+
+
+def test_provenance_of_a_chapter_names_its_own_run(project):
+    data = synth.set_chapter_run(synth.fixture_measurement(), "demo", commit="c0ffee1", dirty=False,
+                                 date="2000-02-03T04:05:06Z", driver="FIXTURE-DRIVER-2")
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ds = Dataset.load(project / "registry.json", project / "measurements", project)
+    assert fmt.provenance(ds, ds.chapter("demo")) == (
+        "Measured on FIXTURE GPU (not a measurement) (cc 9.0, 100 SMs, driver FIXTURE-DRIVER-2, "
+        "CUDA 13.0), 2000-02-03 04:05 UTC, commit c0ffee1 \u2014 recorded measurements, "
+        "not re-measured in this build")
+    assert "commit f1xture (dirty)" in fmt.provenance(ds, ds.chapter("gemm"))
+
+
+def test_provenance_of_a_file_of_several_runs_names_each_with_its_chapters(project):
+    data = synth.set_chapter_run(synth.fixture_measurement(), "demo", commit="c0ffee1", seed=2,
+                                 date="2000-02-03T04:05:06Z")
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    ds = Dataset.load(project / "registry.json", project / "measurements", project)
+    assert [(g.run["commit"], g.chapters) for g in ds.runs()] == [("f1xture", ["gemm"]), ("c0ffee1", ["demo"])]
+    assert fmt.provenance(ds) == (
+        "Measured on FIXTURE GPU (not a measurement) (cc 9.0, 100 SMs), 2 chapters in 2 runs: "
+        "2000-01-01 00:00 UTC, commit f1xture (dirty), driver FIXTURE-DRIVER, CUDA 13.0 (gemm); "
+        "2000-02-03 04:05 UTC, commit c0ffee1 (dirty), driver FIXTURE-DRIVER, CUDA 13.0 (demo) "
+        "\u2014 recorded measurements, not re-measured in this build")
 
 
 def test_bad_source_is_rejected(project):

@@ -61,8 +61,9 @@ def tooltip(text: str, explanation: str, classes: list[str] | None = None) -> no
                               classes=["stepwise-tip"] + (classes or []))
 
 
-def provenance_node(dataset: Dataset) -> nodes.paragraph:
-    return nodes.paragraph("", fmt.provenance(dataset), classes=["stepwise-provenance"])
+def provenance_node(dataset: Dataset, chapter: Chapter | None = None) -> nodes.paragraph:
+    """Where and when ``chapter``'s numbers were measured (its own run), or the whole file's (see fmt.provenance)."""
+    return nodes.paragraph("", fmt.provenance(dataset, chapter), classes=["stepwise-provenance"])
 
 
 def gpu_block(dataset: Dataset) -> nodes.container:
@@ -207,15 +208,16 @@ class _Base(SphinxDirective):
     def plot_dir(self) -> Path:
         return Path(self.env.app.doctreedir) / "stepwise_plots"
 
-    def figure(self, path: Path, alt: str, caption: str, dataset: Dataset | None = None) -> nodes.figure:
-        """An image of the plot directory, its caption, and the dataset's provenance under it."""
+    def figure(self, path: Path, alt: str, caption: str, dataset: Dataset | None = None,
+               chapter: Chapter | None = None) -> nodes.figure:
+        """An image of the plot directory, its caption, and the provenance of the dataset's chapter under it."""
         docdir = (Path(self.env.srcdir) / self.env.docname).parent
         uri = os.path.relpath(path, docdir).replace(os.sep, "/")
         figure = nodes.figure(classes=["stepwise-plot"])
         figure += nodes.image(uri=uri, alt=alt, classes=["stepwise-plot"])
         figure += nodes.caption("", caption)
         legend = nodes.legend()
-        legend += provenance_node(dataset or self.dataset)
+        legend += provenance_node(dataset or self.dataset, chapter)
         figure += legend
         return figure
 
@@ -263,7 +265,7 @@ def not_measured_node(dataset: Dataset, chapter: Chapter) -> nodes.Node:
     run = dataset.run
     note = nodes.note(classes=["stepwise-not-measured"])
     note += nodes.paragraph(
-        "", f"Not recorded on {dataset.gpu_name} yet: its measurement file (commit "
+        "", f"Not recorded on {dataset.gpu_name} yet: its measurement file (last written by the run of commit "
         f"{run.get('commit', 'unknown')}, {str(run.get('date', 'an unknown date'))[:10]}) has no numbers for this "
         f"chapter. {chapter.pending}")
     return note

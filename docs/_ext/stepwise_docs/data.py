@@ -97,6 +97,17 @@ class Chapter:
         self.states: dict[str, StepState] = {s["id"]: self._state(s) for s in self.steps}
 
     @property
+    def run(self) -> dict:
+        """The run that measured this chapter (its ``run``: date, commit, driver, clocks, stopping rule, its GPU
+        tests); empty where the file has no numbers for it."""
+        return (self.measured or {}).get("run", {})
+
+    def measured_where(self) -> str:
+        """``on GPU, commit abc1234`` of the run that measured this chapter, for messages."""
+        dirty = " (dirty)" if self.run.get("dirty") else ""
+        return f"on {self.dataset.gpu_name}, commit {self.run.get('commit', 'unknown')}{dirty}"
+
+    @property
     def pending(self) -> str:
         """Why this GPU's recorded file has no numbers for the chapter, where ``pending.toml`` beside the
         recorded files says so and the file indeed has none; else empty. The pages show the reason for that
@@ -284,6 +295,14 @@ class Chapter:
         return state
 
 
+@dataclass
+class RunGroup:
+    """One run of the timing program and the chapters of a file it measured (see :meth:`Dataset.runs`)."""
+
+    run: dict
+    chapters: list[str] = field(default_factory=list)
+
+
 class Dataset:
     """The registry, one measurement file (or none) and the repository they describe."""
 
@@ -340,13 +359,24 @@ class Dataset:
 
     @property
     def run(self) -> dict:
+        """The run that last wrote the file (which chapters it measured, which it kept); each chapter's own run is
+        :attr:`Chapter.run`."""
         return (self.measurements or {}).get("run", {})
 
-    def measured_where(self) -> str:
-        gpu = self.gpu.get("name", "an unknown GPU")
-        commit = self.run.get("commit", "unknown")
-        dirty = " (dirty)" if self.run.get("dirty") else ""
-        return f"on {gpu}, commit {commit}{dirty}"
+    def runs(self) -> list[RunGroup]:
+        """The runs the file's chapters were measured in, earliest first, each with its chapters in registry order:
+        one where the whole file was measured at once, more where runs of some chapters were merged into it."""
+        groups: dict[tuple, RunGroup] = {}
+        for chapter in self.chapters.values():
+            run = chapter.run
+            if not run:
+                continue
+            key = (run.get("commit"), run.get("dirty"), run.get("seed"), run.get("command"))
+            group = groups.setdefault(key, RunGroup(run))
+            group.chapters.append(chapter.id)
+            if run.get("date", "") < group.run.get("date", ""):  # the run's start: its first chapter's date
+                group.run = run
+        return sorted(groups.values(), key=lambda g: g.run.get("date", ""))
 
     def problems(self) -> list[Problem]:
         """Every step whose numbers are missing or stale, in registry order, and every entry of
@@ -376,7 +406,7 @@ class Dataset:
                     out.append(Problem(
                         "stale", chapter.id, step["id"], step["file"],
                         f"stale measurement: {where} ({state.stale_reason} "
-                        f"{self.measured_where()}, in {file_name}); re-run make measure",
+                        f"{chapter.measured_where()}, in {file_name}); re-run make measure CHAPTERS={chapter.id}",
                     ))
                 reg_sha = step.get("source_sha256", "")
                 if _is_sha256(reg_sha) and reg_sha != state.current_sha256:
@@ -399,7 +429,7 @@ class Dataset:
                     out.append(Problem(
                         "missing", chapter.id, step["id"], step["file"],
                         f"missing measurement: {where} ({step['file']}) has no row for {pairs} "
-                        f"in {file_name}; re-run make measure",
+                        f"in {file_name}; re-run make measure CHAPTERS={chapter.id}",
                     ))
             for kind, entries in (("ceiling", chapter.ceilings), ("baseline", chapter.baselines)):
                 for entry in entries:
@@ -414,7 +444,7 @@ class Dataset:
                         out.append(Problem(
                             "missing", chapter.id, entry["id"], "",
                             f"missing measurement: {chapter.id}/{entry['id']} ({kind}) has no row "
-                            f"for {pairs} in {file_name}; re-run make measure",
+                            f"for {pairs} in {file_name}; re-run make measure CHAPTERS={chapter.id}",
                         ))
         return out
 

@@ -37,9 +37,10 @@ def ncu_provenance(dataset: Dataset, csv_path: Path, chapter_id: str) -> str:
     name = csv_path.name
     if dataset.measurements is not None and ncu.same_session(csv_path, dataset.gpu,
                                                              dataset.source, chapter_id):
-        dirty = " (dirty)" if dataset.run.get("dirty") else ""
+        run = dataset.chapter(chapter_id).run or dataset.run
+        dirty = " (dirty)" if run.get("dirty") else ""
         return (f"Nsight Compute counts, {dataset.gpu['name']}, recorded with the measurements "
-                f"(commit {dataset.run['commit']}{dirty}) by make profile; file {name}.")
+                f"(commit {run.get('commit', 'unknown')}{dirty}) by make profile; file {name}.")
     return (f"Nsight Compute counts from {name}, recorded with the sources. "
             "They were not taken in the run whose measurements this page shows, and the file "
             "does not record the GPU\u2019s name or the commit.")

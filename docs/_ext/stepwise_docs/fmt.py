@@ -144,20 +144,33 @@ def format_date(iso: str) -> str:
     return iso
 
 
-def provenance(dataset: Dataset) -> str:
-    """The one line that says where and when the numbers were measured."""
+def _run_text(run: dict) -> str:
+    """``2026-11-23 10:00 UTC, commit abc1234`` of a chapter's run (``(dirty)`` where the tree had changes)."""
+    dirty = " (dirty)" if run.get("dirty") else ""
+    return f"{format_date(run.get('date', 'an unknown date'))}, commit {run.get('commit', 'unknown')}{dirty}"
+
+
+def _software(run: dict) -> str:
+    return f"driver {run.get('driver', 'unknown')}, CUDA {run.get('cuda_runtime', 'unknown')}"
+
+
+def provenance(dataset: Dataset, chapter: Chapter | None = None) -> str:
+    """The one line that says where and when the numbers were measured: those of ``chapter`` (its own run), or
+    of the whole file (one run, or the runs its chapters come from, each with its chapters)."""
     if dataset.measurements is None:
         return "No measurements available for this build."
-    gpu, run = dataset.gpu, dataset.run
-    details = (
-        f"cc {gpu['compute_capability']}, {gpu['sm_count']} SMs, "
-        f"driver {gpu['driver']}, CUDA {gpu['cuda_runtime']}"
-    )
-    dirty = " (dirty)" if run.get("dirty") else ""
-    return (
-        f"Measured on {gpu['name']} ({details}), {format_date(run['date'])}, "
-        f"commit {run['commit']}{dirty} {DASH} {SOURCE_TEXT[dataset.source]}"
-    )
+    gpu = dataset.gpu
+    where = f"Measured on {gpu['name']} (cc {gpu['compute_capability']}, {gpu['sm_count']} SMs"
+    source = f"{DASH} {SOURCE_TEXT[dataset.source]}"
+    if chapter is not None and chapter.run:
+        return f"{where}, {_software(chapter.run)}), {_run_text(chapter.run)} {source}"
+    groups = dataset.runs()
+    if len(groups) <= 1:
+        run = groups[0].run if groups else dataset.run
+        return f"{where}, {_software(run)}), {_run_text(run)} {source}"
+    total = sum(len(g.chapters) for g in groups)
+    parts = [f"{_run_text(g.run)}, {_software(g.run)} ({', '.join(g.chapters)})" for g in groups]
+    return f"{where}), {total} chapters in {len(groups)} runs: {'; '.join(parts)} {source}"
 
 
 # ---------------------------------------------------------------------------

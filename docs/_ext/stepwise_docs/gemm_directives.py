@@ -149,7 +149,7 @@ class TileBoundsDirective(_GemmBase):
             "its arithmetic. Shared memory per block counts the tiles\u2019 data only "
             "((bm + bn) \u00d7 bk floats per stage), without the padding some layouts add."),
             classes=["stepwise-legend"])
-        out += provenance_node(self.dataset)
+        out += provenance_node(self.dataset, chapter)
         return [out]
 
     def _explanation(self, b: gemm.TileBounds) -> nodes.paragraph:
@@ -243,7 +243,7 @@ class RooflineDirective(_GemmBase):
             f"{_gflops(roof.peak_gflops)} (SMs \u00d7 fp32 lanes per SM \u00d7 the highest clock "
             "\u00d7 2; computed, not measured). Points: steps, by number; the intensity is the "
             "step\u2019s FLOPs over the DRAM bytes Nsight Compute counted for it (read + written)."),
-            dataset)
+            dataset, chapter)
         header = ["step", "FLOP per DRAM byte", "GFLOP/s", "roof at that intensity", "share of the roof",
                   "bound by"]
         body, classes = [], []
@@ -273,7 +273,7 @@ class RooflineDirective(_GemmBase):
             "as a hollow diamond."), classes=["stepwise-legend"])
         box += nodes.paragraph("", ncu_provenance(dataset, path, chapter.id),
                                classes=["stepwise-provenance"])
-        box += provenance_node(dataset)
+        box += provenance_node(dataset, chapter)
         return [out]
 
 
@@ -361,7 +361,7 @@ class AutotuneDirective(_GemmBase):
             legend += (f" vs {label}: the median time of {base['id']} at the same size and timing "
                        f"over the configuration\u2019s (above 1{TIMES}: faster than {label}).")
         out += nodes.paragraph("", legend, classes=["stepwise-legend"])
-        out += provenance_node(self.dataset)
+        out += provenance_node(self.dataset, chapter)
         return [out]
 
 

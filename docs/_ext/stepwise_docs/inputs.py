@@ -128,6 +128,8 @@ REGISTRY_SCHEMA: dict = {
                     "id": {"type": "string", "minLength": 1},
                     "title": {"type": "string"},
                     "share_of": {"type": "string"},
+                    "gtest_prefix": {"type": "string", "minLength": 1,
+                                     "description": "the chapter's GPU tests are the suites starting with it"},
                     "timings": {
                         "type": "array",
                         "minItems": 1,
@@ -317,6 +319,13 @@ def load_schema(schema_path: Path = DEFAULT_SCHEMA) -> dict:
 def load_measurements(path: Path, schema_path: Path = DEFAULT_SCHEMA) -> dict:
     """Read one measurement file and validate it against the schema (and a little more)."""
     data = load_json(path, "measurement file")
+    if isinstance(data, dict) and data.get("schema") == 1:
+        raise DataError(
+            f"measurement file {_display(path)} is of schema 1 (one run for the whole file); this build reads "
+            "schema 2, where each chapter carries the run that measured it: rewrite it with "
+            f"`build/bench/stepwise_bench --upgrade {_display(path)}` (no GPU needed: each chapter keeps the "
+            "file's run, no number changes), or measure again"
+        )
     schema = load_schema(schema_path)
     problem = _first_schema_error(data, schema)
     if problem:

@@ -98,7 +98,7 @@ class SweepDirective(_Base):
                 f"{data['gpu']} ({fmt.format_bytes(data['l2_bytes'])}) at n \u2248 "
                 f"{data['l2_n_any']:,.0f}, outside the sizes drawn: every size here is {side} it.")
         out: list[nodes.Node] = [self.figure(render_sweep(data, self.plot_dir), sweep_alt_text(data),
-                                             caption, chapter.dataset)]
+                                             caption, chapter.dataset, chapter)]
         for key, title, text in (
                 ("values", f"{unit} by size ({tid})", lambda v: fmt.sig(v)),
                 ("times", f"Median time by size ({tid})", lambda v: fmt.format_time(v))):
@@ -114,7 +114,7 @@ class SweepDirective(_Base):
             classes = [["stepwise-beyond-l2"] if data["l2_n"] is not None and n > data["l2_n"] else []
                        for n in data["sizes"]]
             out.append(_table(header, body, ["stepwise-data", "stepwise-sweep-table"], title, classes))
-        out.append(provenance_node(chapter.dataset))
+        out.append(provenance_node(chapter.dataset, chapter))
         return out
 
 

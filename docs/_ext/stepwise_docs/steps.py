@@ -94,7 +94,7 @@ class StepDirective(_Base):
             warn = nodes.warning()
             warn += nodes.paragraph(
                 "", f"Stale: source changed since measured ({state.stale_reason} "
-                f"{chapter.dataset.measured_where()}). The numbers below are for the old source; "
+                f"{chapter.measured_where()}). The numbers below are for the old source; "
                 "re-run make measure.")
             out.append(warn)
         if state.unsupported:
@@ -169,7 +169,7 @@ class StepDirective(_Base):
                 para += nodes.Text(", validated against the double-precision reference")
             para += nodes.Text(".")
             box += para
-        box += provenance_node(chapter.dataset)
+        box += provenance_node(chapter.dataset, chapter)
         return box
 
     def _resources(self, chapter: Chapter, step: dict) -> nodes.container:

@@ -3,6 +3,7 @@ clocks, and one number in the prose (the ``stepwise-number`` role)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -11,7 +12,7 @@ from sphinx.util.docutils import SphinxRole
 from . import fmt, resources
 from .common import (_Base, _cell, _env_chapters_used, _fmt_cell, _step_cell, _table, datasets_of,
                      provenance_node, stepwise_stepref, tooltip)
-from .data import Chapter, DataError, Dataset
+from .data import Chapter, DataError, Dataset, RunGroup
 from .plot import alt_text, plot_data, render
 
 
@@ -88,9 +89,10 @@ class ProvenanceDirective(_Base):
     optional_arguments = 1
 
     def run(self) -> list[nodes.Node]:
-        if self.arguments:
-            self.chapter(self.arguments[0])
-        return [provenance_node(dataset) for dataset in self.datasets]
+        if not self.arguments:
+            return [provenance_node(dataset) for dataset in self.datasets]
+        chapter_id = self.chapter(self.arguments[0]).id
+        return [provenance_node(dataset, dataset.chapter(chapter_id)) for dataset in self.datasets]
 
 
 class TableDirective(_Base):
@@ -108,7 +110,7 @@ class TableDirective(_Base):
             for n, problem in sizes:
                 for timing in timings:
                     out.append(measurement_table(chapter, timing, n, problem, len(chapter.sizes()) > 1))
-                    out.append(provenance_node(dataset))
+                    out.append(provenance_node(dataset, chapter))
             return out
 
         out = nodes.container(classes=["stepwise-table-block"])
@@ -137,7 +139,7 @@ class PlotDirective(_Base):
                 out.append(self.figure(
                     render(data, self.plot_dir), alt_text(data),
                     f"Median time per step ({problem}), log scale; bars span min\u2013max; "
-                    f"dashed lines: {chapter.share_of}{dotted}. Series \u2014 {series}.", dataset))
+                    f"dashed lines: {chapter.share_of}{dotted}. Series \u2014 {series}.", dataset, chapter))
             return out
 
         return self.per_gpu(figures, primary.id)
@@ -236,7 +238,7 @@ class AccuracyDirective(_Base):
         size = f", {problem}" if len(chapter.sizes()) > 1 else ""
         out += _table(header, body, ["stepwise-data", "stepwise-accuracy"],
                       f"Accuracy against the double-precision reference ({timing} run{size})", classes)
-        out += provenance_node(chapter.dataset)
+        out += provenance_node(chapter.dataset, chapter)
         return [out]
 
 
@@ -252,7 +254,8 @@ ACCURACY_FIELDS = [
 
 
 class RunDirective(_Base):
-    """The run: GPU, clocks and temperature before/after, the stopping rule."""
+    """The run: GPU, clocks and temperature before/after, the stopping rule. With a chapter, the run that measured
+    it; without, one column per run the GPU's chapters were measured in."""
 
     required_arguments = 0
     optional_arguments = 1
@@ -262,73 +265,97 @@ class RunDirective(_Base):
         return self.per_gpu(self._table, chapter_id)
 
     def _table(self, ds: Dataset, chapter: Chapter | None) -> list[nodes.Node]:
-        gpu, run = ds.gpu, ds.run
-        rule = run["stopping_rule"]
-
-        def before_after(d: dict | None, unit: str) -> str:
-            if not d:
-                return "not recorded"
-            b = "n/a" if d.get("before") is None else f"{fmt.plain(d['before'])} {unit}"
-            a = "n/a" if d.get("after") is None else f"{fmt.plain(d['after'])} {unit}"
-            return f"{b} before, {a} after"
-
-        rows = [
-            ("GPU", f"{gpu['name']} (compute capability {gpu['compute_capability']}, "
-                    f"{gpu['sm_count']} SMs)"),
-            ("L2 cache", fmt.format_bytes(gpu["l2_bytes"])),
-        ]
-        if gpu.get("global_memory_bytes"):
-            rows.append(("global memory", fmt.format_bytes(gpu["global_memory_bytes"])))
-        rows += [
-            ("driver / CUDA", f"driver {gpu['driver']}, CUDA runtime {gpu['cuda_runtime']}, "
-                              f"CUDA driver API {gpu['cuda_driver']}"),
-            ("SM clock", before_after(gpu.get("sm_clock_mhz"), "MHz")),
-            ("temperature", before_after(gpu.get("temperature_c"), "\u00b0C")),
-            ("clocks read through", run.get("clock_source", "not recorded")),
-            ("date", fmt.format_date(run["date"])),
-            ("commit", run["commit"] + (" (uncommitted changes)" if run["dirty"] else "")),
-        ]
-        if run.get("command"):
-            rows.append(("command", nodes.paragraph("", "", nodes.literal("", run["command"]))))
-        if run.get("seed") is not None:
-            rows.append(("input seed", str(run["seed"])))
-        if "warmup_samples" in rule:
-            rows.append(("warm-up samples (not kept)",
-                         f"{rule['warmup_samples']}, or fewer (at least one) once they have taken half the "
-                         "time limit per row"))
-        rows += [
-            ("minimum samples", str(rule["min_samples"])),
-            ("maximum samples", str(rule["max_samples"])),
-        ]
-        if "target_rel_stderr" in rule:
-            rows.append(("target relative standard error of the mean (stdev / mean / \u221asamples)",
-                         f"{fmt.sig(100 * rule['target_rel_stderr'], 3)} %"))
-        if "target_rel_noise" in rule:
-            rows.append(("target relative noise (stdev / mean)",
-                         f"{fmt.sig(100 * rule['target_rel_noise'], 3)} %"))
-        rows += [
-            ("time limit per row", f"{fmt.sig(rule['max_seconds_per_row'], 3)} s"),
-            ("throttle threshold", f"a sample is discarded when its SM clock is below "
-                                   f"{fmt.sig(100 * rule['throttle_threshold'], 3)} % of the "
-                                   "run's highest clock"),
-        ]
-        for timing in (chapter.measured or {}).get("timings", []) if chapter is not None else []:
-            if "throttle_threshold" in timing:  # the chapter's timing has its own rule
-                own = timing["throttle_threshold"]
-                rows.append((f"throttle threshold of this chapter's timing {timing['id']}",
-                             "none: every sample is kept, whatever its SM clock (each row records the clocks "
-                             "it ran at)" if own == 0 else
-                             f"{fmt.sig(100 * own, 3)} % of the run's highest clock"))
-        known = {"min_samples", "max_samples", "target_rel_stderr", "target_rel_noise",
-                 "max_seconds_per_row", "throttle_threshold", "warmup_samples"}
-        for key in sorted(set(rule) - known):  # anything newer timing programs add
-            rows.append((key.replace("_", " "), str(rule[key])))
-        body = [[_cell(k), _cell(v)] for k, v in rows]
+        if chapter is not None and not chapter.run:
+            return [nodes.paragraph("", f"No run of chapter {chapter.id} on {ds.gpu_name}: its measurement file "
+                                        "has no numbers for it.", classes=["stepwise-warning"])]
+        if chapter is not None:
+            columns = [("this run", _run_rows(ds, chapter.run, [chapter]))]
+        else:
+            groups = ds.runs() or [RunGroup(ds.run, list(ds.chapters))]
+            columns = [("this run" if len(groups) == 1 else f"run of {fmt.format_date(g.run.get('date', ''))}",
+                        _run_rows(ds, g.run, [ds.chapter(c) for c in g.chapters], all_chapters=len(groups) == 1))
+                       for g in groups]
+        labels: list[str] = []
+        for _title, rows in columns:
+            labels += [label for label in rows if label not in labels]
+        body = [[_cell(label)] + [_cell(rows.get(label, fmt.DASH)) for _title, rows in columns] for label in labels]
         out = nodes.container(classes=["stepwise-table-block"])
-        out += _table(["", "this run"], body, ["stepwise-data", "stepwise-run"],
-                      "The run and its stopping rule")
-        out += provenance_node(ds)
+        out += _table([""] + [title for title, _rows in columns], body, ["stepwise-data", "stepwise-run"],
+                      "The run and its stopping rule" if len(columns) == 1 else
+                      f"The {len(columns)} runs this GPU's chapters were measured in, and their stopping rules")
+        out += provenance_node(ds, chapter)
         return [out]
+
+
+def _before_after(d: dict | None, unit: str) -> str:
+    if not d:
+        return "not recorded"
+    b = "n/a" if d.get("before") is None else f"{fmt.plain(d['before'])} {unit}"
+    a = "n/a" if d.get("after") is None else f"{fmt.plain(d['after'])} {unit}"
+    return f"{b} before, {a} after"
+
+
+def _run_rows(ds: Dataset, run: dict, chapters: list[Chapter], all_chapters: bool = False) -> dict[str, Any]:
+    """The rows of a run's column, label -> text or node: the GPU, the run's software, clocks and commit, what it
+    measured of ``chapters`` (their time and GPU tests), its stopping rule."""
+    gpu, rule = ds.gpu, run["stopping_rule"]
+    one = len(chapters) == 1
+    rows: dict[str, Any] = {
+        "GPU": f"{gpu['name']} (compute capability {gpu['compute_capability']}, {gpu['sm_count']} SMs)",
+        "L2 cache": fmt.format_bytes(gpu["l2_bytes"]),
+    }
+    if gpu.get("global_memory_bytes"):
+        rows["global memory"] = fmt.format_bytes(gpu["global_memory_bytes"])
+    if not one:
+        rows["chapters"] = "all" if all_chapters else ", ".join(c.id for c in chapters)
+    rows["driver / CUDA"] = (f"driver {run.get('driver', 'not recorded')}, CUDA runtime "
+                             f"{run.get('cuda_runtime', 'not recorded')}, CUDA driver API "
+                             f"{run.get('cuda_driver', 'not recorded')}")
+    rows["SM clock" + (" (this chapter)" if one else "")] = _before_after(run.get("sm_clock_mhz"), "MHz")
+    rows["temperature" + (" (this chapter)" if one else "")] = _before_after(run.get("temperature_c"), "\u00b0C")
+    rows["clocks read through"] = run.get("clock_source", "not recorded")
+    rows["date" + (" (this chapter's start)" if one else " (its first chapter's start)")] = \
+        fmt.format_date(run["date"])
+    rows["commit"] = run["commit"] + (" (uncommitted changes)" if run["dirty"] else "")
+    seconds = [c.run["seconds"] for c in chapters if "seconds" in c.run]
+    if seconds:
+        rows["time the timing program spent" + (" on it" if one else " on them")] = f"{sum(seconds):.0f} s"
+    tests = [c.run["tests"] for c in chapters if "tests" in c.run]
+    if tests:
+        counts = {k: sum(t[k] for t in tests) for k in ("passed", "failed", "skipped")}
+        rows["GPU tests of " + ("this chapter" if one else "these chapters") + ", same run"] = (
+            f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    if run.get("upgraded_from_schema") == 1:
+        rows["recorded as"] = ("schema 1: one run for the whole file; its chapters keep that run, with no GPU "
+                               "test counts of their own")
+    if run.get("command"):
+        rows["command"] = nodes.paragraph("", "", nodes.literal("", run["command"]))
+    if run.get("seed") is not None:
+        rows["input seed"] = str(run["seed"])
+    if "warmup_samples" in rule:
+        rows["warm-up samples (not kept)"] = (f"{rule['warmup_samples']}, or fewer (at least one) once they have "
+                                              "taken half the time limit per row")
+    rows["minimum samples"] = str(rule["min_samples"])
+    rows["maximum samples"] = str(rule["max_samples"])
+    if "target_rel_stderr" in rule:
+        rows["target relative standard error of the mean (stdev / mean / \u221asamples)"] = \
+            f"{fmt.sig(100 * rule['target_rel_stderr'], 3)} %"
+    if "target_rel_noise" in rule:
+        rows["target relative noise (stdev / mean)"] = f"{fmt.sig(100 * rule['target_rel_noise'], 3)} %"
+    rows["time limit per row"] = f"{fmt.sig(rule['max_seconds_per_row'], 3)} s"
+    rows["throttle threshold"] = (f"a sample is discarded when its SM clock is below "
+                                  f"{fmt.sig(100 * rule['throttle_threshold'], 3)} % of the run's highest clock")
+    for timing in (chapters[0].measured or {}).get("timings", []) if one else []:
+        if "throttle_threshold" in timing:  # the chapter's timing has its own rule
+            own = timing["throttle_threshold"]
+            rows[f"throttle threshold of this chapter's timing {timing['id']}"] = (
+                "none: every sample is kept, whatever its SM clock (each row records the clocks it ran at)"
+                if own == 0 else f"{fmt.sig(100 * own, 3)} % of the run's highest clock")
+    known = {"min_samples", "max_samples", "target_rel_stderr", "target_rel_noise",
+             "max_seconds_per_row", "throttle_threshold", "warmup_samples"}
+    for key in sorted(set(rule) - known):  # anything newer timing programs add
+        rows[key.replace("_", " ")] = str(rule[key])
+    return rows
 
 
 # ---------------------------------------------------------------------------
@@ -389,5 +416,5 @@ class NumberRole(SphinxRole):
         if state is not None and state.stale:
             classes.append("stepwise-stale")
         node = tooltip(value, f"{fmt.field_description(field_name)}, {chapter_id}/{row_id}, "
-                              f"timing {timing}, n = {n}; {fmt.provenance(dataset)}", classes)
+                              f"timing {timing}, n = {n}; {fmt.provenance(dataset, chapter)}", classes)
         return [node], []
