@@ -17,6 +17,8 @@ RACECHECK_FILTER ?= -*RaceDemonstration*:DynamicParallelism*:TensorCoreGemmCubla
 BOOTSTRAP        ?= yes
 SKIP_BUILD       ?= no
 COMMIT           ?=
+CHAPTERS         ?=
+RECORD           ?= no
 PORT             ?= 8000
 
 # The CUDA toolkit's usual home, after whatever PATH already has (so CMake finds nvcc and
@@ -44,6 +46,10 @@ PRELUDE = run() { printf '+ %s\n' "$$*" >&2; "$$@"; }; die() { printf '%s\n' "$$
 ifeq ($(filter auto yes no,$(MEASURE)),)
 $(error MEASURE must be auto, yes or no (not '$(MEASURE)'))
 endif
+ifeq ($(filter yes no,$(RECORD)),)
+$(error RECORD must be yes or no (not '$(RECORD)'))
+endif
+PROFILE_OUT := $(if $(filter yes,$(RECORD)),$(RECORDED)/logs,$(FRESH)/logs)
 
 .PHONY: help bootstrap configure build test measure profile docs check-site serve clean distclean
 
@@ -54,10 +60,11 @@ Stepwise CUDA — make targets
                    without a GPU render the recorded numbers in docs/measurements/. Prints "Site: ...".
   make test        build, ctest, the docs tooling's pytest, the strict docs build and a headless-browser
                    check of the built site; prints a PASS/FAIL summary (what CI runs: .ci/run)
-  make measure     build, then on a usable GPU: GPU tests, compute-sanitizer memcheck/racecheck,
-                   and the timing program -> $(FRESH)/<gpu-slug>.json
+  make measure     build, then on a usable GPU: GPU tests, the timing program, compute-sanitizer
+                   memcheck/racecheck -> $(FRESH)/<gpu-slug>.json (CHAPTERS=...: only those, merged
+                   into that file or the recorded one; RECORD=yes: into $(RECORDED)/<gpu-slug>.json)
   make profile     on a GPU: the Nsight Compute counts and racecheck reports the chapters argue from
-                   (conf/profile.py) -> $(FRESH)/logs/ (copy to $(RECORDED)/logs/)
+                   (conf/profile.py) -> $(FRESH)/logs/ (RECORD=yes: $(RECORDED)/logs/)
   make serve       serve the last built site at http://127.0.0.1:$(PORT)/
   make check-site  run only the headless-browser check on the last built site
   make build       bootstrap, configure (first time), compile everything, write $(REGISTRY)
@@ -78,6 +85,10 @@ Variables (set on the command line, e.g. make docs MEASURE=no):
   SKIP_BUILD        make measure: yes = use $(BUILD_DIR) as it is (built on another machine) (now: $(SKIP_BUILD))
   COMMIT            make measure: the commit to name in the measurement file, for a tree copied from a clean
                     checkout of it to a machine whose git does not know it (now: $(or $(COMMIT),unset: git's HEAD))
+  CHAPTERS          make measure, docs, profile: only these chapters, e.g. CHAPTERS="sgemm tensor_core_gemm";
+                    measured ones replace theirs in this GPU's file, the others are kept (now: $(or $(CHAPTERS),all))
+  RECORD            make measure, profile: yes = write into the recorded files and logs, $(RECORDED)/,
+                    instead of $(FRESH)/ (now: $(RECORD))
   PORT              make serve's port (now: $(PORT))
 endef
 export HELP_TEXT
@@ -100,27 +111,32 @@ build: bootstrap
 	if [ ! -f "$(BUILD_DIR)/build.ninja" ] || [ -n "$(CUDA_ARCH)" ]; then
 	  run $(CMAKE_CONFIGURE)
 	fi
+	printf '\n==> make build\n'
+	start=$$SECONDS
 	run cmake --build "$(BUILD_DIR)"
 	[ -x "$(BENCH)" ] || die "make build: the build did not produce $(BENCH)"
 	# The build writes the step registry, with every kernel's compiled resources (bench/CMakeLists.txt).
 	[ -f "$(REGISTRY)" ] || die "make build: the build did not write $(REGISTRY)"
 	echo "Registry: $(REGISTRY)"
+	echo "make build: $$((SECONDS - start)) s"
 
 measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	@$(PRELUDE)
 	run "$$py" conf/measure.py --build-dir "$(BUILD_DIR)" --out-dir "$(FRESH)" --commit "$(COMMIT)" \
-	  --racecheck-filter='$(RACECHECK_FILTER)'
+	  --racecheck-filter='$(RACECHECK_FILTER)' --chapters "$(CHAPTERS)" --recorded "$(RECORDED)" \
+	  $(if $(filter yes,$(RECORD)),--record)
 
 profile: $(if $(filter yes,$(SKIP_BUILD)),,build)
 	@$(PRELUDE)
 	# Nsight Compute counts and racecheck reports of the chapters that argue from them; clocks are left alone.
 	run "$$py" conf/profile.py --bench "$(BENCH)" --registry "$(REGISTRY)" --gpu-tests "$(GPU_TESTS)" \
-	  --out-dir "$(FRESH)/logs"
-	echo "  (copy them to $(RECORDED)/logs/ with the measurement file to record them)"
+	  --out-dir "$(PROFILE_OUT)" $(foreach chapter,$(CHAPTERS),--chapter $(chapter))
+	[ "$(RECORD)" = yes ] || echo "  (make profile RECORD=yes writes them into $(RECORDED)/logs/ to record them)"
 
 docs: build
 	@$(PRELUDE)
-	run "$(PY)" conf/docs.py --build-dir "$(BUILD_DIR)" --measure "$(MEASURE)" --python "$(PY)"
+	run "$(PY)" conf/docs.py --build-dir "$(BUILD_DIR)" --measure "$(MEASURE)" --python "$(PY)" \
+	  --chapters "$(CHAPTERS)"
 
 test: bootstrap
 	@$(PRELUDE)

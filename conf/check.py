@@ -26,9 +26,11 @@ Exit status: 0 when every stage passed, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 RECORDED = Path("docs/measurements")
@@ -97,6 +99,31 @@ class Summary:
 
 def header(name: str) -> None:
     print(f"\n==> {name}", flush=True)
+
+
+class Stages:
+    """The stages of ``make measure`` and ``make docs``: each announced as it starts (``==> PROG: NAME``) and
+    timed; :meth:`report` lists their wall times."""
+
+    def __init__(self, prog: str, clock=time.monotonic) -> None:
+        self.prog, self.clock = prog, clock
+        self.times: list[tuple[str, float]] = []
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        header(f"{self.prog}: {name}")
+        start = self.clock()
+        try:
+            yield
+        finally:
+            seconds = self.clock() - start
+            self.times.append((name, seconds))
+            print(f"{self.prog}: {name}: {seconds:.0f} s", flush=True)
+
+    def report(self) -> str:
+        """``make measure: stage times: GPU tests 12 s, timing 40 s; 52 s in all``."""
+        parts = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in self.times)
+        return f"{self.prog}: stage times: {parts}; {sum(s for _n, s in self.times):.0f} s in all"
 
 
 def ctest_verdict(log_text: str) -> str:

@@ -12,7 +12,12 @@ say which numbers it shows and where it is::
 
 Usage::
 
-    docs.py --build-dir build [--measure auto|yes|no] [--python .venv/bin/python] [--make make]
+    docs.py --build-dir build [--measure auto|yes|no] [--chapters "ID ..."] [--python .venv/bin/python]
+            [--make make]
+
+``--chapters`` measures only those chapters (``make measure CHAPTERS=...``, which merges them into this
+GPU's file, keeping the others); without a GPU it is not used, and the site shows the recorded numbers.
+The stages (measure, render) are announced and timed as ``make measure``'s are.
 
 Exit status: 0 when the site was built; 1 when measuring or the build failed, or ``--measure yes`` found
 no GPU.
@@ -23,7 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from check import RECORDED, build_site, run
+from check import RECORDED, Stages, build_site, run
 from measure import probe
 
 
@@ -33,26 +38,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measure", choices=("auto", "yes", "no"), default="auto")
     parser.add_argument("--python", default=".venv/bin/python", help="the project virtualenv's python")
     parser.add_argument("--make", default="make", help="make, to measure (make measure BOOTSTRAP=no)")
+    parser.add_argument("--chapters", default="", help="measure only these chapters (space separated)")
     args = parser.parse_args(argv)
+    chapters = " ".join(args.chapters.split())
 
+    stages = Stages("make docs")
     source = "recorded"
     if args.measure != "no":
-        usable, message = probe(args.build_dir / "bench" / "stepwise_bench")
-        if usable:
-            if run([args.make, "--no-print-directory", "measure", "BOOTSTRAP=no"]) != 0:
+        gpu = probe(args.build_dir / "bench" / "stepwise_bench")
+        if gpu.usable:
+            with stages.stage("measure" + (f" ({chapters})" if chapters else "")):
+                status = run([args.make, "--no-print-directory", "measure", "BOOTSTRAP=no", f"CHAPTERS={chapters}"])
+            if status != 0:
                 return 1
             source = "fresh"
         elif args.measure == "yes":
-            print(f"make docs MEASURE=yes: no usable CUDA GPU ({message})", file=sys.stderr)
+            print(f"make docs MEASURE=yes: no usable CUDA GPU ({gpu.message})", file=sys.stderr)
             return 1
         else:
-            print(f"No usable CUDA GPU ({message}): rendering the recorded measurements in {RECORDED}/.")
+            ignored = f" (CHAPTERS={chapters} is for measuring: not used)" if chapters else ""
+            print(f"No usable CUDA GPU ({gpu.message}): rendering the recorded measurements in {RECORDED}/"
+                  f"{ignored}.")
     measurements = args.build_dir / "measurements" if source == "fresh" else RECORDED
-    site = build_site(args.python, args.build_dir, measurements, source, strict=False)
+    with stages.stage("render"):
+        site = build_site(args.python, args.build_dir, measurements, source, strict=False)
     if site is None:
         print("make docs: the site was not built (build_docs.py's messages are above)", file=sys.stderr)
         return 1
     print()
+    print(stages.report())
     print(f"Docs built from {source} measurements.")
     print(f"Site: {site}   (open it in a browser, or: make serve)")
     return 0

@@ -1,68 +1,100 @@
 #!/usr/bin/env python3
 """Measure on this GPU (``make measure``): the GPU tests, the timing program, then compute-sanitizer.
 
-In this order, continuing past a failed stage so that every failure shows:
+In this order, continuing past a failed stage so that every failure shows, each stage announced
+(``==> make measure: NAME``) and timed:
 
-1. ``stepwise_bench --probe``: without a usable GPU, stop at once with its one-line reason;
+1. ``stepwise_bench --probe --json``: without a usable GPU, stop at once with its one-line reason;
 2. the GPU tests, writing ``REPORTS/gpu_tests.json`` (the site shows each step's pass count from it);
-3. the timing program, ``stepwise_bench --gtest-report REPORTS/gpu_tests.json --out-dir OUT_DIR
-   --commit COMMIT [--dirty]``, after removing OUT_DIR's earlier ``*.json`` (only this run's file
-   stays): before the sanitizers, so that a slow racecheck cannot hold the numbers back. The commit
+3. the timing program, ``stepwise_bench --gtest-report REPORTS/gpu_tests.json --out FILE --commit COMMIT
+   [--dirty]``: before the sanitizers, so that a slow racecheck cannot hold the numbers back. The commit
    is ``--commit`` (a tree copied from a clean checkout to a machine whose git does not know it), else
    git's HEAD, with ``--dirty`` where git sees changes to it, else ``unknown``;
 4. where ``compute-sanitizer`` is found (PATH, then the CUDA toolkit's folders), memcheck over the
-   GPU tests and racecheck over those of ``--racecheck-filter`` (a gtest filter), with
-   STEPWISE_UNDER_SANITIZER=1 set (tests comparing register counts skip themselves under the
-   instrumentation); logs in REPORTS.
+   GPU tests and racecheck over those of ``--racecheck-filter`` (a gtest filter of patterns to leave
+   out, ``-A:B``), with STEPWISE_UNDER_SANITIZER set to the tool's name (tests of timings, register
+   counts and the largest problems skip themselves under the instrumentation); logs in REPORTS.
 
-Commands are echoed with a leading ``+``. Ends with the measurement file written, or, after it,
-``make measure: FAILED: <stage>`` per failed stage, and exit status 1.
+``--chapters "transpose sgemm"`` runs only those chapters' GPU tests (the suites starting with each
+chapter's ``gtest_prefix`` in the step registry), timing rows and sanitizer runs, and merges the result
+into this GPU's measurement file (``stepwise_bench --merge-from``): the other chapters are kept as they
+were, each with its own run. That file is FILE itself where it exists (an earlier ``make measure``), else
+the recorded one, ``RECORDED/<gpu-slug>.json``. An unknown chapter is a one-line error that lists the
+chapters. Without ``--chapters`` every chapter is measured and nothing is merged.
+
+``--record`` writes into the recorded file, ``RECORDED/<gpu-slug>.json``, instead of OUT_DIR (merging
+into it where ``--chapters`` is given), and copies the sanitizer logs beside it, to
+``RECORDED/logs/<gpu-slug>-<tool>[-<chapter>...].log``.
+
+Only this run's file stays in OUT_DIR. Commands are echoed with a leading ``+``. Ends with the stages'
+times and the measurement file written, or, after it, ``make measure: FAILED: <stage>`` per failed stage,
+and exit status 1.
 
 Usage::
 
     measure.py --build-dir build --out-dir build/measurements [--commit HASH]
-               [--racecheck-filter=FILTER]
+               [--racecheck-filter=-FILTER] [--chapters "ID ..."] [--record] [--recorded docs/measurements]
 
 (with ``=``: a gtest filter may start with ``-``.)
 
 Exit status: 0 when every stage passed, 1 when one failed, 2 for a usage error (a malformed
-``--commit``, no GPU, a missing binary).
+``--commit``, an unknown chapter, no GPU, a missing binary).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-from check import run  # conf/check.py, beside this file: the one way the stages run a command
+from check import RECORDED, Stages, run  # conf/check.py, beside this file: how the stages run and are timed
 
 PROG = "make measure"
 #: Where compute-sanitizer is looked for after PATH (STEPWISE_CUDA_HOME overrides the root, for the tests).
 CUDA_HOME = Path(os.environ.get("STEPWISE_CUDA_HOME", "/usr/local/cuda"))
 
 
-def probe(bench: Path) -> tuple[bool, str]:
-    """Whether a CUDA GPU is usable, and the probe's last line (its reason where not)."""
+class UsageError(Exception):
+    """A command line or a build this script cannot run with; one line."""
+
+
+@dataclass
+class Probe:
+    """What ``stepwise_bench --probe --json`` said: whether a GPU is usable, the reason where not, its slug."""
+
+    usable: bool
+    message: str
+    slug: str = ""
+
+
+def probe(bench: Path) -> Probe:
+    """Whether a CUDA GPU is usable: the GPU's description, or the probe's one-line reason where not."""
     try:
-        proc = subprocess.run([str(bench), "--probe"], capture_output=True, text=True)
+        proc = subprocess.run([str(bench), "--probe", "--json"], capture_output=True, text=True)
     except OSError as exc:
-        return False, f"cannot run {bench}: {exc.strerror}"
-    lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
-    message = lines[-1] if lines else "stepwise_bench --probe printed nothing"
-    message = message.removeprefix("stepwise_bench: ")
-    match = re.fullmatch(r"no usable CUDA GPU \((.*)\)", message)
-    return proc.returncode == 0, match.group(1) if match else message
+        return Probe(False, f"cannot run {bench}: {exc.strerror}")
+    try:
+        answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    except (IndexError, json.JSONDecodeError):
+        lines = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
+        return Probe(False, f"{bench} --probe --json answered no JSON object"
+                            + (f": {lines[-1][:200]}" if lines else ""))
+    if proc.returncode != 0 or not answer.get("usable"):
+        return Probe(False, answer.get("reason", "stepwise_bench --probe failed"))
+    return Probe(True, f"{answer['name']} (compute capability {answer['compute_capability']}, "
+                       f"{answer['sm_count']} SMs)", answer["slug"])
 
 
 def commit_of(given: str | None) -> tuple[str, bool]:
     """The commit to name in the measurement file, and whether the tree differs from it."""
     if given:
         if not re.fullmatch(r"[0-9a-f]{7,40}", given):
-            raise ValueError(f"COMMIT must be a commit hash (7 to 40 hex digits), not '{given}'")
+            raise UsageError(f"COMMIT must be a commit hash (7 to 40 hex digits), not '{given}'")
         return given, False
     head = subprocess.run(["git", "rev-parse", "--verify", "-q", "--short=12", "HEAD"],
                           capture_output=True, text=True)
@@ -70,6 +102,30 @@ def commit_of(given: str | None) -> tuple[str, bool]:
         return "unknown", False
     status = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
     return head.stdout.strip(), bool(status.stdout.strip())
+
+
+def chapter_prefixes(registry: Path, wanted: list[str]) -> dict[str, str]:
+    """The gtest prefix of each chapter of ``wanted``, in the guide's order (the step registry's)."""
+    try:
+        chapters = json.loads(registry.read_text(encoding="utf-8"))["chapters"]
+        prefixes = {c["id"]: c["gtest_prefix"] for c in chapters}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"cannot read the chapters' gtest prefixes from the step registry {registry}: {exc}") \
+            from None
+    unknown = [c for c in wanted if c not in prefixes]
+    if unknown:
+        raise UsageError(f"unknown chapter '{unknown[0]}' (the chapters: {', '.join(prefixes)})")
+    return {c: prefixes[c] for c in prefixes if c in wanted}
+
+
+def chapter_filter(prefixes: dict[str, str], racecheck_filter: str = "") -> str:
+    """A gtest filter of the chapters' suites, less the negative patterns of ``racecheck_filter``."""
+    negative = racecheck_filter.removeprefix("-") if racecheck_filter.startswith("-") else ""
+    if racecheck_filter and not negative:
+        raise UsageError("with CHAPTERS, RACECHECK_FILTER must be only patterns to leave out (-A:B), "
+                         f"not '{racecheck_filter}'")
+    positive = ":".join(f"{prefix}*" for prefix in prefixes.values())
+    return positive + (f"-{negative}" if negative else "")
 
 
 def find_sanitizer() -> str | None:
@@ -84,7 +140,7 @@ def sanitize(sanitizer: str, tool: str, gpu_tests: Path, log: Path, extra: list[
     with log.open("w") as out:
         status = run([sanitizer, "--tool", tool, "--error-exitcode", "1", gpu_tests, *extra],
                      stdout=out, stderr=subprocess.STDOUT,
-                     env=dict(os.environ, STEPWISE_UNDER_SANITIZER="1"))
+                     env=dict(os.environ, STEPWISE_UNDER_SANITIZER=tool))
     if status != 0:
         print("\n".join(log.read_text(errors="replace").splitlines()[-25:]))
         return False
@@ -98,58 +154,89 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", type=Path, required=True, help="where the measurement file goes")
     parser.add_argument("--commit", default="", help="the commit to name (default: git's HEAD)")
     parser.add_argument("--racecheck-filter", default="", help="gtest filter for the racecheck run")
+    parser.add_argument("--chapters", default="", help="only these chapters (space or comma separated)")
+    parser.add_argument("--record", action="store_true", help="write into the recorded file of this GPU")
+    parser.add_argument("--recorded", type=Path, default=RECORDED, help="the recorded files' folder")
     args = parser.parse_args(argv)
 
-    try:
-        commit, dirty = commit_of(args.commit)
-    except ValueError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
     bench = args.build_dir / "bench" / "stepwise_bench"
     gpu_tests = args.build_dir / "tests" / "stepwise_gpu_tests"
     reports = args.build_dir / "test-reports"
-    for binary in (bench, gpu_tests):
-        if not (binary.is_file() and os.access(binary, os.X_OK)):
-            print(f"{PROG}: the build did not produce {binary}", file=sys.stderr)
-            return 2
-    usable, message = probe(bench)
-    if not usable:
-        print(f"{PROG}: no usable CUDA GPU ({message})", file=sys.stderr)
+    wanted = [c for c in re.split(r"[\s,]+", args.chapters) if c]
+    try:
+        commit, dirty = commit_of(args.commit)
+        for binary in (bench, gpu_tests):
+            if not (binary.is_file() and os.access(binary, os.X_OK)):
+                raise UsageError(f"the build did not produce {binary}")
+        prefixes = chapter_prefixes(args.build_dir / "registry.json", wanted) if wanted else {}
+        tests_filter = chapter_filter(prefixes) if wanted else ""
+        race_filter = chapter_filter(prefixes, args.racecheck_filter) if wanted else args.racecheck_filter
+        gpu = probe(bench)
+        if not gpu.usable:
+            raise UsageError(f"no usable CUDA GPU ({gpu.message})")
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    print(f"GPU: {message}")
+    print(f"GPU: {gpu.message}")
+    print(f"Chapters: {', '.join(prefixes) if wanted else 'all'}")
+    out_dir = args.recorded if args.record else args.out_dir
+    out = out_dir / f"{gpu.slug}.json"
+    base = next((p for p in (out, args.recorded / f"{gpu.slug}.json") if p.is_file()), None) if wanted else None
     reports.mkdir(parents=True, exist_ok=True)
-    args.out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stages = Stages(PROG)
     failed: list[str] = []
 
     # 1. Correctness on this GPU; the JSON report feeds the per-step test counts.
     report = reports / "gpu_tests.json"
     report.unlink(missing_ok=True)
-    if run([gpu_tests, f"--gtest_output=json:{report}"]) != 0:
-        failed.append("GPU tests")
-    # 2. Timing; only this run's file stays in the output folder.
-    for old in args.out_dir.glob("*.json"):
-        old.unlink()
-    if run([bench, "--gtest-report", report, "--out-dir", args.out_dir, "--commit", commit]
-           + (["--dirty"] if dirty else [])) != 0:
-        failed.append("timing program")
+    with stages.stage("GPU tests"):
+        if run([gpu_tests, f"--gtest_output=json:{report}"]
+               + ([f"--gtest_filter={tests_filter}"] if tests_filter else [])) != 0:
+            failed.append("GPU tests")
+    # 2. Timing, merged into the base file where some chapters are measured.
+    written_before = out.stat().st_mtime_ns if out.is_file() else None
+    if base:
+        print(f"Merging into {base}: {', '.join(prefixes)} measured now, every other chapter kept as it is")
+    with stages.stage("timing"):
+        status = run([bench, "--gtest-report", report, "--out", out, "--commit", commit]
+                     + (["--dirty"] if dirty else [])
+                     + [arg for c in prefixes for arg in ("--chapter", c)]
+                     + (["--merge-from", base] if base else []))
+        if status != 0:
+            failed.append("timing program")
+    if not args.record:  # only this run's file stays in the output folder
+        for old in args.out_dir.glob("*.json"):
+            if old.resolve() != out.resolve():
+                old.unlink()
     # 3. compute-sanitizer over the same binary.
     sanitizer = find_sanitizer()
+    logs: list[Path] = []
     if sanitizer is None:
         print(f"compute-sanitizer not found (PATH, {CUDA_HOME}): memcheck and racecheck NOT run")
     else:
-        for tool, extra in (("memcheck", []), ("racecheck", [f"--gtest_filter={args.racecheck_filter}"]
-                                                             if args.racecheck_filter else [])):
+        for tool, gtest_filter in (("memcheck", tests_filter), ("racecheck", race_filter)):
             log = reports / f"{tool}.log"
-            if not sanitize(sanitizer, tool, gpu_tests, log, extra):
-                failed.append(f"{tool} ({log})")
+            with stages.stage(tool):
+                if not sanitize(sanitizer, tool, gpu_tests, log,
+                                [f"--gtest_filter={gtest_filter}"] if gtest_filter else []):
+                    failed.append(f"{tool} ({log})")
+            logs.append(log)
+    if args.record:
+        (args.recorded / "logs").mkdir(parents=True, exist_ok=True)
+        for log in logs:
+            kept = args.recorded / "logs" / ("-".join([gpu.slug, log.stem, *prefixes]) + ".log")
+            shutil.copyfile(log, kept)
+            print(f"Log: {kept}")
 
     print()
-    written = sorted(args.out_dir.glob("*.json"))
-    for path in written:
-        print(f"Measurement: {path}")
-        print("  (copy it to docs/measurements/ and commit it to record these numbers for readers without a GPU)")
-    if not written:
-        failed.append(f"no measurement file in {args.out_dir}")
+    print(stages.report())
+    if out.is_file() and out.stat().st_mtime_ns != written_before:
+        print(f"Measurement: {out}")
+        if not args.record:
+            print("  (record it with make measure RECORD=yes, or copy it to docs/measurements/ and commit it)")
+    else:
+        failed.append(f"no measurement file written ({out})")
     for stage in failed:
         print(f"{PROG}: FAILED: {stage}", file=sys.stderr)
     return 1 if failed else 0

@@ -144,9 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.bench is not None:
-            usable, message = probe(args.bench)
-            if not usable:
-                raise ProfileError(f"no usable CUDA GPU ({message})", status=2)
+            gpu = probe(args.bench)
+            if not gpu.usable:
+                raise ProfileError(f"no usable CUDA GPU ({gpu.message})", status=2)
         chapters = profiled_chapters(args.registry, args.chapter)
         if not args.gpu_tests.is_file():
             raise ProfileError(f"no GPU test binary at {args.gpu_tests} (build first)")

@@ -32,6 +32,14 @@ def stub_executable(path: Path, body: str) -> None:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | 0o111)
 
+def probe_answer(gpu: bool, reason: str = "no CUDA-capable device is detected") -> str:
+    """The shell lines with which a stand-in timing program answers ``--probe --json``: the FIXTURE GPU (slug
+    ``fixture-gpu``), or no usable GPU and ``reason``; to be run where its first argument is ``--probe``."""
+    answer = (json.dumps({"usable": True, "name": "FIXTURE GPU", "slug": "fixture-gpu", "compute_capability": "9.0",
+                          "sm_count": 132}) if gpu else json.dumps({"usable": False, "reason": reason}))
+    return f"echo '{answer}'; exit {0 if gpu else 1}"
+
+
 def html_text(html: str, gap: str = " ") -> str:
     """The text of some HTML, white space folded; each tag becomes ``gap`` (``""`` joins what a tag splits)."""
     return " ".join(re.sub(r"<[^>]+>", gap, html).split())

@@ -14,9 +14,8 @@ SCRIPT = synth.REPO / "conf" / "docs.py"
 
 def setup(tmp_path: Path, gpu: bool, measure_exit: int = 0) -> tuple[dict, list[str]]:
     calls = tmp_path / "calls.log"
-    probe = ("echo 'FIXTURE GPU (compute capability 9.0, 132 SMs)'" if gpu else
-             "echo 'stepwise_bench: no usable CUDA GPU (no CUDA-capable device is detected)' >&2; exit 1")
-    synth.stub_executable(tmp_path / "build" / "bench" / "stepwise_bench", f'echo "bench $@" >> {calls}\n{probe}\n')
+    synth.stub_executable(tmp_path / "build" / "bench" / "stepwise_bench",
+                          f'echo "bench $@" >> {calls}\n{synth.probe_answer(gpu)}\n')
     synth.stub_executable(tmp_path / "bin" / "make", f'echo "make $@" >> {calls}\nexit {measure_exit}\n')
     synth.stub_executable(tmp_path / "python", f"""echo "python $@" >> {calls}
 mkdir -p "$PWD/out/html"; touch "$PWD/out/html/index.html"; echo "Site: $PWD/out/html/index.html"
@@ -51,9 +50,23 @@ def test_with_a_gpu_it_measures_and_renders_the_fresh_numbers(tmp_path):
     env, args = setup(tmp_path, gpu=True)
     proc = run(tmp_path, env, args)
     assert proc.returncode == 0, proc.stderr
-    assert calls(tmp_path)[:2] == ["bench --probe", "make --no-print-directory measure BOOTSTRAP=no"]
+    assert calls(tmp_path)[:2] == ["bench --probe --json", "make --no-print-directory measure BOOTSTRAP=no CHAPTERS="]
     assert "--measurements build/measurements --source fresh" in calls(tmp_path)[-1]
     assert "Docs built from fresh measurements." in proc.stdout
+    assert "==> make docs: measure" in proc.stdout and "==> make docs: render" in proc.stdout
+    assert "make docs: stage times: measure " in proc.stdout
+
+
+def test_chapters_are_measured_alone_and_named_when_there_is_no_gpu(tmp_path):
+    env, args = setup(tmp_path, gpu=True)
+    proc = run(tmp_path, env, args, "--chapters", " transpose sgemm ")
+    assert proc.returncode == 0, proc.stderr
+    assert calls(tmp_path)[1] == "make --no-print-directory measure BOOTSTRAP=no CHAPTERS=transpose sgemm"
+    assert "==> make docs: measure (transpose sgemm)" in proc.stdout
+    env, args = setup(tmp_path / "no-gpu", gpu=False)
+    proc = run(tmp_path / "no-gpu", env, args, "--chapters", "transpose")
+    assert proc.returncode == 0, proc.stderr
+    assert "(CHAPTERS=transpose is for measuring: not used)" in proc.stdout
 
 
 def test_a_failed_measurement_fails_and_renders_nothing(tmp_path):

@@ -10,23 +10,30 @@ from pathlib import Path
 import synth
 
 SCRIPT = synth.REPO / "conf" / "measure.py"
+#: The step registry's chapters as the stand-ins know them: id -> gtest prefix.
+CHAPTERS = {"elementwise": "Elementwise", "transpose": "Transpose", "sgemm": "Sgemm"}
 
 
 def setup(tmp_path: Path, gpu: bool = True, tests_exit: int = 0, sanitizer: bool = True,
-          sanitizer_exit: int = 0) -> tuple[dict, list[str]]:
+          sanitizer_exit: int = 0, bench_exit: int = 0) -> tuple[dict, list[str]]:
     build = tmp_path / "build"
     calls = tmp_path / "calls.log"
-    probe = ("echo 'FIXTURE GPU (compute capability 9.0, 132 SMs)'; exit 0" if gpu else
-             "echo 'stepwise_bench: no usable CUDA GPU (cudaGetDeviceCount: no CUDA-capable device)' >&2; exit 1")
+    # The timing program's stand-in writes its --out file: the chapters it was given, after the --merge-from file's.
     synth.stub_executable(build / "bench" / "stepwise_bench", f"""echo "bench $@" >> {calls}
-if [ "$1" = --probe ]; then {probe}; fi
-while [ $# -gt 0 ]; do [ "$1" = --out-dir ] && out=$2; shift; done
-echo '{{}}' > "$out/fixture-gpu.json"
+if [ "$1" = --probe ]; then {synth.probe_answer(gpu, "cudaGetDeviceCount: no CUDA-capable device")}; fi
+base=""; chapters=""
+while [ $# -gt 0 ]; do
+  case "$1" in --out) out=$2;; --merge-from) base=$2;; --chapter) chapters="$chapters $2";; esac; shift
+done
+[ {bench_exit} = 0 ] || exit {bench_exit}
+{{ [ -z "$base" ] || cat "$base"; echo "measured:$chapters"; }} > "$out.new" && mv "$out.new" "$out"
 """)
     synth.stub_executable(build / "tests" / "stepwise_gpu_tests", f"""echo "tests $@" >> {calls}
 echo '{{}}' > "${{1#--gtest_output=json:}}"
 exit {tests_exit}
 """)
+    synth.write_json(build / "registry.json", {"schema": 1, "chapters": [
+        {"id": c, "gtest_prefix": prefix} for c, prefix in CHAPTERS.items()]})
     bindir = tmp_path / "bin"
     bindir.mkdir()
     if sanitizer:
@@ -36,8 +43,15 @@ echo '========= ERROR SUMMARY: {sanitizer_exit} errors'
 exit {sanitizer_exit}
 """)
     env = dict(os.environ, PATH=f"{bindir}:/usr/bin:/bin", STEPWISE_CUDA_HOME=str(tmp_path / "no-cuda"))
-    args = [sys.executable, str(SCRIPT), "--build-dir", str(build), "--out-dir", str(build / "measurements")]
+    args = [sys.executable, str(SCRIPT), "--build-dir", str(build), "--out-dir", str(build / "measurements"),
+            "--recorded", str(tmp_path / "recorded")]
     return env, args
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
 
 
 def run(tmp_path, env, args, *extra):
@@ -56,16 +70,93 @@ def test_tests_then_timing_then_sanitizers_and_the_file_written(tmp_path):
     proc = run(tmp_path, env, args, "--commit", "abc1234", "--racecheck-filter=-*Race*")
     assert proc.returncode == 0, proc.stderr
     assert "GPU: FIXTURE GPU (compute capability 9.0, 132 SMs)" in proc.stdout
+    assert "Chapters: all" in proc.stdout
     log = calls(tmp_path)
     report = tmp_path / "build" / "test-reports" / "gpu_tests.json"
+    out = tmp_path / "build" / "measurements" / "fixture-gpu.json"
+    assert log[0] == "bench --probe --json"
     assert log[1] == f"tests --gtest_output=json:{report}"
-    assert log[2].startswith(f"bench --gtest-report {report} --out-dir ") and log[2].endswith("--commit abc1234")
-    assert log[3].startswith("sanitizer --tool memcheck --error-exitcode 1 ") and log[3].endswith("under=1")
+    assert log[2] == f"bench --gtest-report {report} --out {out} --commit abc1234"  # no chapter, no merge
+    assert log[3].startswith("sanitizer --tool memcheck --error-exitcode 1 ") and log[3].endswith("under=memcheck")
     assert log[4].startswith("sanitizer --tool racecheck") and "--gtest_filter=-*Race*" in log[4]
     assert not old.exists()  # only this run's file stays
-    assert f"Measurement: {tmp_path / 'build' / 'measurements' / 'fixture-gpu.json'}" in proc.stdout
+    assert f"Measurement: {out}" in proc.stdout
     assert "memcheck: clean" in proc.stdout and "racecheck: clean" in proc.stdout
     assert "+ " in proc.stderr and "FAILED" not in proc.stderr
+    for stage in ("GPU tests", "timing", "memcheck", "racecheck"):
+        assert f"==> make measure: {stage}" in proc.stdout
+    stage_times = [line for line in proc.stdout.splitlines() if line.startswith("make measure: stage times: ")]
+    assert len(stage_times) == 1 and stage_times[0].endswith("s in all"), proc.stdout
+
+
+def test_chapters_run_their_tests_and_sanitizers_only_and_merge_into_the_recorded_file(tmp_path):
+    env, args = setup(tmp_path)
+    recorded = write(tmp_path / "recorded" / "fixture-gpu.json", "recorded\n")
+    proc = run(tmp_path, env, args, "--commit", "abc1234", "--chapters", "sgemm transpose",
+               "--racecheck-filter=-*Race*:DynamicParallelism*")
+    assert proc.returncode == 0, proc.stderr
+    assert "Chapters: transpose, sgemm" in proc.stdout  # the guide's order
+    log = calls(tmp_path)
+    assert log[1].endswith("--gtest_filter=Transpose*:Sgemm*")
+    out = tmp_path / "build" / "measurements" / "fixture-gpu.json"
+    assert log[2].endswith(f"--out {out} --commit abc1234 --chapter transpose --chapter sgemm "
+                           f"--merge-from {recorded}")
+    assert "--gtest_filter=Transpose*:Sgemm* " in log[3]  # memcheck: the chapters' tests
+    assert "--gtest_filter=Transpose*:Sgemm*-*Race*:DynamicParallelism* " in log[4]  # racecheck: less the filter's
+    assert out.read_text() == 'recorded\nmeasured: transpose sgemm\n'
+    assert recorded.read_text() == "recorded\n"  # the recorded file is not touched
+    assert f"Merging into {recorded}" in proc.stdout
+
+
+def test_chapters_merge_into_this_gpus_fresh_file_where_there_is_one(tmp_path):
+    env, args = setup(tmp_path)
+    write(tmp_path / "recorded" / "fixture-gpu.json", "recorded\n")
+    assert run(tmp_path, env, args, "--chapters", "transpose").returncode == 0
+    proc = run(tmp_path, env, args, "--chapters", "sgemm")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "build" / "measurements" / "fixture-gpu.json"
+    assert f"--merge-from {out}" in calls(tmp_path)[-3]
+    assert out.read_text() == 'recorded\nmeasured: transpose\nmeasured: sgemm\n'
+
+
+def test_record_merges_into_the_recorded_file_and_keeps_the_sanitizer_logs(tmp_path):
+    env, args = setup(tmp_path)
+    recorded = write(tmp_path / "recorded" / "fixture-gpu.json", "recorded\n")
+    proc = run(tmp_path, env, args, "--chapters", "transpose", "--record")
+    assert proc.returncode == 0, proc.stderr
+    assert f"--out {recorded} " in calls(tmp_path)[2] and f"--merge-from {recorded}" in calls(tmp_path)[2]
+    assert recorded.read_text() == 'recorded\nmeasured: transpose\n'
+    assert not (tmp_path / "build" / "measurements" / "fixture-gpu.json").exists()
+    for tool in ("memcheck", "racecheck"):
+        kept = tmp_path / "recorded" / "logs" / f"fixture-gpu-{tool}-transpose.log"
+        assert "ERROR SUMMARY: 0 errors" in kept.read_text()
+        assert f"Log: {kept}" in proc.stdout
+
+
+def test_without_chapters_nothing_is_merged_even_with_a_recorded_file(tmp_path):
+    env, args = setup(tmp_path)
+    write(tmp_path / "recorded" / "fixture-gpu.json", "recorded\n")
+    proc = run(tmp_path, env, args, "--record")
+    assert proc.returncode == 0, proc.stderr
+    assert "--merge-from" not in calls(tmp_path)[2]
+    assert (tmp_path / "recorded" / "fixture-gpu.json").read_text() == "measured:\n"
+    assert (tmp_path / "recorded" / "logs" / "fixture-gpu-memcheck.log").is_file()
+
+
+def test_an_unknown_chapter_is_one_line_that_lists_the_chapters(tmp_path):
+    env, args = setup(tmp_path)
+    proc = run(tmp_path, env, args, "--chapters", "transpose,softmax")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("make measure: unknown chapter 'softmax' (the chapters: elementwise, transpose, "
+                                   "sgemm)")
+    assert not (tmp_path / "calls.log").exists()
+
+
+def test_with_chapters_the_racecheck_filter_may_only_leave_tests_out(tmp_path):
+    env, args = setup(tmp_path)
+    proc = run(tmp_path, env, args, "--chapters", "transpose", "--racecheck-filter=Sgemm*")
+    assert proc.returncode == 2
+    assert "RACECHECK_FILTER must be only patterns to leave out (-A:B), not 'Sgemm*'" in proc.stderr
 
 
 def test_no_gpu_stops_at_once_with_the_probes_reason(tmp_path):
@@ -74,7 +165,7 @@ def test_no_gpu_stops_at_once_with_the_probes_reason(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("make measure: no usable CUDA GPU "
                                    "(cudaGetDeviceCount: no CUDA-capable device)")
-    assert calls(tmp_path) == ["bench --probe"]
+    assert calls(tmp_path) == ["bench --probe --json"]
 
 
 def test_a_failed_stage_does_not_stop_the_others_and_each_is_named(tmp_path):
@@ -88,6 +179,16 @@ def test_a_failed_stage_does_not_stop_the_others_and_each_is_named(tmp_path):
                       f"make measure: FAILED: racecheck ({reports / 'racecheck.log'})"]
     assert "ERROR SUMMARY: 1 errors" in proc.stdout  # the failed log's last lines
     assert "Measurement: " in proc.stdout  # the timing ran all the same
+
+
+def test_a_timing_program_that_writes_nothing_leaves_no_earlier_file_passed_off_as_new(tmp_path):
+    env, args = setup(tmp_path, bench_exit=1)
+    write(tmp_path / "build" / "measurements" / "fixture-gpu.json", "earlier\n")
+    proc = run(tmp_path, env, args, "--chapters", "transpose")
+    assert proc.returncode == 1
+    assert "make measure: FAILED: timing program" in proc.stderr
+    assert "make measure: FAILED: no measurement file written" in proc.stderr
+    assert "Measurement: " not in proc.stdout
 
 
 def test_without_compute_sanitizer_the_sanitizers_are_said_not_run(tmp_path):

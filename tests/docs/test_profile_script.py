@@ -108,8 +108,7 @@ def test_missing_tools_are_named(tmp_path):
 def test_without_a_usable_gpu_the_probe_stops_it_first(tmp_path):
     env, args = setup(tmp_path)
     bench = tmp_path / "stepwise_bench"
-    tool(tmp_path, "stepwise_bench",
-         "echo 'stepwise_bench: no usable CUDA GPU (no CUDA-capable device is detected)' >&2; exit 1\n")
+    tool(tmp_path, "stepwise_bench", synth.probe_answer(gpu=False) + "\n")
     proc = run(env, args, "--bench", str(bench))
     assert proc.returncode == 2
     assert proc.stderr.strip() == "profile.py: no usable CUDA GPU (no CUDA-capable device is detected)"
@@ -118,7 +117,7 @@ def test_without_a_usable_gpu_the_probe_stops_it_first(tmp_path):
 
 def test_with_a_usable_gpu_the_probe_lets_it_profile(tmp_path):
     env, args = setup(tmp_path)
-    tool(tmp_path, "stepwise_bench", "echo 'FIXTURE GPU (compute capability 9.0, 132 SMs)'\n")
+    tool(tmp_path, "stepwise_bench", synth.probe_answer(gpu=True) + "\n")
     proc = run(env, args, "--bench", str(tmp_path / "stepwise_bench"), "--chapter", "transpose")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("Profile: ") == 1
