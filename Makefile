@@ -32,7 +32,7 @@ BENCH      := $(BUILD_DIR)/bench/stepwise_bench
 GPU_TESTS  := $(BUILD_DIR)/tests/stepwise_gpu_tests
 REGISTRY   := $(BUILD_DIR)/registry.json
 FRESH      := $(BUILD_DIR)/measurements
-RECORDED   := docs/measurements
+RECORDED   ?= docs/measurements
 SITE_FILE  := $(BUILD_DIR)/site-dir.txt
 CMAKE_CONFIGURE := cmake -S . -B "$(BUILD_DIR)" -G Ninja -DCMAKE_BUILD_TYPE=Release \
                    $(if $(CUDA_ARCH),-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH))
@@ -89,6 +89,7 @@ Variables (set on the command line, e.g. make docs MEASURE=no):
                     measured ones replace theirs in this GPU's file, the others are kept (now: $(or $(CHAPTERS),all))
   RECORD            make measure, profile: yes = write into the recorded files and logs, $(RECORDED)/,
                     instead of $(FRESH)/ (now: $(RECORD))
+  RECORDED          the recorded measurement files' folder (now: $(RECORDED))
   PORT              make serve's port (now: $(PORT))
 endef
 export HELP_TEXT

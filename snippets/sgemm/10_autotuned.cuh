@@ -32,14 +32,26 @@
 
 namespace stepwise::sgemm::autotuned {
 
-//! @brief The arguments every launcher needs: positive sizes, buffers given.
-inline bool basic_args_ok(int M, int N, int K, const float* A, const float* B, const float* C)
+//! @brief Whether `p` is a multiple of `bytes`.
+__host__ __device__ inline bool aligned_to(const void* p, std::uintptr_t bytes)
 {
-    return M > 0 && N > 0 && K > 0 && A != nullptr && B != nullptr && C != nullptr;
+    return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
 }
 
+//! @brief The arguments every launcher needs: positive sizes, buffers given and 4-byte aligned (a float pointer
+//!        that is not would make the kernel's accesses misaligned, ending the program's CUDA context).
+inline bool basic_args_ok(int M, int N, int K, const float* A, const float* B, const float* C)
+{
+    return M > 0 && N > 0 && K > 0 && A != nullptr && B != nullptr && C != nullptr && aligned_to(A, 4) &&
+           aligned_to(B, 4) && aligned_to(C, 4);
+}
+
+//! @brief The tiles of `tile` that cover `count`, counted in 64 bits: `count + tile - 1` overflows an int near
+//!        INT_MAX.
+constexpr long long tiles_of(int count, int tile) { return (static_cast<long long>(count) + tile - 1) / tile; }
+
 //! @brief Whether `p` is 16-byte aligned (cudaMalloc's buffers are).
-__host__ __device__ inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+__host__ __device__ inline bool aligned16(const void* p) { return aligned_to(p, 16); }
 
 //! @brief Four consecutive floats at `p` (16-byte aligned) in one load.
 __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
@@ -434,15 +446,19 @@ static __global__ void __launch_bounds__(scale_threads) scale_kernel(std::size_t
     }
 }
 
-//! @brief The K range of one split for `splits` requested: whole tiles of `BK`, none of them empty.
+//! @brief The K range of one split for `splits` requested: whole tiles of `BK`, none of them empty (all of K where
+//!        one split covers it).
 constexpr int split_length(int K, int BK, int splits)
 {
-    const int k_tiles = (K + BK - 1) / BK;
-    return ((k_tiles + splits - 1) / splits) * BK;
+    const long long length = (tiles_of(K, BK) + splits - 1) / splits * BK;
+    return static_cast<int>(length < K ? length : K);
 }
 
 //! @brief How many splits `split_length` leaves (at most `splits`, each one non-empty).
-constexpr int effective_splits(int K, int BK, int splits) { return (K + split_length(K, BK, splits) - 1) / split_length(K, BK, splits); }
+constexpr int effective_splits(int K, int BK, int splits)
+{
+    return static_cast<int>(tiles_of(K, split_length(K, BK, splits)));
+}
 
 //! @brief The instance of the kernel `sgemm_with<Cfg>` runs for this problem (see `Path`).
 template <class Cfg>
@@ -466,16 +482,15 @@ inline Path path_for(int M, int N, int K, int k_split, const float* d_B, const f
 //! @param[in,out] d_C     M x N floats, row-major
 //! @param[in]     splits  blocks that share one tile's K (fewer where K has fewer tiles of `Cfg::BK`)
 //! @param[in]     stream  stream to launch on
-//! @pre sizes positive, `ceil(M / Cfg::BM) <= 65535`, `1 <= splits <= 65535`, buffers not null, 4-byte aligned; a
-//!      GPU of compute capability 8.0 or higher
+//! @pre sizes positive, `ceil(M / Cfg::BM) <= 65535` (the grid's y limit), `1 <= splits <= 65535`, buffers not
+//!      null, 4-byte aligned; a GPU of compute capability 8.0 or higher
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
 //!         only for one), the error of the shared-memory opt-in, else the launches' error
 template <class Cfg>
 inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta,
                               float* d_C, int splits = 1, cudaStream_t stream = 0)
 {
-    if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || (M + Cfg::BM - 1) / Cfg::BM > 65535 || splits < 1 ||
-        splits > 65535) {
+    if (!basic_args_ok(M, N, K, d_A, d_B, d_C) || tiles_of(M, Cfg::BM) > 65535 || splits < 1 || splits > 65535) {
         return cudaErrorInvalidValue;
     }
     if (!requirement_met()) {
@@ -503,7 +518,7 @@ inline cudaError_t sgemm_with(int M, int N, int K, float alpha, const float* d_A
             return error;
         }
     }
-    const dim3 grid((N + Cfg::BN - 1) / Cfg::BN, (M + Cfg::BM - 1) / Cfg::BM, splits);
+    const dim3 grid(static_cast<unsigned>(tiles_of(N, Cfg::BN)), static_cast<unsigned>(tiles_of(M, Cfg::BM)), splits);
     kernel<<<grid, Cfg::threads, Cfg::smem_bytes, stream>>>(M, N, K, k_split, alpha, d_A, d_B, beta, d_C);
     return cudaGetLastError();
 }
@@ -565,8 +580,8 @@ struct Plan {
 constexpr int whole_wave_rows(int config, int M, int N, int sm_count)
 {
     const TileShape& t = config_tiles[config];
-    const long long tiles_n = (N + t.BN - 1) / t.BN;
-    const long long tiles = (M + t.BM - 1) / t.BM * tiles_n;
+    const long long tiles_n = tiles_of(N, t.BN);
+    const long long tiles = tiles_of(M, t.BM) * tiles_n;
     const long long slots = static_cast<long long>(sm_count) * t.blocks_per_sm;
     const long long last_wave = tiles % slots;
     if (tiles <= slots || last_wave == 0 || 100 * last_wave >= last_wave_percent * slots) {
@@ -584,7 +599,7 @@ constexpr Plan choose_plan(int M, int N, int K, int sm_count)
 {
     for (const PlanRow& row : plan_rows) {
         const TileShape& t = config_tiles[row.config];
-        const long long tiles = static_cast<long long>((M + t.BM - 1) / t.BM) * ((N + t.BN - 1) / t.BN);
+        const long long tiles = tiles_of(M, t.BM) * tiles_of(N, t.BN);
         const long long slots = static_cast<long long>(sm_count) * row.blocks_per_sm;
         for (int s = 1; s <= row.max_splits && (s == 1 || K / s >= row.min_split_k); ++s) {
             if (100 * tiles * s >= fill_percent * slots) {
@@ -601,6 +616,9 @@ static_assert(choose_plan(128, 8192, 8192, 132).config == 0 && choose_plan(128, 
 static_assert(choose_plan(1024, 1024, 1024, 132).config == 1 && choose_plan(1024, 1024, 1024, 132).splits == 1);
 static_assert(choose_plan(256, 256, 256, 132).config == std::tuple_size_v<Configs> - 1, "the last row always fits");
 static_assert(choose_plan(4097, 4097, 4097, 132).rows == 4096 && choose_plan(4095, 4095, 4095, 132).rows == 4095);
+static_assert(choose_plan(2147483647, 2147483647, 2147483647, 132).config == 0, "INT_MAX: counted without overflow");
+static_assert(split_length(2147483647, 32, 1) == 2147483647 && effective_splits(2147483647, 32, 65535) == 65473,
+              "K = INT_MAX: one split of all of K, or 65473 splits of 1025 tiles, counted without overflow");
 
 //! @brief `sgemm_with` of each configuration of `Configs`, by index: the table a plan is run from.
 using Launcher = cudaError_t (*)(int, int, int, float, const float*, const float*, float, float*, int, cudaStream_t);
@@ -625,7 +643,8 @@ inline cudaError_t sgemm_planned(Plan plan, int M, int N, int K, float alpha, co
 }
 
 //! @brief `C = alpha * A * B + beta * C` for any shape (row-major, C not read when `beta == 0`), in the plan
-//!        `choose_plan` picks for this GPU's SM count: for the rows it covers, then for the rows left, if any.
+//!        `choose_plan` picks for this GPU's SM count: for the rows it covers (at most the 65535 tile rows of one
+//!        grid), then for the rows left, if any.
 //! @param[in]     M,N,K   sizes, any positive
 //! @param[in]     alpha   scales A * B
 //! @param[in]     d_A     M x K floats, row-major
@@ -633,7 +652,7 @@ inline cudaError_t sgemm_planned(Plan plan, int M, int N, int K, float alpha, co
 //! @param[in]     beta    scales the old C (not read when 0)
 //! @param[in,out] d_C     M x N floats, row-major
 //! @param[in]     stream  stream to launch on
-//! @pre sizes positive, `M <= 65535 * 128`; buffers not null and 4-byte aligned (16-byte aligned B and C, as
+//! @pre sizes positive (any up to INT_MAX); buffers not null and 4-byte aligned (16-byte aligned B and C, as
 //!      cudaMalloc's, are faster); a GPU of compute capability 8.0 or higher
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU (or code built
 //!         only for one), an error reading the device's SM count, else the launches' error
@@ -652,14 +671,16 @@ inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, con
     if (error != cudaSuccess) {
         return error;
     }
-    for (int row = 0; row < M;) {  // the rows of whole waves, then what is left, planned anew
+    for (int row = 0; row < M;) {  // the rows of whole waves (one grid's at most), then what is left, planned anew
         const Plan plan = choose_plan(M - row, N, K, sm_count);
-        error = sgemm_planned(plan, plan.rows, N, K, alpha, d_A + static_cast<std::size_t>(row) * K, d_B, beta,
+        const int grid_rows = 65535 * config_tiles[plan.config].BM;
+        const int rows = plan.rows < grid_rows ? plan.rows : grid_rows;
+        error = sgemm_planned(plan, rows, N, K, alpha, d_A + static_cast<std::size_t>(row) * K, d_B, beta,
                               d_C + static_cast<std::size_t>(row) * N, stream);
         if (error != cudaSuccess) {
             return error;
         }
-        row += plan.rows;
+        row += rows;
     }
     return cudaSuccess;
 }

@@ -44,6 +44,13 @@ constexpr int consumer_registers = 232;
 //! @brief Whether `p` is a multiple of `bytes` (cudaMalloc's buffers are 256-byte aligned).
 inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
+//! @brief The tiles of `tile` that cover `count`, without the int overflow of `count + tile - 1` near INT_MAX.
+__host__ __device__ constexpr int tiles_of(int count, int tile) { return count / tile + (count % tile != 0); }
+
+//! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
+//!        int: the launcher takes fewer places than this.
+constexpr long long max_cluster_tiles = 1LL << 30;
+
 __device__ __forceinline__ unsigned smem_address(const void* p)
 {
     return static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -197,7 +204,7 @@ __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[128], floa
     const int row = row0 + (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
     const int col = col0 + (thread_in_group % 4) * 2;
     float* c = C + static_cast<std::size_t>(row) * N + col;
-    if (pairs && row0 + WGM <= M && col0 + BN <= N) {  // the whole tile is inside C: no checks
+    if (pairs && row0 <= M - WGM && col0 <= N - BN) {  // the whole tile is inside C: no checks (and no overflow)
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
@@ -218,7 +225,7 @@ __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[128], floa
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {  // (row, col), (row, col + 1), (row + 8, col), (row + 8, col + 1)
-            if (row + (e / 2) * 8 < M && col + j * 8 + e % 2 < N) {
+            if ((e / 2) * 8 < M - row && j * 8 + e % 2 < N - col) {  // differences: no overflow near INT_MAX
                 float* p = c + (e / 2) * 8 * static_cast<std::size_t>(N) + j * 8 + e % 2;
                 *p = alpha * d[4 * j + e] + (beta != 0.0f ? beta * *p : 0.0f);
             }
@@ -251,10 +258,10 @@ static __global__ void __launch_bounds__(threads, 1)
     const int t = threadIdx.x;
     const int group = t / 128;  // 0: the producer; 1, 2: consumers of 64 rows each
     const unsigned rank = cluster_rank();
-    const int k_tiles = (K + BK - 1) / BK;
-    const int cluster_rows = ((M + BM - 1) / BM + cluster_m - 1) / cluster_m;
-    const int tiles_n = (N + BN - 1) / BN;
-    const int cluster_tiles = cluster_rows * tiles_n;
+    const int k_tiles = tiles_of(K, BK);
+    const int cluster_rows = tiles_of(tiles_of(M, BM), cluster_m);
+    const int tiles_n = tiles_of(N, BN);
+    const int cluster_tiles = cluster_rows * tiles_n;  // below max_cluster_tiles: the launcher checks
     const int clusters = static_cast<int>(gridDim.x) / cluster_m;
     const int first_index = static_cast<int>(blockIdx.x) / cluster_m;
 
@@ -472,19 +479,24 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 //! @param[in]     beta    scales the old C (not read when 0)
 //! @param[in,out] d_C     M x N floats, row-major
 //! @param[in]     stream  stream to launch on
-//! @pre M, N >= 1, K >= 1 a multiple of 4 (A's rows a multiple of 16 bytes, as the TMA reads them) and at most
-//!      65535 * 32; buffers not
-//!      null, A 16-byte aligned, B and C 4-byte aligned; a GPU of compute capability 9.0 and this file built for it
-//!      as `sm_90a`. The call writes B transposed into `N * K` floats from a stream-ordered memory pool of its own,
-//!      which keeps that memory for later calls (as much as the largest call needed) until the program ends.
+//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
+//!      holds), K >= 1 a multiple of 4 (A's rows a multiple of 16 bytes, as the TMA reads them) and at most
+//!      65535 * 32 (the grid of B's transpose); buffers not null, A 16-byte aligned, B and C 4-byte aligned; a GPU of
+//!      compute capability 9.0 and this file built for it as `sm_90a`. The call writes B transposed into `N * K`
+//!      floats from a stream-ordered memory pool of its own, which keeps that memory for later calls (as much as the
+//!      largest call needed) until the program ends.
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
 //!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
 //!         else the launch's error
 inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                          cudaStream_t stream = 0)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || K % 4 != 0 || K > 65535 * 32 || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
-        !aligned(d_A, 16) || !aligned(d_B, alignof(float)) || !aligned(d_C, alignof(float))) {
+    if (M <= 0 || N <= 0 || K <= 0 || K % 4 != 0 || K > 65535 * 32 || d_A == nullptr || d_B == nullptr ||
+        d_C == nullptr || !aligned(d_A, 16) || !aligned(d_B, alignof(float)) || !aligned(d_C, alignof(float))) {
+        return cudaErrorInvalidValue;
+    }
+    const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, BM), cluster_m)) * tiles_of(N, BN);
+    if (cluster_tiles >= max_cluster_tiles) {
         return cudaErrorInvalidValue;
     }
     int device = 0;
@@ -526,14 +538,12 @@ inline cudaError_t sgemm(int M, int N, int K, float alpha, const float* d_A, con
     if (error != cudaSuccess) {
         return error;
     }
-    transpose_b_kernel<<<dim3((N + 31) / 32, (K + 31) / 32), dim3(32, 8), 0, stream>>>(d_B, Bt, K, N);
+    transpose_b_kernel<<<dim3(tiles_of(N, 32), tiles_of(K, 32)), dim3(32, 8), 0, stream>>>(d_B, Bt, K, N);
     CUtensorMap map_a{};
     CUtensorMap map_bt_half{};
     if (!encode_k_major(&map_a, d_A, M, K, K, BM) || !encode_k_major(&map_bt_half, Bt, N, K, K, BN / cluster_m)) {
         error = cudaErrorNotSupported;
     } else {
-        const long long cluster_tiles =
-            static_cast<long long>(((M + BM - 1) / BM + cluster_m - 1) / cluster_m) * ((N + BN - 1) / BN);
         config.gridDim = dim3(static_cast<unsigned>(std::min<long long>(cluster_tiles, clusters) * cluster_m));
         const bool pairs = N % 2 == 0 && aligned(d_C, 8);
         error = cudaLaunchKernelEx(&config, sgemm_kernel, M, N, K, alpha, map_a, map_bt_half, beta, d_C, pairs);

@@ -80,6 +80,17 @@ constexpr int consumer_registers = 232;
 //! @brief Whether `p` is a multiple of `bytes` (cudaMalloc's buffers are 256-byte aligned).
 inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
+//! @brief The tiles of `tile` that cover `count`, without the int overflow of `count + tile - 1` near INT_MAX.
+__host__ __device__ constexpr int tiles_of(int count, int tile) { return count / tile + (count % tile != 0); }
+
+//! @brief The longest K the launcher takes: its rows, padded to a multiple of 8 where they are copied, must count
+//!        in an int.
+constexpr int max_k = 2147483647 - 7;
+
+//! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
+//!        int: the launcher takes fewer places than this.
+constexpr long long max_cluster_tiles = 1LL << 30;
+
 //! @brief The address of `p` in the shared window, as PTX's `.shared` instructions take it.
 __device__ __forceinline__ unsigned smem_address(const void* p)
 {
@@ -335,7 +346,7 @@ __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[BN / 2], b
     const int row = row0 + (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
     const int col = col0 + (thread_in_group % 4) * 2;
     bf16* c = C + static_cast<std::size_t>(row) * N + col;
-    if (pairs && row0 + WGM <= M && col0 + BN <= N) {  // the whole tile is inside C: no checks
+    if (pairs && row0 <= M - WGM && col0 <= N - BN) {  // the whole tile is inside C: no checks (and no overflow)
 #pragma unroll
         for (int j = 0; j < BN / 8; ++j) {
             *reinterpret_cast<__nv_bfloat162*>(c + j * 8) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
@@ -348,7 +359,7 @@ __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[BN / 2], b
     for (int j = 0; j < BN / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {  // (row, col), (row, col + 1), (row + 8, col), (row + 8, col + 1)
-            if (row + (e / 2) * 8 < M && col + j * 8 + e % 2 < N) {
+            if ((e / 2) * 8 < M - row && j * 8 + e % 2 < N - col) {  // differences: no overflow near INT_MAX
                 c[(e / 2) * 8 * static_cast<std::size_t>(N) + j * 8 + e % 2] = __float2bfloat16_rn(d[4 * j + e]);
             }
         }
@@ -413,10 +424,9 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
     const int t = threadIdx.x;
     const int group = t / 128;  // 0: the producer; 1..consumers: consumers of 64 rows each
     const unsigned rank = cluster_rank();
-    const int k_tiles = (K + BK - 1) / BK;
-    const TileSchedule schedule{((M + BM - 1) / BM + Cfg::cluster_m - 1) / Cfg::cluster_m,
-                                ((N + BN - 1) / BN + Cfg::cluster_n - 1) / Cfg::cluster_n, Cfg::cluster_m,
-                                Cfg::cluster_n, Cfg::group_m};
+    const int k_tiles = tiles_of(K, BK);
+    const TileSchedule schedule{tiles_of(tiles_of(M, BM), Cfg::cluster_m), tiles_of(tiles_of(N, BN), Cfg::cluster_n),
+                                Cfg::cluster_m, Cfg::cluster_n, Cfg::group_m};
     const int clusters = static_cast<int>(gridDim.x) / cluster;
     const int first_index = static_cast<int>(blockIdx.x) / cluster;  // this cluster's first place in the schedule
 
@@ -730,8 +740,13 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 template <class Cfg>
 inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
+    if (M <= 0 || N <= 0 || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
         !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+        return cudaErrorInvalidValue;
+    }
+    const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, Cfg::BM), Cfg::cluster_m)) *
+                                    tiles_of(tiles_of(N, Cfg::BN), Cfg::cluster_n);
+    if (cluster_tiles >= max_cluster_tiles) {
         return cudaErrorInvalidValue;
     }
     int device = 0;
@@ -755,7 +770,7 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
     }
     // The TMA wants rows of a multiple of 16 bytes starting 16-byte aligned; else copy A and B into padded rows.
     const bool copy = K % 8 != 0 || !aligned(d_A, 16) || !aligned(d_B, 16);
-    const int ld = (K + 7) / 8 * 8;
+    const int ld = tiles_of(K, 8) * 8;
     const bf16* A = d_A;
     const bf16* B = d_B;
     bf16* padded = nullptr;
@@ -785,9 +800,7 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
         (tma_stores && !encode_c(&map_c, d_C, M, N, WGM))) {
         error = cudaErrorNotSupported;
     } else {
-        const long long cluster_rows = ((M + Cfg::BM - 1) / Cfg::BM + Cfg::cluster_m - 1) / Cfg::cluster_m;
-        const long long cluster_cols = ((N + Cfg::BN - 1) / Cfg::BN + Cfg::cluster_n - 1) / Cfg::cluster_n;
-        const int grid = static_cast<int>(std::min<long long>(cluster_rows * cluster_cols, clusters)) * Cfg::cluster;
+        const int grid = static_cast<int>(std::min<long long>(cluster_tiles, clusters)) * Cfg::cluster;
         const bool pairs = N % 2 == 0 && aligned(d_C, 4);
         cudaLaunchAttribute cluster{};
         const cudaLaunchConfig_t config = launch_config<Cfg>(grid, stream, cluster);
@@ -815,7 +828,7 @@ using Small = Config<64, 128, 8, 2, 1, 8>;
 inline int chosen_configuration(int M, int N, int sm_count)
 {
     const auto tiles = [&](int bm, int bn) {
-        return static_cast<long long>((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+        return static_cast<long long>(tiles_of(M, bm)) * tiles_of(N, bn);
     };
     if (10 * tiles(Large::BM, Large::BN) >= 9LL * sm_count) {
         return 0;
@@ -831,8 +844,9 @@ inline int chosen_configuration(int M, int N, int sm_count)
 //! @param[in]  d_B     K x N bf16, column-major (`B[n * K + k]`)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
-//! @pre M, N, K >= 1; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file built for
-//!      it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and B into
+//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
+//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file built
+//!      for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and B into
 //!      `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory for
 //!      later calls (as much as the largest such call needed) until the program ends.
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU

@@ -131,11 +131,19 @@ static __global__ void __launch_bounds__(scalar_threads)
 //! @brief Whether `p` is a multiple of `bytes`.
 inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
+//! @brief The tiles of `tile` that cover `count` elements, counted in 64 bits: `count + tile - 1` overflows an int
+//!        near INT_MAX.
+constexpr unsigned tiles_of(int count, int tile)
+{
+    return static_cast<unsigned>((static_cast<long long>(count) + tile - 1) / tile);
+}
+static_assert(tiles_of(2147483647, tile_dim) == (1u << 25), "INT_MAX rows: 2^25 tiles of 64, no overflow");
+
 //! @brief Writes the transpose of `d_in` to `d_out`.
 //! @param[in]  d_in     `num_rows` x `num_cols` floats, row-major
 //! @param[out] d_out    `num_cols` x `num_rows` floats, row-major: `d_out[c][r] = d_in[r][c]`
-//! @param[in]  num_rows rows of `d_in`
-//! @param[in]  num_cols columns of `d_in`, at most 65535 * scalar_tile_cols
+//! @param[in]  num_rows rows of `d_in`, any up to INT_MAX
+//! @param[in]  num_cols columns of `d_in`, at most 65535 * scalar_tile_cols (the grid's y limit)
 //! @param[in]  stream   stream to launch on
 //! @pre `num_rows` and `num_cols` positive, `num_cols <= 65535 * scalar_tile_cols`; `d_in` and `d_out` 4-byte
 //!      aligned and not overlapping. Both dimensions multiples of 4 and both pointers 16-byte aligned (cudaMalloc's
@@ -150,11 +158,10 @@ inline cudaError_t transpose(const float* d_in, float* d_out, int num_rows, int 
     const bool float4_rows = num_rows % 4 == 0 && num_cols % 4 == 0 && aligned(d_in, alignof(float4)) &&
                              aligned(d_out, alignof(float4));
     if (float4_rows) {
-        const dim3 grid((num_rows + tile_dim - 1) / tile_dim, (num_cols + tile_dim - 1) / tile_dim);
+        const dim3 grid(tiles_of(num_rows, tile_dim), tiles_of(num_cols, tile_dim));
         transpose_kernel<<<grid, block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols);
     } else {
-        const dim3 grid((num_rows + scalar_tile_rows - 1) / scalar_tile_rows,
-                        (num_cols + scalar_tile_cols - 1) / scalar_tile_cols);
+        const dim3 grid(tiles_of(num_rows, scalar_tile_rows), tiles_of(num_cols, scalar_tile_cols));
         transpose_scalar_kernel<<<grid, scalar_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols);
     }
     return cudaGetLastError();

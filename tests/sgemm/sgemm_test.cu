@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -657,6 +658,146 @@ TEST(SgemmTf32Wgmma, AnyMAndNFromBAndCAlignedToAFloat)
     // A is read by the TMA: 16-byte aligned, K a multiple of 4.
     EXPECT_EQ(tf32_wgmma::sgemm(s.M, s.N, s.K, 1.f, d_A.data() + 1, d_B.data(), 0.f, d_C.data()), cudaErrorInvalidValue);
     EXPECT_EQ(tf32_wgmma::sgemm(s.M, s.N, s.K - 1, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ---- the final steps at the limits their contracts state ----
+
+//! Why this GPU cannot run the step `id` (empty where it can).
+std::string why_it_cannot_run(const std::string& id)
+{
+    if (const std::string reason = cuda_unavailable_reason(); !reason.empty()) {
+        return "no usable CUDA GPU: " + reason;
+    }
+    for (const Step& step : steps()) {
+        if (step.id == id) {
+            const std::string reason = unsupported_reason(step);
+            return reason.empty() ? "" : id + " " + reason;
+        }
+    }
+    return "no step " + id;
+}
+
+constexpr int int_max = std::numeric_limits<int>::max();
+
+TEST(SgemmFinalStep, RejectsPointersThatAreNotFloatAlignedAndLeavesCAlone)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    // A float pointer 2 bytes off would make the kernel's accesses misaligned and end the program's CUDA context.
+    DeviceBuffer<float> d_A(64 * 64 + 1);
+    DeviceBuffer<float> d_B(64 * 64 + 1);
+    DeviceBuffer<float> d_C(64 * 64 + 1);
+    d_C.fill_bytes(0x5A, 0);
+    const auto off = [](float* p) { return reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(p) + 2); };
+    const std::pair<const char*, std::function<cudaError_t(const float*, const float*, float*)>> launchers[] = {
+        {"sgemm",
+         [](const float* A, const float* B, float* C) { return autotuned::sgemm(64, 64, 64, 1.f, A, B, 0.f, C); }},
+        {"sgemm_with<Small>", [](const float* A, const float* B, float* C) {
+             return autotuned::sgemm_with<autotuned::Small>(64, 64, 64, 1.f, A, B, 0.f, C, 2);
+         }}};
+    for (const auto& [name, launch] : launchers) {
+        SCOPED_TRACE(name);
+        EXPECT_EQ(launch(off(d_A.data()), d_B.data(), d_C.data()), cudaErrorInvalidValue);
+        EXPECT_EQ(launch(d_A.data(), off(d_B.data()), d_C.data()), cudaErrorInvalidValue);
+        EXPECT_EQ(launch(d_A.data(), d_B.data(), off(d_C.data())), cudaErrorInvalidValue);
+    }
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "the context survives";
+    const std::vector<float> after = d_C.download();
+    const std::vector<unsigned char> untouched(after.size() * sizeof(float), 0x5A);
+    EXPECT_EQ(std::memcmp(after.data(), untouched.data(), untouched.size()), 0) << "a rejected call wrote to C";
+}
+
+TEST(SgemmFinalStep, MUpToIntMax)
+{
+    // More rows than one grid's 65535 tile rows: the launcher runs them a grid at a time.
+    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    stepwise::testing::expect_exact_product<float, float>({int_max, 1, 1}, false, [](auto A, auto B, auto C) {
+        return autotuned::sgemm(int_max, 1, 1, 1.f, A, B, 0.f, C);
+    });
+}
+
+TEST(SgemmFinalStep, NUpToIntMax)
+{
+    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    stepwise::testing::expect_exact_product<float, float>({1, int_max, 1}, false, [](auto A, auto B, auto C) {
+        return autotuned::sgemm(1, int_max, 1, 1.f, A, B, 0.f, C);
+    });
+}
+
+TEST(SgemmFinalStep, KUpToIntMaxSplitAmongTheMostBlocks)
+{
+    // sgemm runs a 1 x 1 x INT_MAX product in one block (seconds); the same kernel with K split 65535 ways checks
+    // the split's arithmetic at INT_MAX in a fraction of that.
+    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    stepwise::testing::expect_exact_product<float, float>({1, 1, int_max}, false, [](auto A, auto B, auto C) {
+        return autotuned::sgemm_with<autotuned::Small>(1, 1, int_max, 1.f, A, B, 0.f, C, 65535);
+    });
+}
+
+TEST(SgemmFinalStep, SgemmWithTakesTheGridsLastTileRowAndNotOneMore)
+{
+    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    constexpr int rows = 65535 * autotuned::Small::BM;
+    stepwise::testing::expect_exact_product<float, float>({rows, 3, 5}, false, [](auto A, auto B, auto C) {
+        return autotuned::sgemm_with<autotuned::Small>(rows, 3, 5, 1.f, A, B, 0.f, C, 1);
+    });
+    DeviceBuffer<float> d_A(static_cast<std::size_t>(rows + 1) * 5);
+    DeviceBuffer<float> d_B(5 * 3);
+    DeviceBuffer<float> d_C(static_cast<std::size_t>(rows + 1) * 3);
+    const auto call = [&](int M, int splits) {
+        return autotuned::sgemm_with<autotuned::Small>(M, 3, 5, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), splits);
+    };
+    EXPECT_EQ(call(rows + 1, 1), cudaErrorInvalidValue);
+    EXPECT_EQ(call(rows, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(call(rows, 65536), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+TEST(SgemmTf32Wgmma, MUpToIntMax)
+{
+    if (const std::string why = why_it_cannot_run("12_tf32_wgmma"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    stepwise::testing::expect_exact_product<float, float>({int_max, 1, 4}, false, [](auto A, auto B, auto C) {
+        return tf32_wgmma::sgemm(int_max, 1, 4, 1.f, A, B, 0.f, C);
+    });
+}
+
+TEST(SgemmTf32Wgmma, NUpToIntMax)
+{
+    // 77 GiB: B, its transposed copy and C (an H100 has too little memory and skips it).
+    if (const std::string why = why_it_cannot_run("12_tf32_wgmma"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    stepwise::testing::expect_exact_product<float, float>({1, int_max, 4}, false, [](auto A, auto B, auto C) {
+        return tf32_wgmma::sgemm(1, int_max, 4, 1.f, A, B, 0.f, C);
+    });
+}
+
+TEST(SgemmTf32Wgmma, KUpToTheLimitAndNotOneMoreNorTooManyTiles)
+{
+    if (const std::string why = why_it_cannot_run("12_tf32_wgmma"); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    constexpr int K = 65535 * 32;
+    stepwise::testing::expect_exact_product<float, float>({3, 5, K}, false, [](auto A, auto B, auto C) {
+        return tf32_wgmma::sgemm(3, 5, K, 1.f, A, B, 0.f, C);
+    });
+    DeviceBuffer<float> d_A(3 * static_cast<std::size_t>(K + 4));
+    DeviceBuffer<float> d_B(static_cast<std::size_t>(K + 4) * 5);
+    DeviceBuffer<float> d_C(3 * 5);
+    EXPECT_EQ(tf32_wgmma::sgemm(3, 5, K + 4, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data()), cudaErrorInvalidValue);
+    // A C of 2^46 tiles: rejected from the arguments alone, before anything is read.
+    EXPECT_EQ(tf32_wgmma::sgemm(int_max, int_max, 4, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data()),
+              cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

@@ -2,9 +2,17 @@
 // accepts.
 #pragma once
 
+#include "core/device_buffer.hpp"
 #include "support/gpu_test_support.hpp"
+#include "support/large_problem.hpp"
 
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace stepwise::testing {
@@ -24,6 +32,87 @@ template <class Step>
 std::vector<GemmShape> accepted_shapes(const Step& step, const std::vector<GemmShape>& all)
 {
     return kept(all, [&](const GemmShape& s) { return step.accepts(s.M, s.N, s.K); });
+}
+
+//! @brief `term(0) + ... + term(count - 1)` in double, over the host's threads where `count` is large (2^31 terms of a
+//!        K at INT_MAX); exact where the terms are signed powers of two (Hashed::powers_of_two products).
+template <class Term>
+double exact_sum(std::size_t count, Term term)
+{
+    if (count < (std::size_t{1} << 22)) {
+        double sum = 0.0;
+        for (std::size_t i = 0; i < count; ++i) {
+            sum += term(i);
+        }
+        return sum;
+    }
+    const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<double> sums(threads, 0.0);
+    std::vector<std::thread> workers;
+    for (std::size_t t = 0; t < threads; ++t) {
+        workers.emplace_back([&, t] {
+            for (std::size_t i = count * t / threads; i < count * (t + 1) / threads; ++i) {
+                sums[t] += term(i);
+            }
+        });
+    }
+    for (std::thread& worker : workers) {
+        worker.join();
+    }
+    double sum = 0.0;
+    for (const double s : sums) {
+        sum += s;
+    }
+    return sum;
+}
+
+//! @brief C (M x N, row-major, of `TC`) = A (M x K, row-major) B (K x N; `b_column_major`: stored N rows of K) for a
+//!        shape at a launcher's limit (a dimension near INT_MAX, billions of elements). A and B are signed powers of
+//!        two made on the GPU from a fresh seed, so every product and sum is exact; `launch(d_A, d_B, d_C)` must
+//!        succeed, write every element of C and nothing past it, and the elements indices_to_check() picks must equal
+//!        the exact product rounded to `TC`. Skips, with the reason, where large_problem_skip_reason() says so.
+template <class TIn, class TC, class Launch>
+void expect_exact_product(GemmShape shape, bool b_column_major, Launch launch)
+{
+    const std::size_t M = shape.M, N = shape.N, K = shape.K;
+    constexpr std::size_t guard = 256;  // poisoned elements after C
+    const std::size_t bytes = (M * K + K * N) * sizeof(TIn) + (M * N + guard) * sizeof(TC);
+    if (const std::string why = large_problem_skip_reason(bytes); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(shape_text(shape) + ", seed " + std::to_string(seed));
+    DeviceBuffer<TIn> d_A(M * K);
+    DeviceBuffer<TIn> d_B(K * N);
+    DeviceBuffer<TC> d_C(M * N + guard);
+    fill_hashed(d_A.data(), d_A.size(), Hashed::powers_of_two, seed);
+    fill_hashed(d_B.data(), d_B.size(), Hashed::powers_of_two, seed + 1);
+    d_C.fill_bytes(0xFF, 0);  // NaN in fp32 and bf16
+    ASSERT_EQ(launch(d_A.data(), d_B.data(), d_C.data()), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<TC> C = d_C.download();
+    std::size_t unwritten = 0;
+    for (std::size_t i = 0; i < M * N; ++i) {
+        unwritten += std::isnan(static_cast<float>(C[i])) ? 1 : 0;
+    }
+    EXPECT_EQ(unwritten, 0u) << "elements of C left unwritten (NaN)";
+    for (std::size_t i = M * N; i < C.size(); ++i) {
+        ASSERT_TRUE(std::isnan(static_cast<float>(C[i]))) << "wrote past C, at element " << i;
+    }
+    std::size_t wrong = 0;
+    std::size_t first = 0;
+    for (const std::size_t i : indices_to_check(M * N, seed)) {
+        const std::size_t m = i / N, n = i % N;
+        const double exact = exact_sum(K, [&](std::size_t k) {
+            return static_cast<double>(hashed_value(Hashed::powers_of_two, seed, m * K + k)) *
+                   hashed_value(Hashed::powers_of_two, seed + 1, b_column_major ? n * K + k : k * N + n);
+        });
+        const float expected = static_cast<float>(TC(static_cast<float>(exact)));
+        if (!(static_cast<float>(C[i]) == expected)) {
+            first = wrong++ == 0 ? i : first;
+        }
+    }
+    EXPECT_EQ(wrong, 0u) << "elements not the exact product; the first at (" << first / N << ", " << first % N << ")";
 }
 
 }  // namespace stepwise::testing

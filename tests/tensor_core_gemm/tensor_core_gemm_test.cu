@@ -286,6 +286,39 @@ TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
     EXPECT_EQ(nans, 0u) << "elements left unwritten (C was poisoned with NaN)";
 }
 
+// The launcher at the limits its contract states: M or N at INT_MAX (2^24 tiles, whose last row or column starts 64 or
+// 256 below it), K at max_k, and one more rejected. Inputs of signed powers of two: every product and sum is exact.
+
+constexpr int int_max = std::numeric_limits<int>::max();
+
+TEST_F(TensorCoreGemmFinalStepTest, MUpToIntMax)
+{
+    stepwise::testing::expect_exact_product<bf16, bf16>({int_max, 1, 8}, true, [](auto A, auto B, auto C) {
+        return persistent::gemm(int_max, 1, 8, A, B, C);
+    });
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, NUpToIntMax)
+{
+    stepwise::testing::expect_exact_product<bf16, bf16>({1, int_max, 8}, true, [](auto A, auto B, auto C) {
+        return persistent::gemm(1, int_max, 8, A, B, C);
+    });
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
+{
+    // One tile and 2^25 k-tiles: seconds, the longest K the launcher takes (its padded rows count in an int).
+    stepwise::testing::expect_exact_product<bf16, bf16>({1, 1, persistent::max_k}, true, [](auto A, auto B, auto C) {
+        return persistent::gemm(1, 1, persistent::max_k, A, B, C);
+    });
+    DeviceBuffer<bf16> d_A(64);
+    DeviceBuffer<bf16> d_C(1);
+    // Rejected from their arguments alone, before anything is read: K past its limit, and a C of 2^46 tiles.
+    EXPECT_EQ(persistent::gemm(1, 1, persistent::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(persistent::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 TEST_F(TensorCoreGemmFinalStepTest, UsageExample)
 {
     const int M = 1000;
@@ -329,6 +362,7 @@ TEST(TensorCoreGemmLauncher, PicksTheLargestTileThatGivesNineTenthsOfTheSmsOne)
     EXPECT_EQ(chosen_configuration(1024, 2048, 132), 1);  // 8 x 8 = 64 of 128 x 256; 8 x 16 = 128 of 128 x 128
     EXPECT_EQ(chosen_configuration(1024, 1024, 132), 2);  // 8 x 8 = 64 tiles of 128 x 128: 16 x 8 of 64 x 128
     EXPECT_EQ(chosen_configuration(1, 1, 132), 2);
+    EXPECT_EQ(chosen_configuration(int_max, int_max, 132), 0);  // tiles counted without overflow
 }
 
 // ---- cuBLAS, the baseline, on the same operation (left out of racecheck: its own kernels report hazards there) ----

@@ -1,6 +1,7 @@
 // GPU tests of the transpose chapter: every step against the CPU transpose, bit for bit.
 #include "core/device_buffer.hpp"
 #include "support/gpu_test_support.hpp"
+#include "support/large_problem.hpp"
 #include "transpose/transpose_reference.hpp"
 #include "transpose/transpose_steps.hpp"
 
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 namespace stepwise::transpose {
@@ -198,6 +200,65 @@ TEST(TransposeFinalStep, RejectsPointersThatAreNotFloatAligned)
     };
     EXPECT_EQ(output_order::transpose(two_bytes_in(d_a.data()), d_b.data(), 64, 64, 0), cudaErrorInvalidValue);
     EXPECT_EQ(output_order::transpose(d_a.data(), two_bytes_in(d_b.data()), 64, 64, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// ---- the final step at the limits its contract states ----
+
+TEST(TransposeFinalStep, RowsUpToIntMax)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    // INT_MAX x 1: the grid counts 2^24 tiles of 128 rows, whose count overflows an int if computed as
+    // rows + tile - 1. A column's transpose is a row: the output holds the input's values in the same order.
+    constexpr int rows = std::numeric_limits<int>::max();
+    constexpr std::size_t count = rows;
+    if (const std::string why = stepwise::testing::large_problem_skip_reason(2 * (count + guard_floats) * 4);
+        !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    DeviceBuffer<float> d_in(count);
+    stepwise::testing::fill_hashed(d_in.data(), count, stepwise::testing::Hashed::uniform, seed);
+    DeviceBuffer<float> d_out(count + guard_floats);
+    d_out.fill_bytes(0xFF, 0);
+    ASSERT_EQ(output_order::transpose(d_in.data(), d_out.data(), rows, 1, 0), cudaSuccess);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const std::vector<float> out = d_out.download();
+    std::size_t wrong = 0;
+    std::size_t first_wrong = count;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (!(out[i] == stepwise::testing::hashed_value(stepwise::testing::Hashed::uniform, seed, i))) {  // NaN too
+            first_wrong = wrong++ == 0 ? i : first_wrong;
+        }
+    }
+    EXPECT_EQ(wrong, 0u) << "first at element " << first_wrong;
+    for (std::size_t i = count; i < out.size(); ++i) {
+        ASSERT_TRUE(std::isnan(out[i])) << "wrote past the output, at element " << i;
+    }
+}
+
+TEST(TransposeFinalStep, ColumnsUpToTheGridsLimitAndNotOneMore)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    constexpr int cols = 65535 * output_order::scalar_tile_cols;
+    for (const int rows : {3, 4}) {  // the single-float kernel, and the float4 one (both dimensions multiples of 4)
+        SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+        const std::vector<float> input = random_matrix(rows, cols, seed + rows);
+        DeviceBuffer<float> d_in(input.size());
+        d_in.upload(input);
+        DeviceBuffer<float> d_out(input.size());
+        d_out.fill_bytes(0xFF, 0);
+        ASSERT_EQ(output_order::transpose(d_in.data(), d_out.data(), rows, cols, 0), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const BitComparison c = compare_bits(d_out.download(), reference_transpose(input, rows, cols));
+        EXPECT_TRUE(c.identical()) << c.describe(rows);
+    }
+    DeviceBuffer<float> d_in(3 * (cols + 1));
+    DeviceBuffer<float> d_out(3 * (cols + 1));
+    EXPECT_EQ(output_order::transpose(d_in.data(), d_out.data(), 3, cols + 1, 0), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
