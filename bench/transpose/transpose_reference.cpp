@@ -1,5 +1,6 @@
 #include "transpose/transpose_reference.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -35,9 +36,14 @@ std::vector<float> reference_transpose(const std::vector<float>& in, int num_row
         throw std::invalid_argument("reference_transpose: the matrix does not have num_rows * num_cols elements");
     }
     std::vector<float> out(in.size());
-    for (int r = 0; r < num_rows; ++r) {
-        for (int c = 0; c < num_cols; ++c) {
-            out[static_cast<std::size_t>(c) * num_rows + r] = in[static_cast<std::size_t>(r) * num_cols + c];
+    constexpr int block = 64;  // 64 x 64 blocks: the rows read and the columns written stay in cache
+    for (int r0 = 0; r0 < num_rows; r0 += block) {
+        for (int c0 = 0; c0 < num_cols; c0 += block) {
+            for (int r = r0; r < std::min(r0 + block, num_rows); ++r) {
+                for (int c = c0; c < std::min(c0 + block, num_cols); ++c) {
+                    out[static_cast<std::size_t>(c) * num_rows + r] = in[static_cast<std::size_t>(r) * num_cols + c];
+                }
+            }
         }
     }
     return out;

@@ -8,11 +8,9 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace stepwise::testing {
@@ -32,38 +30,6 @@ template <class Step>
 std::vector<GemmShape> accepted_shapes(const Step& step, const std::vector<GemmShape>& all)
 {
     return kept(all, [&](const GemmShape& s) { return step.accepts(s.M, s.N, s.K); });
-}
-
-//! @brief `term(0) + ... + term(count - 1)` in double, over the host's threads where `count` is large (2^31 terms of a
-//!        K at INT_MAX); exact where the terms are signed powers of two (Hashed::powers_of_two products).
-template <class Term>
-double exact_sum(std::size_t count, Term term)
-{
-    if (count < (std::size_t{1} << 22)) {
-        double sum = 0.0;
-        for (std::size_t i = 0; i < count; ++i) {
-            sum += term(i);
-        }
-        return sum;
-    }
-    const std::size_t threads = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<double> sums(threads, 0.0);
-    std::vector<std::thread> workers;
-    for (std::size_t t = 0; t < threads; ++t) {
-        workers.emplace_back([&, t] {
-            for (std::size_t i = count * t / threads; i < count * (t + 1) / threads; ++i) {
-                sums[t] += term(i);
-            }
-        });
-    }
-    for (std::thread& worker : workers) {
-        worker.join();
-    }
-    double sum = 0.0;
-    for (const double s : sums) {
-        sum += s;
-    }
-    return sum;
 }
 
 //! @brief C (M x N, row-major, of `TC`) = A (M x K, row-major) B (K x N; `b_column_major`: stored N rows of K) for a
@@ -91,11 +57,8 @@ void expect_exact_product(GemmShape shape, bool b_column_major, Launch launch)
     ASSERT_EQ(launch(d_A.data(), d_B.data(), d_C.data()), cudaSuccess);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<TC> C = d_C.download();
-    std::size_t unwritten = 0;
-    for (std::size_t i = 0; i < M * N; ++i) {
-        unwritten += std::isnan(static_cast<float>(C[i])) ? 1 : 0;
-    }
-    EXPECT_EQ(unwritten, 0u) << "elements of C left unwritten (NaN)";
+    EXPECT_EQ(count_where(M * N, [&](std::size_t i) { return std::isnan(static_cast<float>(C[i])); }), 0u)
+        << "elements of C left unwritten (NaN)";
     for (std::size_t i = M * N; i < C.size(); ++i) {
         ASSERT_TRUE(std::isnan(static_cast<float>(C[i]))) << "wrote past C, at element " << i;
     }
@@ -103,7 +66,7 @@ void expect_exact_product(GemmShape shape, bool b_column_major, Launch launch)
     std::size_t first = 0;
     for (const std::size_t i : indices_to_check(M * N, seed)) {
         const std::size_t m = i / N, n = i % N;
-        const double exact = exact_sum(K, [&](std::size_t k) {
+        const double exact = parallel_sum<double>(K, [&](std::size_t k) {
             return static_cast<double>(hashed_value(Hashed::powers_of_two, seed, m * K + k)) *
                    hashed_value(Hashed::powers_of_two, seed + 1, b_column_major ? n * K + k : k * N + n);
         });

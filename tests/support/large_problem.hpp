@@ -8,10 +8,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace stepwise::testing {
@@ -72,6 +74,42 @@ inline std::vector<std::size_t> indices_to_check(std::size_t count, std::uint64_
         out.push_back(part + random() % (count - 2 * part));
     }
     return out;
+}
+
+//! @brief `term(0) + ... + term(count - 1)`, over the host's threads where `count` is large (2^31 elements of an
+//!        output at INT_MAX take one thread seconds). Exact for counts, and for doubles where the terms are products
+//!        of Hashed::powers_of_two values.
+template <class Sum, class Term>
+Sum parallel_sum(std::size_t count, Term term)
+{
+    const std::size_t threads =
+        count < (std::size_t{1} << 22) ? 1 : std::max(1u, std::thread::hardware_concurrency());
+    std::vector<Sum> sums(threads, Sum{});
+    const auto add = [&](std::size_t t) {
+        for (std::size_t i = count * t / threads; i < count * (t + 1) / threads; ++i) {
+            sums[t] += term(i);
+        }
+    };
+    std::vector<std::thread> workers;
+    for (std::size_t t = 1; t < threads; ++t) {
+        workers.emplace_back(add, t);
+    }
+    add(0);
+    for (std::thread& worker : workers) {
+        worker.join();
+    }
+    Sum sum{};
+    for (const Sum s : sums) {
+        sum += s;
+    }
+    return sum;
+}
+
+//! @brief How many of the indices 0 .. count - 1 `holds(i)` is true for (parallel_sum()).
+template <class Predicate>
+std::size_t count_where(std::size_t count, Predicate holds)
+{
+    return parallel_sum<std::size_t>(count, [&](std::size_t i) -> std::size_t { return holds(i) ? 1 : 0; });
 }
 
 //! @brief Why a test of a problem taking `bytes` of device memory does not run here, or empty where it does: one of

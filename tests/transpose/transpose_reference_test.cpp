@@ -20,6 +20,22 @@ TEST(TransposeReference, RowsBecomeColumns)
     EXPECT_THROW(reference_transpose(in, 4, 2), std::invalid_argument);
 }
 
+TEST(TransposeReference, BlocksOfSixtyFourAndTheirEdgesGoWhereTheyBelong)
+{
+    // Larger than its 64 x 64 blocks and a multiple of none: every element checked against its index.
+    constexpr int rows = 130, cols = 67;
+    std::vector<float> in(static_cast<std::size_t>(rows) * cols);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        in[i] = static_cast<float>(i);
+    }
+    const std::vector<float> out = reference_transpose(in, rows, cols);
+    for (int r = 0; r < rows; ++r) {
+        for (int c = 0; c < cols; ++c) {
+            ASSERT_EQ(out[static_cast<std::size_t>(c) * rows + r], static_cast<float>(r * cols + c)) << r << ", " << c;
+        }
+    }
+}
+
 TEST(TransposeReference, BitComparisonTellsNaNsAndZerosApart)
 {
     const float nan = std::numeric_limits<float>::quiet_NaN();
