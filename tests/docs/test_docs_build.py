@@ -211,6 +211,38 @@ def test_non_strict_build_shows_stale_step(project):
     assert "measured in this build" in text and "not re-measured" not in text
 
 
+def _merged(project: Path) -> None:
+    """The FIXTURE file as `make measure CHAPTERS=demo` leaves it: demo from a later run, gemm kept from its own."""
+    data = synth.set_chapter_run(synth.fixture_measurement(), "demo", commit="c0ffee1", dirty=False, seed=2,
+                                 date="2000-02-03T04:05:06Z")
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+
+
+@needs_doxygen
+def test_a_merged_file_names_each_chapters_own_run_on_its_pages(project):
+    _merged(project)
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stderr
+    _html, index = synth.built_page(project)
+    assert "2000-02-03 04:05 UTC, commit c0ffee1 \u2014 recorded" in index  # the demo chapter's own run
+    assert "The 2 runs this GPU\u2019s chapters were measured in" in index  # stepwise-run without a chapter
+    _html, gemm = synth.built_page(project, "gemm.html")
+    assert "2000-01-01 00:00 UTC, commit f1xture (dirty) \u2014 recorded" in gemm
+    assert "c0ffee1" not in gemm
+
+
+def test_a_step_changed_after_a_merge_is_stale_in_its_own_chapter_only(project):
+    _merged(project)
+    snippet = next((project / "snippets" / "gemm").glob("*.cuh"))
+    snippet.write_bytes(snippet.read_bytes() + b"//\n")
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0
+    stale = [line for line in proc.stderr.splitlines() if "stale measurement" in line]
+    assert stale and all("gemm/" in line and "commit f1xture (dirty)" in line and "CHAPTERS=gemm" in line
+                         for line in stale), proc.stderr
+    assert "demo/" not in "".join(stale)
+
+
 def _without_ncu_table(text: str) -> str:
     """The page without its ``stepwise-ncu`` directive (its numbers' role stays)."""
     start = text.index("```{stepwise-ncu}")

@@ -231,6 +231,11 @@ def test_provenance_of_a_chapter_names_its_own_run(project):
     assert "commit f1xture (dirty)" in fmt.provenance(ds, ds.chapter("gemm"))
 
 
+def test_a_full_commit_hash_is_cited_by_its_first_twelve_digits():
+    assert fmt.short_commit("12d325067800919d9863e66718bdd02e8d05a8af") == "12d325067800"
+    assert fmt.short_commit("f1xture") == "f1xture" and fmt.short_commit("unknown") == "unknown"
+
+
 def test_provenance_of_a_file_of_several_runs_names_each_with_its_chapters(project):
     data = synth.set_chapter_run(synth.fixture_measurement(), "demo", commit="c0ffee1", seed=2,
                                  date="2000-02-03T04:05:06Z")

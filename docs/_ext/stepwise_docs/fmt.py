@@ -144,10 +144,17 @@ def format_date(iso: str) -> str:
     return iso
 
 
+def short_commit(commit: str) -> str:
+    """A commit as the pages cite it: a full 40-digit hash cut to its first 12 digits, anything else as it is."""
+    full = len(commit) == 40 and all(c in "0123456789abcdef" for c in commit)
+    return commit[:12] if full else commit
+
+
 def _run_text(run: dict) -> str:
     """``2026-11-23 10:00 UTC, commit abc1234`` of a chapter's run (``(dirty)`` where the tree had changes)."""
     dirty = " (dirty)" if run.get("dirty") else ""
-    return f"{format_date(run.get('date', 'an unknown date'))}, commit {run.get('commit', 'unknown')}{dirty}"
+    return (f"{format_date(run.get('date', 'an unknown date'))}, commit "
+            f"{short_commit(run.get('commit', 'unknown'))}{dirty}")
 
 
 def _software(run: dict) -> str:
