@@ -678,6 +678,17 @@ std::string why_it_cannot_run(const std::string& id)
     return "no step " + id;
 }
 
+//! stepwise::testing::expect_exact_product() of a launch of step `id` at `shape`, or a skip where this GPU cannot run
+//! that step.
+template <class Launch>
+void expect_exact_product_of(const std::string& id, Shape shape, Launch launch)
+{
+    if (const std::string why = why_it_cannot_run(id); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    stepwise::testing::expect_exact_product<float, float>(shape, false, launch);
+}
+
 constexpr int int_max = std::numeric_limits<int>::max();
 
 TEST(SgemmFinalStep, RejectsPointersThatAreNotFloatAlignedAndLeavesCAlone)
@@ -710,20 +721,14 @@ TEST(SgemmFinalStep, RejectsPointersThatAreNotFloatAlignedAndLeavesCAlone)
 TEST(SgemmFinalStep, MUpToIntMax)
 {
     // More rows than one grid's 65535 tile rows: the launcher runs them a grid at a time.
-    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
-    stepwise::testing::expect_exact_product<float, float>({int_max, 1, 1}, false, [](auto A, auto B, auto C) {
+    expect_exact_product_of("10_autotuned", {int_max, 1, 1}, [](auto A, auto B, auto C) {
         return autotuned::sgemm(int_max, 1, 1, 1.f, A, B, 0.f, C);
     });
 }
 
 TEST(SgemmFinalStep, NUpToIntMax)
 {
-    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
-    stepwise::testing::expect_exact_product<float, float>({1, int_max, 1}, false, [](auto A, auto B, auto C) {
+    expect_exact_product_of("10_autotuned", {1, int_max, 1}, [](auto A, auto B, auto C) {
         return autotuned::sgemm(1, int_max, 1, 1.f, A, B, 0.f, C);
     });
 }
@@ -732,10 +737,7 @@ TEST(SgemmFinalStep, KUpToIntMaxSplitAmongTheMostBlocks)
 {
     // sgemm runs a 1 x 1 x INT_MAX product in one block (seconds); the same kernel with K split 65535 ways checks
     // the split's arithmetic at INT_MAX in a fraction of that.
-    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
-    stepwise::testing::expect_exact_product<float, float>({1, 1, int_max}, false, [](auto A, auto B, auto C) {
+    expect_exact_product_of("10_autotuned", {1, 1, int_max}, [](auto A, auto B, auto C) {
         return autotuned::sgemm_with<autotuned::Small>(1, 1, int_max, 1.f, A, B, 0.f, C, 65535);
     });
 }
@@ -763,10 +765,7 @@ TEST(SgemmFinalStep, SgemmWithTakesTheGridsLastTileRowAndNotOneMore)
 
 TEST(SgemmTf32Wgmma, MUpToIntMax)
 {
-    if (const std::string why = why_it_cannot_run("12_tf32_wgmma"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
-    stepwise::testing::expect_exact_product<float, float>({int_max, 1, 4}, false, [](auto A, auto B, auto C) {
+    expect_exact_product_of("12_tf32_wgmma", {int_max, 1, 4}, [](auto A, auto B, auto C) {
         return tf32_wgmma::sgemm(int_max, 1, 4, 1.f, A, B, 0.f, C);
     });
 }
@@ -774,10 +773,7 @@ TEST(SgemmTf32Wgmma, MUpToIntMax)
 TEST(SgemmTf32Wgmma, NUpToIntMax)
 {
     // 77 GiB: B, its transposed copy and C (an H100 has too little memory and skips it).
-    if (const std::string why = why_it_cannot_run("12_tf32_wgmma"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
-    stepwise::testing::expect_exact_product<float, float>({1, int_max, 4}, false, [](auto A, auto B, auto C) {
+    expect_exact_product_of("12_tf32_wgmma", {1, int_max, 4}, [](auto A, auto B, auto C) {
         return tf32_wgmma::sgemm(1, int_max, 4, 1.f, A, B, 0.f, C);
     });
 }
