@@ -22,6 +22,12 @@ were, each with its own run. That file is FILE itself where it exists (an earlie
 the recorded one, ``RECORDED/<gpu-slug>.json``. An unknown chapter is a one-line error that lists the
 chapters. Without ``--chapters`` every chapter is measured and nothing is merged.
 
+cuDNN (the softmax chapter's baseline) is opened by the timing program at run time: from
+STEPWISE_CUDNN_LIBRARY where set, else from the loader's path and the CUDA toolkit. Where neither has
+it, this script looks for the ``nvidia-cudnn-cu13`` wheel's ``libcudnn.so.9`` in the site-packages
+of ``python3`` on PATH (where PyTorch brings it) and sets STEPWISE_CUDNN_LIBRARY for the timing
+program; the line ``cuDNN: ...`` says which.
+
 ``--record`` writes into the recorded file, ``RECORDED/<gpu-slug>.json``, instead of OUT_DIR (merging
 into it where ``--chapters`` is given), and copies the sanitizer logs beside it, to
 ``RECORDED/logs/<gpu-slug>-<tool>[-<chapter>...].log``.
@@ -148,6 +154,29 @@ def sanitize(sanitizer: str, tool: str, gpu_tests: Path, log: Path, extra: list[
     return True
 
 
+def cudnn_library(cuda_home: Path = CUDA_HOME, python: str | None = None) -> tuple[Path | None, str]:
+    """Where the timing program should open cuDNN: (a path to pass as STEPWISE_CUDNN_LIBRARY or None,
+    one line saying where cuDNN comes from). STEPWISE_CUDNN_LIBRARY wins; then the CUDA toolkit's
+    ``lib``/``lib64``; then the wheel in ``python``'s (default ``python3`` on PATH) site-packages."""
+    if os.environ.get("STEPWISE_CUDNN_LIBRARY"):
+        return None, f"STEPWISE_CUDNN_LIBRARY={os.environ['STEPWISE_CUDNN_LIBRARY']}"
+    for folder in ("lib64", "lib"):
+        if (cuda_home / folder / "libcudnn.so.9").is_file():
+            return None, str(cuda_home / folder / "libcudnn.so.9")
+    python = python or shutil.which("python3")
+    if python:
+        try:
+            proc = subprocess.run([python, "-c", "import site, sys; print('\\n'.join(site.getsitepackages() + sys.path))"],
+                                  capture_output=True, text=True)
+        except OSError:
+            proc = None
+        for folder in proc.stdout.splitlines() if proc is not None and proc.returncode == 0 else []:
+            candidate = Path(folder) / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9"
+            if folder and candidate.is_file():
+                return candidate, f"{candidate} (the nvidia-cudnn-cu13 wheel of {python})"
+    return None, "not beside the CUDA toolkit nor in python3's site-packages: the loader's path only"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="measure.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--build-dir", type=Path, required=True, help="the build folder (build)")
@@ -198,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
     written_before = out.stat().st_mtime_ns if out.is_file() else None
     if base:
         print(f"Merging into {base}: {', '.join(prefixes)} measured now, every other chapter kept as it is")
+    cudnn, where = cudnn_library()
+    print(f"cuDNN: {where}")
+    if cudnn is not None:
+        os.environ["STEPWISE_CUDNN_LIBRARY"] = str(cudnn)
     with stages.stage("timing"):
         status = run([bench, "--gtest-report", report, "--out", out, "--commit", commit]
                      + (["--dirty"] if dirty else [])

@@ -51,6 +51,10 @@ struct Sweep {
     //! The bytes the problem occupies at size n: bytes_per_n * n^power (compared with the GPU's L2 size).
     double footprint_bytes_per_n = 0;
     int footprint_power = 1;
+    //! Where the sizes are keys of shapes (ProblemSize::shape) rather than sizes: the pages draw the rows against
+    //! `shape[axis_shape_index]` of each size of `sizes`, labelled `axis_label`. -1: against n.
+    int axis_shape_index = -1;
+    std::string axis_label = "";
 };
 
 //! @brief What the front page shows of a chapter: its first and final step at one size and timing.

@@ -108,7 +108,9 @@ void add_sweep(ChapterEntry& chapter, Sweep sweep)
             if (in_sweep(reference.id)) {
                 found(reference.id);
                 for (const ProblemSize& size : sweep.sizes) {
-                    reference.sizes.push_back(size.n);
+                    if (std::find(reference.sizes.begin(), reference.sizes.end(), size.n) == reference.sizes.end()) {
+                        reference.sizes.push_back(size.n);  // a sweep size may also be a main one
+                    }
                 }
             }
         }
@@ -116,7 +118,12 @@ void add_sweep(ChapterEntry& chapter, Sweep sweep)
     for (StepEntry& step : chapter.steps) {
         if (in_sweep(step.id)) {
             found(step.id);
-            step.sizes.insert(step.sizes.end(), sweep.sizes.begin(), sweep.sizes.end());
+            for (const ProblemSize& size : sweep.sizes) {
+                const auto same = [&](const ProblemSize& s) { return s.n == size.n; };
+                if (std::none_of(step.sizes.begin(), step.sizes.end(), same)) {
+                    step.sizes.push_back(size);
+                }
+            }
         }
     }
     if (!unknown.empty()) {
@@ -237,6 +244,9 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
                           {"rows", c.sweep->rows},
                           {"footprint", {{"bytes_per_n", c.sweep->footprint_bytes_per_n},
                                          {"power", c.sweep->footprint_power}}}};
+            if (c.sweep->axis_shape_index >= 0) {
+                j["sweep"]["axis"] = {{"label", c.sweep->axis_label}, {"shape_index", c.sweep->axis_shape_index}};
+            }
         }
         out["chapters"].push_back(j);
     }

@@ -221,3 +221,20 @@ def test_a_missing_binary_is_named(tmp_path):
     proc = run(tmp_path, env, args)
     assert proc.returncode == 2
     assert "the build did not produce" in proc.stderr and "stepwise_gpu_tests" in proc.stderr
+
+
+def test_cudnn_is_found_in_a_pythons_wheel_where_the_toolkit_has_none(tmp_path, monkeypatch):
+    sys.path.insert(0, str(synth.REPO / "conf"))
+    import measure
+    monkeypatch.delenv("STEPWISE_CUDNN_LIBRARY", raising=False)
+    site = tmp_path / "site"
+    library = write(site / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9", "")
+    python = tmp_path / "python3"
+    synth.stub_executable(python, f"echo /nowhere; echo {site}")
+    path, where = measure.cudnn_library(tmp_path / "no-cuda", str(python))
+    assert path == library and "nvidia-cudnn-cu13" in where
+    toolkit = write(tmp_path / "cuda" / "lib64" / "libcudnn.so.9", "")
+    assert measure.cudnn_library(tmp_path / "cuda", str(python)) == (None, str(toolkit))
+    assert measure.cudnn_library(tmp_path / "no-cuda", str(tmp_path / "missing-python"))[0] is None
+    monkeypatch.setenv("STEPWISE_CUDNN_LIBRARY", "/x/libcudnn.so.9")
+    assert measure.cudnn_library(tmp_path / "cuda", str(python)) == (None, "STEPWISE_CUDNN_LIBRARY=/x/libcudnn.so.9")

@@ -1,0 +1,105 @@
+#include "softmax/softmax_steps.hpp"
+
+#include "../../snippets/softmax/01_three_kernels.cuh"
+#include "../../snippets/softmax/02_block_per_row.cuh"
+#include "../../snippets/softmax/03_warp_shuffle.cuh"
+#include "../../snippets/softmax/04_layout_by_shape.cuh"
+#include "../../snippets/softmax/05_online_softmax.cuh"
+#include "../../snippets/softmax/06_row_in_registers.cuh"
+#include "../../snippets/softmax/07_cluster_split.cuh"
+#include "../../snippets/softmax/08_bf16.cuh"
+
+#include <string>
+
+namespace stepwise::softmax {
+namespace {
+
+//! The kernels of steps 6 and 7: the rows kernel and the split path's, with 16-byte (4 floats) and 4-byte accesses.
+#define STEPWISE_REGISTER_KERNELS(ns)                                                                               \
+    {kernel_entry("softmax_rows_kernel<4>", ns::softmax_rows_kernel<4>, dim3(ns::short_rows_block)),               \
+     kernel_entry("softmax_rows_kernel<1>", ns::softmax_rows_kernel<1>, dim3(ns::short_rows_block)),               \
+     kernel_entry("split_partials_kernel<4>", ns::split_partials_kernel<4>, dim3(ns::split_block_threads)),        \
+     kernel_entry("split_partials_kernel<1>", ns::split_partials_kernel<1>, dim3(ns::split_block_threads)),        \
+     kernel_entry("split_merge_kernel", ns::split_merge_kernel, dim3(ns::split_block_threads)),                    \
+     kernel_entry("split_store_kernel<4>", ns::split_store_kernel<4>, dim3(ns::split_block_threads)),              \
+     kernel_entry("split_store_kernel<1>", ns::split_store_kernel<1>, dim3(ns::split_block_threads))}
+
+//! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and bf16 (of 8 values), and the
+//! 2-byte and 4-byte accesses of rows that are not 16-byte aligned.
+std::vector<KernelEntry> bf16_kernels()
+{
+    namespace s = bf16_in_out;
+    using bf16 = __nv_bfloat16;
+    const dim3 rows(s::short_rows_block), split(s::split_block_threads);
+    return {kernel_entry("softmax_rows_kernel<float, 4>", s::softmax_rows_kernel<float, 4>, rows),
+            kernel_entry("softmax_rows_kernel<float, 1>", s::softmax_rows_kernel<float, 1>, rows),
+            kernel_entry("softmax_rows_kernel<__nv_bfloat16, 8>", s::softmax_rows_kernel<bf16, 8>, rows),
+            kernel_entry("softmax_rows_kernel<__nv_bfloat16, 1>", s::softmax_rows_kernel<bf16, 1>, rows),
+            kernel_entry("split_partials_kernel<float, 4>", s::split_partials_kernel<float, 4>, split),
+            kernel_entry("split_partials_kernel<float, 1>", s::split_partials_kernel<float, 1>, split),
+            kernel_entry("split_partials_kernel<__nv_bfloat16, 8>", s::split_partials_kernel<bf16, 8>, split),
+            kernel_entry("split_partials_kernel<__nv_bfloat16, 1>", s::split_partials_kernel<bf16, 1>, split),
+            kernel_entry("split_merge_kernel", s::split_merge_kernel, split),
+            kernel_entry("split_store_kernel<float, 4>", s::split_store_kernel<float, 4>, split),
+            kernel_entry("split_store_kernel<float, 1>", s::split_store_kernel<float, 1>, split),
+            kernel_entry("split_store_kernel<__nv_bfloat16, 8>", s::split_store_kernel<bf16, 8>, split),
+            kernel_entry("split_store_kernel<__nv_bfloat16, 1>", s::split_store_kernel<bf16, 1>, split)};
+}
+
+}  // namespace
+
+const std::vector<Step>& steps()
+{
+    static const std::vector<Step> all = {
+        {{"01_three_kernels", "Three kernels, one thread per row", "snippets/softmax/01_three_kernels.cuh",
+          "stepwise::softmax::three_kernels"},
+         three_kernels::softmax,
+         nullptr,
+         {kernel_entry("row_max_kernel", three_kernels::row_max_kernel, dim3(three_kernels::block_threads)),
+          kernel_entry("row_sum_kernel", three_kernels::row_sum_kernel, dim3(three_kernels::block_threads)),
+          kernel_entry("normalize_kernel", three_kernels::normalize_kernel, dim3(three_kernels::block_threads))}},
+        {{"02_block_per_row", "A block per row, shared-memory tree reductions", "snippets/softmax/02_block_per_row.cuh",
+          "stepwise::softmax::block_per_row"},
+         block_per_row::softmax,
+         nullptr,
+         {kernel_entry("softmax_kernel", block_per_row::softmax_kernel, dim3(block_per_row::block_threads))}},
+        {{"03_warp_shuffle", "Warp-shuffle reductions", "snippets/softmax/03_warp_shuffle.cuh",
+          "stepwise::softmax::warp_shuffle"},
+         warp_shuffle::softmax,
+         nullptr,
+         {kernel_entry("softmax_kernel", warp_shuffle::softmax_kernel, dim3(warp_shuffle::block_threads))}},
+        {{"04_layout_by_shape", "A warp per short row, a block per long one", "snippets/softmax/04_layout_by_shape.cuh",
+          "stepwise::softmax::layout_by_shape"},
+         layout_by_shape::softmax,
+         nullptr,
+         {kernel_entry("warp_per_row_kernel", layout_by_shape::warp_per_row_kernel, dim3(layout_by_shape::block_threads)),
+          kernel_entry("block_per_row_kernel", layout_by_shape::block_per_row_kernel,
+                       dim3(layout_by_shape::block_threads))}},
+        {{"05_online_softmax", "Online softmax: maximum and sum in one pass", "snippets/softmax/05_online_softmax.cuh",
+          "stepwise::softmax::online_softmax"},
+         online_softmax::softmax,
+         nullptr,
+         {kernel_entry("warp_per_row_kernel", online_softmax::warp_per_row_kernel, dim3(online_softmax::block_threads)),
+          kernel_entry("block_per_row_kernel", online_softmax::block_per_row_kernel,
+                       dim3(online_softmax::block_threads))}},
+        {{"06_row_in_registers", "The row read once into registers, 16-byte loads",
+          "snippets/softmax/06_row_in_registers.cuh", "stepwise::softmax::row_in_registers"},
+         row_in_registers::softmax,
+         nullptr,
+         STEPWISE_REGISTER_KERNELS(row_in_registers)},
+        {{"07_cluster_split", "Long rows split over a thread-block cluster", "snippets/softmax/07_cluster_split.cuh",
+          "stepwise::softmax::cluster_split"},
+         cluster_split::softmax,
+         nullptr,
+         STEPWISE_REGISTER_KERNELS(cluster_split)},
+        {{"08_bf16", "bf16 in and out, any shape", "snippets/softmax/08_bf16.cuh", "stepwise::softmax::bf16_in_out"},
+         bf16_in_out::softmax,
+         bf16_in_out::softmax,
+         bf16_kernels()},
+    };
+    return all;
+}
+
+#undef STEPWISE_REGISTER_KERNELS
+
+}  // namespace stepwise::softmax

@@ -1,0 +1,96 @@
+//! @file 03_warp_shuffle.cuh
+//! @brief Softmax step 3 (beyond the sources): the block's maximum and sum reduced with warp shuffles.
+//!
+//! Step 2's tree takes eight rounds, each a shared-memory store, a load and a
+//! barrier of the whole block, twice per row. Here each warp reduces its 32
+//! values with five register shuffles (`__shfl_xor_sync`, so every lane gets
+//! the result), the eight warps' results meet in shared memory after one
+//! barrier, and every warp reduces those eight the same way: two barriers per
+//! reduction instead of nine, as in the reduction chapter's step 15.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace stepwise::softmax::warp_shuffle {
+
+constexpr int block_threads = 256;  //!< threads per block (per row): whole warps
+
+//! @brief The maximum (`Max`) or sum of `value` over the 32 lanes of the warp; every lane gets it.
+template <bool Max>
+__device__ __forceinline__ float warp_reduce(float value)
+{
+    for (int offset = 16; offset > 0; offset /= 2) {
+        const float other = __shfl_xor_sync(0xffffffffu, value, offset);
+        value = Max ? fmaxf(value, other) : value + other;
+    }
+    return value;
+}
+
+//! @brief The maximum (`Max`) or sum of `value` over the block: each warp's, then the warps'; every thread gets it.
+template <bool Max>
+__device__ __forceinline__ float block_reduce(float value, float* shared)
+{
+    const int lane = threadIdx.x % 32;
+    value = warp_reduce<Max>(value);
+    if (lane == 0) {
+        shared[threadIdx.x / 32] = value;
+    }
+    __syncthreads();
+    const float identity = Max ? -INFINITY : 0.0f;
+    value = warp_reduce<Max>(lane < static_cast<int>(blockDim.x / 32) ? shared[lane] : identity);
+    __syncthreads();  // `shared` is free again when the function returns
+    return value;
+}
+
+//! @brief Block r computes the softmax of row r.
+static __global__ void __launch_bounds__(block_threads) softmax_kernel(const float* d_in, float* d_out, int num_cols)
+{
+    __shared__ float shared[32];
+    const std::size_t row_offset = static_cast<std::size_t>(blockIdx.x) * num_cols;
+    const float* x = d_in + row_offset;
+    float max = -INFINITY;
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        max = fmaxf(max, x[j]);
+    }
+    max = block_reduce<true>(max, shared);
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        sum += expf(x[j] - max);
+    }
+    sum = block_reduce<false>(sum, shared);
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        d_out[row_offset + j] = expf(x[j] - max) / sum;
+    }
+}
+
+//! @brief y = softmax(x) along each row of a row-major `num_rows` x `num_cols` matrix. Two phases, as CUB: with
+//!        `d_temp_storage == nullptr` it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace of `temp_storage_bytes` (unused: this step needs none), or nullptr to
+//!            ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size (1)
+//! @param[in] d_in  `num_rows * num_cols` values, row-major
+//! @param[out] d_out the softmax of each row; may be `d_in` (in place)
+//! @param[in] num_rows, num_cols the matrix's shape
+//! @param[in] stream stream to launch on
+//! @pre `num_rows >= 1`, `num_cols >= 1`. A row with a NaN or +inf is NaN, a row of -inf values is NaN (0 / 0);
+//!      -inf elements of other rows give 0.
+//! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
+inline cudaError_t softmax(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in, float* d_out,
+                           int num_rows, int num_cols, cudaStream_t stream = 0)
+{
+    static_assert(block_threads % 32 == 0 && block_threads <= 1024, "whole warps, at most 32");
+    if (d_in == nullptr || d_out == nullptr || num_rows < 1 || num_cols < 1) {
+        return cudaErrorInvalidValue;
+    }
+    if (d_temp_storage == nullptr) {
+        temp_storage_bytes = 1;
+        return cudaSuccess;
+    }
+    softmax_kernel<<<num_rows, block_threads, 0, stream>>>(d_in, d_out, num_cols);
+    return cudaGetLastError();
+}
+
+}  // namespace stepwise::softmax::warp_shuffle

@@ -1,0 +1,410 @@
+//! @file 08_bf16.cuh
+//! @brief Softmax step 8 (beyond the sources): bf16 in and out, the same kernels for fp32 and bf16.
+//!
+//! Step 7 reads and writes fp32. A transformer keeps its activations in bf16:
+//! half the bytes, so half the time of a memory-bound kernel. The kernels are
+//! now templates over the element type `T`. A thread still holds 16 values of
+//! the row (32 bytes of bf16, in two 16-byte loads of 8 values each): holding
+//! 32 would take more registers than 1024 threads have, since every value is
+//! widened to fp32 for the arithmetic. The maximum, the sum and the
+//! exponentials are fp32, and only the result is rounded (to nearest even)
+//! back to bf16.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+namespace stepwise::softmax::bf16_in_out {
+
+constexpr int values_per_thread = 16;     //!< the part of a row each thread holds in registers
+constexpr int vector_bytes = 16;          //!< one load or store
+constexpr int short_rows_block = 256;     //!< threads of a block of rows that each fit a warp
+constexpr int max_cluster_blocks = 8;     //!< the portable cluster size
+constexpr int cluster_target_threads = 256;  //!< blocks of a cluster aim for this many threads
+constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a cluster)
+
+constexpr int max_block_threads = 1024;   //!< a row of one block is at most this many threads
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+//! @brief `Width` consecutive values, loaded and stored as one access.
+template <typename T, int Width>
+struct alignas(sizeof(T) * Width) Chunk {
+    T v[Width];
+};
+
+//! @brief The softmax of part of a row: its maximum and the sum of exp(x - max) over it.
+struct Partial {
+    float max;
+    float sum;
+};
+
+//! @brief exp(x - max), with exp(-inf - max) = 0 even where max is -inf (a part of -inf values sums to 0).
+__device__ __forceinline__ float exp_shifted(float x, float max) { return x == -INFINITY ? 0.0f : expf(x - max); }
+
+//! @brief Two parts' maximum and sum combined (Milakov and Gimelshein's rule); commutative, bit for bit.
+__device__ __forceinline__ Partial merge(Partial a, Partial b)
+{
+    const float max = fmaxf(a.max, b.max);
+    return {max, a.sum * exp_shifted(a.max, max) + b.sum * exp_shifted(b.max, max)};
+}
+
+//! @brief Merges the partials of the `width` lanes of each segment of the warp; every lane gets the result.
+__device__ __forceinline__ Partial merge_lanes(Partial p, int width)
+{
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+        p = merge(p, {__shfl_xor_sync(0xffffffffu, p.max, offset, width),
+                      __shfl_xor_sync(0xffffffffu, p.sum, offset, width)});
+    }
+    return p;
+}
+
+//! @brief Merges the partials of every thread of the block; every thread gets the result.
+__device__ __forceinline__ Partial merge_block(Partial p, Partial* warp_partials)
+{
+    const int lane = threadIdx.x % 32;
+    p = merge_lanes(p, 32);
+    if (lane == 0) {
+        warp_partials[threadIdx.x / 32] = p;
+    }
+    __syncthreads();
+    const int warps = blockDim.x / 32;
+    return merge_lanes(lane < warps ? warp_partials[lane] : Partial{-INFINITY, 0.0f}, 32);
+}
+
+//! @brief Merges the block partials of the cluster's blocks, read from their shared memory (sm_90 and newer).
+__device__ __forceinline__ Partial merge_cluster(Partial p, Partial* block_partial)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) {
+        *block_partial = p;
+    }
+    cluster.sync();
+    const int lane = threadIdx.x % 32;
+    const int blocks = static_cast<int>(cluster.num_blocks());
+    p = lane < blocks ? *cluster.map_shared_rank(block_partial, lane) : Partial{-INFINITY, 0.0f};
+    return merge_lanes(p, 32);
+#else
+    (void)block_partial;
+    return p;
+#endif
+}
+
+//! @brief Where a thread's part of the data lies, and which threads share its row.
+struct Place {
+    std::int64_t row;
+    std::int64_t first;  //!< the row's first element of this block's slice
+    int lane;            //!< the thread's place among the threads of its slice
+    int threads;         //!< threads of the slice
+};
+
+//! @brief Loads the thread's values of the slice (`-inf` past the row's end), `Width` values per access.
+template <typename T, int Width>
+__device__ __forceinline__ void load_slice(Chunk<T, Width> (&data)[values_per_thread / Width], const T* d_row,
+                                           const Place& at, int num_cols, bool row_valid)
+{
+#pragma unroll
+    for (int a = 0; a < values_per_thread / Width; ++a) {
+        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        if (row_valid && col < num_cols) {
+            data[a] = *reinterpret_cast<const Chunk<T, Width>*>(d_row + col);
+        } else {
+#pragma unroll
+            for (int i = 0; i < Width; ++i) {
+                data[a].v[i] = from_float<T>(-INFINITY);
+            }
+        }
+    }
+}
+
+//! @brief The maximum and the sum of exponentials of the values a thread holds.
+template <typename T, int Width>
+__device__ __forceinline__ Partial thread_partial(const Chunk<T, Width> (&data)[values_per_thread / Width])
+{
+    float max = -INFINITY;
+#pragma unroll
+    for (int a = 0; a < values_per_thread / Width; ++a) {
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+            max = fmaxf(max, to_float(data[a].v[i]));
+        }
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int a = 0; a < values_per_thread / Width; ++a) {
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+            sum += exp_shifted(to_float(data[a].v[i]), max);
+        }
+    }
+    return {max, sum};
+}
+
+//! @brief Writes exp(x - max) / sum for the values a thread holds.
+template <typename T, int Width>
+__device__ __forceinline__ void store_slice(const Chunk<T, Width> (&data)[values_per_thread / Width], T* d_row,
+                                            const Place& at, int num_cols, bool row_valid, Partial row)
+{
+    const float inverse_sum = 1.0f / row.sum;  // a row of -inf values: 0 * inf, NaN
+#pragma unroll
+    for (int a = 0; a < values_per_thread / Width; ++a) {
+        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        if (row_valid && col < num_cols) {
+            Chunk<T, Width> y;
+#pragma unroll
+            for (int i = 0; i < Width; ++i) {
+                y.v[i] = from_float<T>(exp_shifted(to_float(data[a].v[i]), row.max) * inverse_sum);
+            }
+            *reinterpret_cast<Chunk<T, Width>*>(d_row + col) = y;
+        }
+    }
+}
+
+//! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
+//!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
+//!        (`group_threads == blockDim.x`), or a row per cluster of `cluster_blocks` blocks, each a slice of it.
+template <typename T, int Width>
+static __global__ void __launch_bounds__(max_block_threads)
+    softmax_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols, int group_threads, int cluster_blocks)
+{
+    __shared__ Partial warp_partials[32];
+    __shared__ Partial block_partial;
+    Place at;
+    if (group_threads <= 32) {
+        at = {static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) + threadIdx.x / group_threads, 0,
+              static_cast<int>(threadIdx.x) % group_threads, group_threads};
+    } else {
+        at = {blockIdx.x / cluster_blocks,
+              static_cast<std::int64_t>(blockIdx.x % cluster_blocks) * blockDim.x * values_per_thread,
+              static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    }
+    const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
+    const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
+    Chunk<T, Width> data[values_per_thread / Width];
+    load_slice(data, d_in + row_offset, at, num_cols, row_valid);
+    Partial row = thread_partial(data);
+    if (group_threads <= 32) {
+        row = merge_lanes(row, group_threads);
+    } else {
+        row = merge_block(row, warp_partials);
+        if (cluster_blocks > 1) {
+            row = merge_cluster(row, &block_partial);
+        }
+    }
+    store_slice(data, d_out + row_offset, at, num_cols, row_valid, row);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (cluster_blocks > 1) {
+        cooperative_groups::this_cluster().sync();  // no block leaves while another may read its shared memory
+    }
+#endif
+}
+
+//! @brief Rows longer than a cluster, first pass: each block's partial of its slice, into `d_partials`.
+template <typename T, int Width>
+static __global__ void __launch_bounds__(split_block_threads)
+    split_partials_kernel(const T* d_in, Partial* d_partials, int num_cols, int blocks_per_row)
+{
+    __shared__ Partial warp_partials[32];
+    const Place at{blockIdx.x / blocks_per_row,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
+                   static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    Chunk<T, Width> data[values_per_thread / Width];
+    load_slice(data, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
+    const Partial block = merge_block(thread_partial(data), warp_partials);
+    if (threadIdx.x == 0) {
+        d_partials[blockIdx.x] = block;
+    }
+}
+
+//! @brief Rows longer than a cluster, second pass: one block per row merges its blocks' partials in `d_rows`.
+static __global__ void __launch_bounds__(split_block_threads)
+    split_merge_kernel(const Partial* d_partials, Partial* d_rows, int blocks_per_row)
+{
+    __shared__ Partial warp_partials[32];
+    Partial p{-INFINITY, 0.0f};
+    for (int b = threadIdx.x; b < blocks_per_row; b += blockDim.x) {
+        p = merge(p, d_partials[static_cast<std::size_t>(blockIdx.x) * blocks_per_row + b]);
+    }
+    p = merge_block(p, warp_partials);
+    if (threadIdx.x == 0) {
+        d_rows[blockIdx.x] = p;
+    }
+}
+
+//! @brief Rows longer than a cluster, third pass: each block reads its slice again and writes it.
+template <typename T, int Width>
+static __global__ void __launch_bounds__(split_block_threads)
+    split_store_kernel(const T* d_in, T* d_out, const Partial* d_rows, int num_cols, int blocks_per_row)
+{
+    const Place at{blockIdx.x / blocks_per_row,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
+                   static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const std::size_t row_offset = static_cast<std::size_t>(at.row) * num_cols;
+    Chunk<T, Width> data[values_per_thread / Width];
+    load_slice(data, d_in + row_offset, at, num_cols, true);
+    store_slice(data, d_out + row_offset, at, num_cols, true, d_rows[at.row]);
+}
+
+//! @brief How the launcher lays rows over threads, from the row's length.
+struct Layout {
+    int group_threads = 0;      //!< threads per row (<= 32) or per block of a row's slice
+    int block_threads = 0;
+    int cluster_blocks = 1;     //!< blocks per row of the cluster path, 1 without
+    int split_blocks = 0;       //!< blocks per row of the split path, 0 without
+    std::int64_t blocks = 0;    //!< the grid
+};
+
+//! @brief The layout of rows of `num_cols` values of `T`, with or without thread-block clusters.
+template <typename T>
+inline Layout choose_layout(int num_rows, int num_cols, bool clusters)
+{
+    const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread;
+    Layout l;
+    if (threads <= 32) {  // a power of two of lanes per row, several rows per block
+        l.group_threads = 1;
+        while (l.group_threads < threads) {
+            l.group_threads *= 2;
+        }
+        l.block_threads = short_rows_block;
+        const int rows_per_block = short_rows_block / l.group_threads;
+        l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
+    } else if (threads <= max_block_threads) {  // a block per row
+        l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
+        l.blocks = num_rows;
+    } else if (clusters && threads <= std::int64_t{max_cluster_blocks} * max_block_threads) {  // a cluster per row
+        l.cluster_blocks = static_cast<int>(
+            std::min<std::int64_t>(max_cluster_blocks, (threads + cluster_target_threads - 1) / cluster_target_threads));
+        const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
+        l.group_threads = l.block_threads = static_cast<int>((per_block + 31) / 32 * 32);
+        l.blocks = std::int64_t{num_rows} * l.cluster_blocks;
+    } else {  // blocks of a row that merge their partials through global memory
+        l.block_threads = split_block_threads;
+        l.split_blocks = static_cast<int>((threads + split_block_threads - 1) / split_block_threads);
+        l.blocks = std::int64_t{num_rows} * l.split_blocks;
+    }
+    return l;
+}
+
+//! @brief Whether this device runs the cluster path: it launches clusters and the kernel was built for it.
+template <typename T, int Width>
+inline bool clusters_usable()
+{
+    int device = 0;
+    int cluster_launch = 0;
+    cudaFuncAttributes attributes{};
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
+           cluster_launch != 0 && cudaFuncGetAttributes(&attributes, softmax_rows_kernel<T, Width>) == cudaSuccess &&
+           attributes.binaryVersion >= 90;
+}
+
+template <typename T, int Width>
+inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, T* d_out,
+                          int num_rows, int num_cols, cudaStream_t stream)
+{
+    static_assert(values_per_thread % Width == 0, "a thread's values are whole accesses");
+    const bool long_rows = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread >
+                           max_block_threads;
+    const Layout l = choose_layout<T>(num_rows, num_cols, long_rows && clusters_usable<T, Width>());
+    if (l.blocks > INT32_MAX) {
+        return cudaErrorInvalidValue;
+    }
+    const std::size_t partial_bytes = static_cast<std::size_t>(l.blocks) * sizeof(Partial);
+    const std::size_t needed = l.split_blocks > 0 ? partial_bytes + num_rows * sizeof(Partial) : 1;
+    if (d_temp_storage == nullptr) {
+        temp_storage_bytes = needed;
+        return cudaSuccess;
+    }
+    if (temp_storage_bytes < needed) {
+        return cudaErrorInvalidValue;
+    }
+    const unsigned grid = static_cast<unsigned>(l.blocks);
+    if (l.split_blocks > 0) {
+        Partial* d_partials = static_cast<Partial*>(d_temp_storage);
+        Partial* d_rows = d_partials + l.blocks;
+        split_partials_kernel<T, Width><<<grid, l.block_threads, 0, stream>>>(d_in, d_partials, num_cols,
+                                                                              l.split_blocks);
+        split_merge_kernel<<<num_rows, split_block_threads, 0, stream>>>(d_partials, d_rows, l.split_blocks);
+        split_store_kernel<T, Width><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, d_rows, num_cols,
+                                                                           l.split_blocks);
+        return cudaGetLastError();
+    }
+    if (l.cluster_blocks == 1) {
+        softmax_rows_kernel<T, Width><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols,
+                                                                           l.group_threads, 1);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(grid);
+    config.blockDim = dim3(l.block_threads);
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = l.cluster_blocks;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, softmax_rows_kernel<T, Width>, d_in, d_out, num_rows, num_cols,
+                              l.group_threads, l.cluster_blocks);
+}
+
+//! @brief y = softmax(x) along each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in
+//!        fp32). Two phases, as CUB: with `d_temp_storage == nullptr` it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace of `temp_storage_bytes` (rows longer than a cluster keep their
+//!            blocks' partials there), or nullptr to ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size (at least 1)
+//! @param[in] d_in  `num_rows * num_cols` values, row-major
+//! @param[out] d_out the softmax of each row; may be `d_in` (in place)
+//! @param[in] num_rows, num_cols the matrix's shape
+//! @param[in] stream stream to launch on
+//! @pre `num_rows >= 1`, `num_cols >= 1`; `d_in` and `d_out` aligned to their element type; `d_temp_storage`
+//!      4-byte aligned. A row with a NaN or +inf is NaN, a row of -inf values is NaN (0 / 0); -inf elements of
+//!      other rows give 0.
+//! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, else the first launch error
+template <typename T>
+inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, T* d_out,
+                              int num_rows, int num_cols, cudaStream_t stream)
+{
+    constexpr int width = vector_bytes / static_cast<int>(sizeof(T));
+    const auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+    if (d_in == nullptr || d_out == nullptr || num_rows < 1 || num_cols < 1 || !aligned(d_in, sizeof(T)) ||
+        !aligned(d_out, sizeof(T)) || (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Partial)))) {
+        return cudaErrorInvalidValue;
+    }
+    if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
+        return launch<T, width>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+    }
+    return launch<T, 1>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+}
+
+//! @brief Softmax of fp32 rows (see softmax_of()).
+inline cudaError_t softmax(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in, float* d_out,
+                           int num_rows, int num_cols, cudaStream_t stream = 0)
+{
+    return softmax_of(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+}
+
+//! @brief Softmax of bf16 rows, math in fp32 (see softmax_of()).
+inline cudaError_t softmax(void* d_temp_storage, std::size_t& temp_storage_bytes, const __nv_bfloat16* d_in,
+                           __nv_bfloat16* d_out, int num_rows, int num_cols, cudaStream_t stream = 0)
+{
+    return softmax_of(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+}
+
+}  // namespace stepwise::softmax::bf16_in_out

@@ -1,0 +1,338 @@
+// GPU tests of the softmax chapter: every step against the double-precision CPU reference, in fp32 (and bf16 for
+// the final step), at shapes that take every layout of the launchers, with special values, in place, and with
+// invalid arguments.
+#include "core/device_buffer.hpp"
+#include "softmax/softmax_reference.hpp"
+#include "softmax/softmax_steps.hpp"
+#include "support/gpu_test_support.hpp"
+
+#include "../../snippets/softmax/08_bf16.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace stepwise::softmax {
+
+//! Test names and failure messages show a step by its id.
+void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
+
+namespace {
+
+using stepwise::testing::fresh_seed;
+using bf16 = __nv_bfloat16;
+
+struct Shape {
+    int rows, cols;
+};
+
+//! Every layout of the launchers: rows of a few lanes, a warp, a block (up to 16384 values), a cluster (up to 131072
+//! fp32, 8 blocks) and longer (the split path); lengths that are multiples of 4 and 8 (16-byte accesses) and not.
+const std::vector<Shape> shapes = {{1, 1},     {1, 7},      {7, 3},       {100000, 3},  {257, 16},   {129, 100},
+                                   {64, 128},  {33, 513},   {65, 1024},   {31, 1025},   {16, 4096},  {9, 8191},
+                                   {1000, 1000}, {5, 16384}, {3, 16385},  {3, 100000},  {2, 32768},  {2, 131072},
+                                   {2, 131073}, {1, 262144}, {2, 300001}};
+//! Shapes left out under compute-sanitizer (slow there), beyond the above.
+const std::vector<Shape> large_shapes = {{4097, 4095}, {1024, 8192}, {64, 1 << 20}};
+
+constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after the output
+
+std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
+
+//! Stores floats as `T` on the device (bf16 rounded) and back.
+std::vector<unsigned char> device_bytes(const std::vector<float>& values, bool is_bf16)
+{
+    std::vector<unsigned char> out(values.size() * (is_bf16 ? 2 : 4));
+    if (is_bf16) {
+        const std::vector<std::uint16_t> bits = to_bf16(values);
+        std::memcpy(out.data(), bits.data(), out.size());
+    } else {
+        std::memcpy(out.data(), values.data(), out.size());
+    }
+    return out;
+}
+
+std::vector<float> host_values(const unsigned char* bytes, std::size_t count, bool is_bf16)
+{
+    std::vector<float> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        if (is_bf16) {
+            std::uint16_t bits = 0;
+            std::memcpy(&bits, bytes + 2 * i, 2);
+            out[i] = from_bf16_bits(bits);
+        } else {
+            std::memcpy(&out[i], bytes + 4 * i, 4);
+        }
+    }
+    return out;
+}
+
+//! What a run found: the output as floats, and whether the guard and the input were kept.
+struct StepRun {
+    cudaError_t launch = cudaErrorUnknown;
+    std::vector<float> out;
+};
+
+//! Runs `step` (its fp32 or bf16 launcher) on `input` (as the type holds it) into a poisoned output followed by a
+//! poisoned guard, with a poisoned workspace; `in_place` gives the input's buffer as the output. `offset` elements
+//! shift both pointers from cudaMalloc's alignment. Checks the guard and (not in place) the input were kept.
+StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input, Shape shape, bool in_place = false,
+             std::size_t offset = 0)
+{
+    StepRun r;
+    const std::size_t element = is_bf16 ? 2 : 4;
+    const std::vector<unsigned char> in_bytes = device_bytes(input, is_bf16);
+    const std::size_t bytes = in_bytes.size();
+    DeviceBuffer<unsigned char> d_in(bytes + offset * element + guard_bytes);
+    DeviceBuffer<unsigned char> d_out(bytes + offset * element + guard_bytes);
+    d_in.fill_bytes(0xFF, 0);
+    d_out.fill_bytes(0xFF, 0);
+    STEPWISE_CUDA_CHECK(cudaMemcpy(d_in.data() + offset * element, in_bytes.data(), bytes, cudaMemcpyHostToDevice));
+    unsigned char* in = d_in.data() + offset * element;
+    unsigned char* out = in_place ? in : d_out.data() + offset * element;
+    const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
+        return is_bf16 ? step.bf16(d_temp, temp_bytes, reinterpret_cast<const bf16*>(in), reinterpret_cast<bf16*>(out),
+                                   shape.rows, shape.cols, 0)
+                       : step.fp32(d_temp, temp_bytes, reinterpret_cast<const float*>(in),
+                                   reinterpret_cast<float*>(out), shape.rows, shape.cols, 0);
+    };
+    std::size_t temp_bytes = 0;
+    r.launch = call(nullptr, temp_bytes);
+    if (r.launch != cudaSuccess) {
+        return r;
+    }
+    EXPECT_GE(temp_bytes, 1u) << "a workspace of 0 bytes would be asked for again, not used";
+    DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+    d_temp.fill_bytes(0xFF, 0);  // a step must not rely on a zeroed workspace
+    r.launch = call(d_temp.data(), temp_bytes);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<unsigned char> result(bytes + guard_bytes);
+    STEPWISE_CUDA_CHECK(cudaMemcpy(result.data(), out, result.size(), cudaMemcpyDeviceToHost));
+    for (std::size_t i = bytes; i < result.size(); ++i) {
+        if (result[i] != 0xFF) {
+            ADD_FAILURE() << "wrote past the output, at byte " << i - bytes << " after it";
+            break;
+        }
+    }
+    if (!in_place) {
+        std::vector<unsigned char> kept(bytes);
+        STEPWISE_CUDA_CHECK(cudaMemcpy(kept.data(), in, bytes, cudaMemcpyDeviceToHost));
+        EXPECT_TRUE(kept == in_bytes) << "the step changed its input";
+    }
+    r.out = host_values(result.data(), input.size(), is_bf16);
+    return r;
+}
+
+//! Compares a whole result with the reference of the input (as the type rounds it) and checks it.
+void expect_matches_reference(const std::vector<float>& input, const std::vector<float>& got, Shape shape, bool is_bf16)
+{
+    const std::vector<float> seen = is_bf16 ? from_bf16(to_bf16(input)) : input;
+    const Tolerance t = tolerance(shape.cols, is_bf16);
+    Comparison c;
+    std::vector<double> expected(static_cast<std::size_t>(shape.cols));
+    for (int r = 0; r < shape.rows; ++r) {
+        const std::size_t first = static_cast<std::size_t>(r) * shape.cols;
+        reference_row(seen.data() + first, shape.cols, expected.data());
+        compare_row(got.data() + first, expected.data(), shape.cols, r, t, c);
+    }
+    EXPECT_TRUE(c.passed(t)) << shape.rows << " x " << shape.cols << (is_bf16 ? " bf16: " : " fp32: ")
+                             << c.describe(t);
+}
+
+class SoftmaxStepTest : public ::testing::TestWithParam<Step> {
+protected:
+    void SetUp() override { STEPWISE_SKIP_WITHOUT_GPU(); }
+
+    //! Random logits at every shape, in each type the step takes, compared with the reference.
+    void expect_every_shape(bool is_bf16)
+    {
+        const std::uint64_t seed = fresh_seed();
+        SCOPED_TRACE("seed " + std::to_string(seed));
+        std::vector<Shape> all = shapes;
+        if (!stepwise::testing::under_sanitizer()) {
+            all.insert(all.end(), large_shapes.begin(), large_shapes.end());
+        }
+        for (const Shape& shape : all) {
+            const std::vector<float> input =
+                random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, seed + shape.cols);
+            const StepRun r = run_step(GetParam(), is_bf16, input, shape);
+            ASSERT_EQ(r.launch, cudaSuccess) << shape.rows << " x " << shape.cols;
+            expect_matches_reference(input, r.out, shape, is_bf16);
+        }
+    }
+
+    //! Rows of special values at row lengths of every layout: the reference says which rows are NaN.
+    void expect_special_values(bool is_bf16)
+    {
+        const float inf = std::numeric_limits<float>::infinity();
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        for (const int cols : {3, 100, 1000, 5000, 20000, 150000}) {
+            const Shape shape{8, cols};
+            std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * cols, fresh_seed());
+            const auto row = [&](int r) { return input.begin() + static_cast<std::ptrdiff_t>(r) * cols; };
+            std::fill(row(0), row(1), -inf);                     // all -inf: NaN (0 / 0)
+            for (int j = 0; j < cols; j += 2) {                  // half -inf, the first among them: those give 0
+                row(1)[j] = -inf;
+            }
+            row(2)[cols / 2] = inf;                              // +inf: NaN
+            row(3)[cols - 1] = nan;                              // NaN: NaN, and only this row
+            row(4)[cols / 3] = 1e30f;                            // one huge value: 1 there, 0 elsewhere
+            std::fill(row(5), row(6), 1e4f);                     // all equal and large: 1 / cols each
+            std::fill(row(6), row(7), -1e30f);                   // all equal and hugely negative
+            for (int j = 0; j < cols; ++j) {                     // tiny spread: near 1 / cols
+                row(7)[j] = 1e-30f * static_cast<float>(j % 7);
+            }
+            const StepRun r = run_step(GetParam(), is_bf16, input, shape);
+            ASSERT_EQ(r.launch, cudaSuccess) << cols << " values per row";
+            expect_matches_reference(input, r.out, shape, is_bf16);
+        }
+    }
+};
+
+TEST_P(SoftmaxStepTest, MatchesTheReferenceAtEveryShapeInFp32) { expect_every_shape(false); }
+
+TEST_P(SoftmaxStepTest, MatchesTheReferenceAtEveryShapeInBf16)
+{
+    if (GetParam().bf16 == nullptr) {
+        GTEST_SKIP() << GetParam().id << " takes fp32 only";
+    }
+    expect_every_shape(true);
+}
+
+TEST_P(SoftmaxStepTest, InfinitiesNaNAndHugeValuesInFp32) { expect_special_values(false); }
+
+TEST_P(SoftmaxStepTest, InfinitiesNaNAndHugeValuesInBf16)
+{
+    if (GetParam().bf16 == nullptr) {
+        GTEST_SKIP() << GetParam().id << " takes fp32 only";
+    }
+    expect_special_values(true);
+}
+
+TEST_P(SoftmaxStepTest, InPlace)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape& shape : {Shape{100, 3}, Shape{64, 1024}, Shape{3, 16385}, Shape{2, 100000}, Shape{1, 262145}}) {
+        const std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, seed);
+        for (const bool is_bf16 : {false, true}) {
+            if (is_bf16 && GetParam().bf16 == nullptr) {
+                continue;
+            }
+            const StepRun r = run_step(GetParam(), is_bf16, input, shape, true);
+            ASSERT_EQ(r.launch, cudaSuccess);
+            expect_matches_reference(input, r.out, shape, is_bf16);
+        }
+    }
+}
+
+TEST_P(SoftmaxStepTest, RejectsAnEmptyShapeAndNullPointers)
+{
+    const Step& step = GetParam();
+    DeviceBuffer<float> d(16);
+    std::size_t temp_bytes = 0;
+    EXPECT_EQ(step.fp32(nullptr, temp_bytes, d.data(), d.data(), 0, 4, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.fp32(nullptr, temp_bytes, d.data(), d.data(), 4, 0, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.fp32(nullptr, temp_bytes, nullptr, d.data(), 4, 4, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.fp32(nullptr, temp_bytes, d.data(), nullptr, 4, 4, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Steps, SoftmaxStepTest, ::testing::ValuesIn(steps()), step_name);
+
+// ---- the final step: any alignment its types allow, and its errors ----
+
+TEST(SoftmaxFinalStep, RowsAtEveryElementAlignment)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    // Lengths that are multiples of 8, at pointers 1 to 7 elements past a 16-byte boundary: the 2- and 4-byte paths.
+    for (const Shape& shape : {Shape{33, 64}, Shape{4, 8192}, Shape{2, 65536}, Shape{1, 262144}}) {
+        const std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, seed);
+        for (const bool is_bf16 : {false, true}) {
+            for (std::size_t offset = 1; offset < 8; offset += 3) {
+                const StepRun r = run_step(steps().back(), is_bf16, input, shape, false, offset);
+                ASSERT_EQ(r.launch, cudaSuccess) << "offset " << offset;
+                expect_matches_reference(input, r.out, shape, is_bf16);
+            }
+        }
+    }
+}
+
+TEST(SoftmaxFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    namespace s = bf16_in_out;
+    DeviceBuffer<unsigned char> d(1 << 22);
+    const auto* odd_float = reinterpret_cast<const float*>(d.data() + 2);
+    const auto* odd_bf16 = reinterpret_cast<const bf16*>(d.data() + 1);
+    std::size_t temp_bytes = 0;
+    EXPECT_EQ(s::softmax(nullptr, temp_bytes, odd_float, reinterpret_cast<float*>(d.data()), 2, 2), cudaErrorInvalidValue);
+    EXPECT_EQ(s::softmax(nullptr, temp_bytes, odd_bf16, reinterpret_cast<bf16*>(d.data()), 2, 2), cudaErrorInvalidValue);
+    // Rows longer than a cluster need a workspace: one byte short of it is refused.
+    const int cols = 300000;
+    ASSERT_EQ(s::softmax(nullptr, temp_bytes, reinterpret_cast<const float*>(d.data()),
+                         reinterpret_cast<float*>(d.data()), 2, cols),
+              cudaSuccess);
+    ASSERT_GT(temp_bytes, 1u);
+    DeviceBuffer<unsigned char> d_temp(temp_bytes);
+    std::size_t short_bytes = temp_bytes - 1;
+    EXPECT_EQ(s::softmax(d_temp.data(), short_bytes, reinterpret_cast<const float*>(d.data()),
+                         reinterpret_cast<float*>(d.data()), 2, cols),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(SoftmaxProfile, EveryStepOnceAtOneMainShape)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const Shape shape{4096, 4096};
+    const std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, fresh_seed());
+    for (const Step& step : steps()) {
+        const StepRun r = run_step(step, false, input, shape);
+        ASSERT_EQ(r.launch, cudaSuccess) << step.id;
+        if (step.bf16 != nullptr) {
+            ASSERT_EQ(run_step(step, true, input, shape).launch, cudaSuccess) << step.id;
+        }
+    }
+}
+
+TEST(SoftmaxUsage, TheFinalStepOnBf16Rows)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const int num_rows = 1000;
+    const int num_cols = 3000;
+    const std::vector<float> logits = random_logits(static_cast<std::size_t>(num_rows) * num_cols, fresh_seed());
+    const std::vector<std::uint16_t> bits = to_bf16(logits);
+    std::vector<__nv_bfloat16> h_in(bits.size());
+    std::memcpy(static_cast<void*>(h_in.data()), bits.data(), bits.size() * sizeof(std::uint16_t));
+    std::vector<__nv_bfloat16> h_out(h_in.size());
+    // example-begin softmax-usage
+    namespace sm = stepwise::softmax::bf16_in_out;
+    const std::size_t bytes = h_in.size() * sizeof(__nv_bfloat16);
+    __nv_bfloat16* d_x = nullptr;  // any shape, 2-byte aligned; computed in place here
+    ASSERT_EQ(cudaMalloc(&d_x, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_x, h_in.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+
+    std::size_t temp_bytes = 0;  // first ask for the workspace's size, then run
+    ASSERT_EQ(sm::softmax(nullptr, temp_bytes, d_x, d_x, num_rows, num_cols), cudaSuccess);
+    void* d_temp = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_temp, temp_bytes), cudaSuccess);
+    ASSERT_EQ(sm::softmax(d_temp, temp_bytes, d_x, d_x, num_rows, num_cols), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(h_out.data(), d_x, bytes, cudaMemcpyDeviceToHost), cudaSuccess);  // waits for it
+
+    ASSERT_EQ(cudaFree(d_temp), cudaSuccess);
+    ASSERT_EQ(cudaFree(d_x), cudaSuccess);
+    // example-end softmax-usage
+    std::vector<std::uint16_t> out_bits(h_out.size());
+    std::memcpy(out_bits.data(), static_cast<const void*>(h_out.data()), out_bits.size() * sizeof(std::uint16_t));
+    expect_matches_reference(logits, from_bf16(out_bits), {num_rows, num_cols}, true);
+}
+
+}  // namespace
+}  // namespace stepwise::softmax
