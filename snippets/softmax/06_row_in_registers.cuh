@@ -4,14 +4,17 @@
 //!
 //! Step 5 still reads each row twice: once for its maximum and sum, once to
 //! write it. Here each thread loads its 16 values of the row into registers
-//! (four 16-byte loads where the row allows), reduces them to one partial,
-//! and after the row's partials are merged writes its values from registers:
-//! one read and one write per element, the copy's traffic. Short rows keep
-//! several rows per block, now with a power of two of lanes per row sized to
-//! the row; a row of up to 1024 threads (16384 floats) is one block. A longer
-//! row cannot be one block's: it is split over blocks of 256 threads, which
-//! write their partials to global memory; a second kernel merges each row's
-//! partials, and a third reads every slice again and writes it.
+//! (four 16-byte loads where the row allows) and replaces each by
+//! exp(x - m), m its own maximum: one exponential per value, as exp2 of a
+//! scaled difference (one MUFU.EX2). The row's partials are merged, and each
+//! thread writes its values times one factor, exp(m - row max) / row sum,
+//! from registers: one read and one write per element, the copy's traffic.
+//! Short rows keep several rows per block, now with a power of two of lanes
+//! per row sized to the row; a row of up to 1024 threads (16384 floats) is
+//! one block. A longer row cannot be one block's: it is split over blocks of
+//! 256 threads, which write their partials to global memory; a second kernel
+//! merges each row's partials, and a third reads every slice again and
+//! writes it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,8 +45,13 @@ struct Partial {
     float sum;
 };
 
+constexpr float log2e = 1.44269504088896340736f;  //!< exp(x) = 2^(x log2(e)): one MUFU.EX2 and a multiply
+
 //! @brief exp(x - max), with exp(-inf - max) = 0 even where max is -inf (a part of -inf values sums to 0).
-__device__ __forceinline__ float exp_shifted(float x, float max) { return x == -INFINITY ? 0.0f : expf(x - max); }
+__device__ __forceinline__ float exp_shifted(float x, float max)
+{
+    return x == -INFINITY ? 0.0f : exp2f((x - max) * log2e);
+}
 
 //! @brief Two parts' maximum and sum combined (Milakov and Gimelshein's rule); commutative, bit for bit.
 __device__ __forceinline__ Partial merge(Partial a, Partial b)
@@ -83,54 +91,49 @@ struct Place {
     int threads;         //!< threads of the slice
 };
 
-//! @brief Loads the thread's values of the slice (`-inf` past the row's end), `Width` values per access.
+//! @brief Loads the thread's values of the slice as floats (`-inf` past the row's end), `Width` values per access.
 template <int Width>
-__device__ __forceinline__ void load_slice(Chunk<Width> (&data)[values_per_thread / Width], const float* d_row,
-                                           const Place& at, int num_cols, bool row_valid)
+__device__ __forceinline__ void load_slice(float (&x)[values_per_thread], const float* d_row, const Place& at,
+                                           int num_cols, bool row_valid)
 {
 #pragma unroll
     for (int a = 0; a < values_per_thread / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        Chunk<Width> chunk;
         if (row_valid && col < num_cols) {
-            data[a] = *reinterpret_cast<const Chunk<Width>*>(d_row + col);
-        } else {
+            chunk = *reinterpret_cast<const Chunk<Width>*>(d_row + col);
+        }
 #pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                data[a].v[i] = -INFINITY;
-            }
+        for (int i = 0; i < Width; ++i) {
+            x[a * Width + i] = row_valid && col < num_cols ? chunk.v[i] : -INFINITY;
         }
     }
 }
 
-//! @brief The maximum and the sum of exponentials of the values a thread holds.
-template <int Width>
-__device__ __forceinline__ Partial thread_partial(const Chunk<Width> (&data)[values_per_thread / Width])
+//! @brief Replaces each value x by exp(x - m), m the thread's maximum (0 where that is -inf: -inf values give 0, a
+//!        NaN stays NaN); returns the thread's partial: m and the sum of the new values.
+__device__ __forceinline__ Partial exponentiate(float (&x)[values_per_thread])
 {
     float max = -INFINITY;
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
-#pragma unroll
-        for (int i = 0; i < Width; ++i) {
-            max = fmaxf(max, data[a].v[i]);
-        }
+    for (int i = 0; i < values_per_thread; ++i) {
+        max = fmaxf(max, x[i]);
     }
+    const float shift = max == -INFINITY ? 0.0f : max;
     float sum = 0.0f;
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
-#pragma unroll
-        for (int i = 0; i < Width; ++i) {
-            sum += exp_shifted(data[a].v[i], max);
-        }
+    for (int i = 0; i < values_per_thread; ++i) {
+        x[i] = exp2f((x[i] - shift) * log2e);
+        sum += x[i];
     }
     return {max, sum};
 }
 
-//! @brief Writes exp(x - max) / sum for the values a thread holds.
+//! @brief Writes `scale` times each value the thread holds.
 template <int Width>
-__device__ __forceinline__ void store_slice(const Chunk<Width> (&data)[values_per_thread / Width], float* d_row,
-                                            const Place& at, int num_cols, bool row_valid, Partial row)
+__device__ __forceinline__ void store_slice(const float (&x)[values_per_thread], float* d_row, const Place& at,
+                                            int num_cols, bool row_valid, float scale)
 {
-    const float inverse_sum = 1.0f / row.sum;  // a row of -inf values: 0 * inf, NaN
 #pragma unroll
     for (int a = 0; a < values_per_thread / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
@@ -138,11 +141,18 @@ __device__ __forceinline__ void store_slice(const Chunk<Width> (&data)[values_pe
             Chunk<Width> y;
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
-                y.v[i] = exp_shifted(data[a].v[i], row.max) * inverse_sum;
+                y.v[i] = x[a * Width + i] * scale;
             }
             *reinterpret_cast<Chunk<Width>*>(d_row + col) = y;
         }
     }
+}
+
+//! @brief What turns a thread's exp(x - m) into the row's softmax: exp(m - row max) / row sum (a row of -inf
+//!        values: 0 * inf, NaN).
+__device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
+{
+    return exp_shifted(thread.max, row.max) * (1.0f / row.sum);
 }
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
@@ -162,15 +172,16 @@ static __global__ void __launch_bounds__(max_block_threads)
     }
     const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
-    Chunk<Width> data[values_per_thread / Width];
-    load_slice(data, d_in + row_offset, at, num_cols, row_valid);
-    Partial row = thread_partial(data);
+    float x[values_per_thread];
+    load_slice<Width>(x, d_in + row_offset, at, num_cols, row_valid);
+    const Partial thread = exponentiate(x);
+    Partial row = thread;
     if (group_threads <= 32) {
         row = merge_lanes(row, group_threads);
     } else {
         row = merge_block(row, warp_partials);
     }
-    store_slice(data, d_out + row_offset, at, num_cols, row_valid, row);
+    store_slice<Width>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
 }
 
 //! @brief Rows longer than a block, first pass: each block's partial of its slice, into `d_partials`.
@@ -182,9 +193,9 @@ static __global__ void __launch_bounds__(split_block_threads)
     const Place at{blockIdx.x / blocks_per_row,
                    static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    Chunk<Width> data[values_per_thread / Width];
-    load_slice(data, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
-    const Partial block = merge_block(thread_partial(data), warp_partials);
+    float x[values_per_thread];
+    load_slice<Width>(x, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
+    const Partial block = merge_block(exponentiate(x), warp_partials);
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
@@ -214,9 +225,10 @@ static __global__ void __launch_bounds__(split_block_threads)
                    static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const std::size_t row_offset = static_cast<std::size_t>(at.row) * num_cols;
-    Chunk<Width> data[values_per_thread / Width];
-    load_slice(data, d_in + row_offset, at, num_cols, true);
-    store_slice(data, d_out + row_offset, at, num_cols, true, d_rows[at.row]);
+    float x[values_per_thread];
+    load_slice<Width>(x, d_in + row_offset, at, num_cols, true);
+    const Partial thread = exponentiate(x);
+    store_slice<Width>(x, d_out + row_offset, at, num_cols, true, scale_to_row(thread, d_rows[at.row]));
 }
 
 //! @brief How the launcher lays rows over threads, from the row's length.

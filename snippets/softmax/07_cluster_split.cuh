@@ -7,11 +7,12 @@
 //! The blocks of a cluster are resident together and may read each other's
 //! shared memory: each block reduces its slice to one partial in its shared
 //! memory, the cluster synchronizes once, and every block merges the
-//! cluster's partials and writes its slice from registers. A row of up to 8
-//! blocks of 1024 threads (131072 floats) is read once. The cluster aims for
-//! blocks of 256 threads, which leave room for several blocks per SM. GPUs
-//! before Hopper, kernels built for them, and rows longer than a cluster keep
-//! step 6's three kernels.
+//! cluster's partials and writes its slice from registers. A cluster has up
+//! to 8 blocks on every GPU that has clusters, and up to 16 where the GPU
+//! allows more (H100 and H200: rows of up to 16 x 1024 threads, 262144
+//! floats, are read once); it aims for blocks of 256 threads, which leave
+//! room for several blocks per SM. GPUs before Hopper, kernels built for
+//! them, and rows longer than a cluster keep step 6's three kernels.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -27,7 +28,8 @@ namespace stepwise::softmax::cluster_split {
 constexpr int values_per_thread = 16;     //!< the part of a row each thread holds in registers
 constexpr int vector_bytes = 16;          //!< one load or store
 constexpr int short_rows_block = 256;     //!< threads of a block of rows that each fit a warp
-constexpr int max_cluster_blocks = 8;     //!< the portable cluster size
+constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
+constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_target_threads = 256;  //!< blocks of a cluster aim for this many threads
 constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a cluster)
 
@@ -45,8 +47,13 @@ struct Partial {
     float sum;
 };
 
+constexpr float log2e = 1.44269504088896340736f;  //!< exp(x) = 2^(x log2(e)): one MUFU.EX2 and a multiply
+
 //! @brief exp(x - max), with exp(-inf - max) = 0 even where max is -inf (a part of -inf values sums to 0).
-__device__ __forceinline__ float exp_shifted(float x, float max) { return x == -INFINITY ? 0.0f : expf(x - max); }
+__device__ __forceinline__ float exp_shifted(float x, float max)
+{
+    return x == -INFINITY ? 0.0f : exp2f((x - max) * log2e);
+}
 
 //! @brief Two parts' maximum and sum combined (Milakov and Gimelshein's rule); commutative, bit for bit.
 __device__ __forceinline__ Partial merge(Partial a, Partial b)
@@ -106,54 +113,49 @@ struct Place {
     int threads;         //!< threads of the slice
 };
 
-//! @brief Loads the thread's values of the slice (`-inf` past the row's end), `Width` values per access.
+//! @brief Loads the thread's values of the slice as floats (`-inf` past the row's end), `Width` values per access.
 template <int Width>
-__device__ __forceinline__ void load_slice(Chunk<Width> (&data)[values_per_thread / Width], const float* d_row,
-                                           const Place& at, int num_cols, bool row_valid)
+__device__ __forceinline__ void load_slice(float (&x)[values_per_thread], const float* d_row, const Place& at,
+                                           int num_cols, bool row_valid)
 {
 #pragma unroll
     for (int a = 0; a < values_per_thread / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        Chunk<Width> chunk;
         if (row_valid && col < num_cols) {
-            data[a] = *reinterpret_cast<const Chunk<Width>*>(d_row + col);
-        } else {
+            chunk = *reinterpret_cast<const Chunk<Width>*>(d_row + col);
+        }
 #pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                data[a].v[i] = -INFINITY;
-            }
+        for (int i = 0; i < Width; ++i) {
+            x[a * Width + i] = row_valid && col < num_cols ? chunk.v[i] : -INFINITY;
         }
     }
 }
 
-//! @brief The maximum and the sum of exponentials of the values a thread holds.
-template <int Width>
-__device__ __forceinline__ Partial thread_partial(const Chunk<Width> (&data)[values_per_thread / Width])
+//! @brief Replaces each value x by exp(x - m), m the thread's maximum (0 where that is -inf: -inf values give 0, a
+//!        NaN stays NaN); returns the thread's partial: m and the sum of the new values.
+__device__ __forceinline__ Partial exponentiate(float (&x)[values_per_thread])
 {
     float max = -INFINITY;
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
-#pragma unroll
-        for (int i = 0; i < Width; ++i) {
-            max = fmaxf(max, data[a].v[i]);
-        }
+    for (int i = 0; i < values_per_thread; ++i) {
+        max = fmaxf(max, x[i]);
     }
+    const float shift = max == -INFINITY ? 0.0f : max;
     float sum = 0.0f;
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
-#pragma unroll
-        for (int i = 0; i < Width; ++i) {
-            sum += exp_shifted(data[a].v[i], max);
-        }
+    for (int i = 0; i < values_per_thread; ++i) {
+        x[i] = exp2f((x[i] - shift) * log2e);
+        sum += x[i];
     }
     return {max, sum};
 }
 
-//! @brief Writes exp(x - max) / sum for the values a thread holds.
+//! @brief Writes `scale` times each value the thread holds.
 template <int Width>
-__device__ __forceinline__ void store_slice(const Chunk<Width> (&data)[values_per_thread / Width], float* d_row,
-                                            const Place& at, int num_cols, bool row_valid, Partial row)
+__device__ __forceinline__ void store_slice(const float (&x)[values_per_thread], float* d_row, const Place& at,
+                                            int num_cols, bool row_valid, float scale)
 {
-    const float inverse_sum = 1.0f / row.sum;  // a row of -inf values: 0 * inf, NaN
 #pragma unroll
     for (int a = 0; a < values_per_thread / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
@@ -161,11 +163,18 @@ __device__ __forceinline__ void store_slice(const Chunk<Width> (&data)[values_pe
             Chunk<Width> y;
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
-                y.v[i] = exp_shifted(data[a].v[i], row.max) * inverse_sum;
+                y.v[i] = x[a * Width + i] * scale;
             }
             *reinterpret_cast<Chunk<Width>*>(d_row + col) = y;
         }
     }
+}
+
+//! @brief What turns a thread's exp(x - m) into the row's softmax: exp(m - row max) / row sum (a row of -inf
+//!        values: 0 * inf, NaN).
+__device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
+{
+    return exp_shifted(thread.max, row.max) * (1.0f / row.sum);
 }
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
@@ -188,9 +197,10 @@ static __global__ void __launch_bounds__(max_block_threads)
     }
     const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
-    Chunk<Width> data[values_per_thread / Width];
-    load_slice(data, d_in + row_offset, at, num_cols, row_valid);
-    Partial row = thread_partial(data);
+    float x[values_per_thread];
+    load_slice<Width>(x, d_in + row_offset, at, num_cols, row_valid);
+    const Partial thread = exponentiate(x);
+    Partial row = thread;
     if (group_threads <= 32) {
         row = merge_lanes(row, group_threads);
     } else {
@@ -199,7 +209,7 @@ static __global__ void __launch_bounds__(max_block_threads)
             row = merge_cluster(row, &block_partial);
         }
     }
-    store_slice(data, d_out + row_offset, at, num_cols, row_valid, row);
+    store_slice<Width>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (cluster_blocks > 1) {
         cooperative_groups::this_cluster().sync();  // no block leaves while another may read its shared memory
@@ -216,9 +226,9 @@ static __global__ void __launch_bounds__(split_block_threads)
     const Place at{blockIdx.x / blocks_per_row,
                    static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    Chunk<Width> data[values_per_thread / Width];
-    load_slice(data, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
-    const Partial block = merge_block(thread_partial(data), warp_partials);
+    float x[values_per_thread];
+    load_slice<Width>(x, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
+    const Partial block = merge_block(exponentiate(x), warp_partials);
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
@@ -248,9 +258,10 @@ static __global__ void __launch_bounds__(split_block_threads)
                    static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const std::size_t row_offset = static_cast<std::size_t>(at.row) * num_cols;
-    Chunk<Width> data[values_per_thread / Width];
-    load_slice(data, d_in + row_offset, at, num_cols, true);
-    store_slice(data, d_out + row_offset, at, num_cols, true, d_rows[at.row]);
+    float x[values_per_thread];
+    load_slice<Width>(x, d_in + row_offset, at, num_cols, true);
+    const Partial thread = exponentiate(x);
+    store_slice<Width>(x, d_out + row_offset, at, num_cols, true, scale_to_row(thread, d_rows[at.row]));
 }
 
 //! @brief How the launcher lays rows over threads, from the row's length.
@@ -262,8 +273,8 @@ struct Layout {
     std::int64_t blocks = 0;    //!< the grid
 };
 
-//! @brief The layout of rows of `num_cols` values, with or without thread-block clusters.
-inline Layout choose_layout(int num_rows, int num_cols, bool clusters)
+//! @brief The layout of rows of `num_cols` values; clusters of up to `cluster_limit` blocks (0: none).
+inline Layout choose_layout(int num_rows, int num_cols, int cluster_limit)
 {
     const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread;
     Layout l;
@@ -278,9 +289,9 @@ inline Layout choose_layout(int num_rows, int num_cols, bool clusters)
     } else if (threads <= max_block_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
-    } else if (clusters && threads <= std::int64_t{max_cluster_blocks} * max_block_threads) {  // a cluster per row
+    } else if (threads <= std::int64_t{cluster_limit} * max_block_threads) {  // a cluster per row
         l.cluster_blocks = static_cast<int>(
-            std::min<std::int64_t>(max_cluster_blocks, (threads + cluster_target_threads - 1) / cluster_target_threads));
+            std::min<std::int64_t>(cluster_limit, (threads + cluster_target_threads - 1) / cluster_target_threads));
         const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
         l.group_threads = l.block_threads = static_cast<int>((per_block + 31) / 32 * 32);
         l.blocks = std::int64_t{num_rows} * l.cluster_blocks;
@@ -292,17 +303,36 @@ inline Layout choose_layout(int num_rows, int num_cols, bool clusters)
     return l;
 }
 
-//! @brief Whether this device runs the cluster path: it launches clusters and the kernel was built for it.
+//! @brief The most blocks of a cluster of the rows kernel on this device: 0 where it launches no clusters or the
+//!        kernel was not built for sm_90 or newer; 16 where the GPU takes clusters beyond the portable 8.
 template <int Width>
-inline bool clusters_usable()
+inline int cluster_limit()
 {
     int device = 0;
     int cluster_launch = 0;
     cudaFuncAttributes attributes{};
-    return cudaGetDevice(&device) == cudaSuccess &&
-           cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
-           cluster_launch != 0 && cudaFuncGetAttributes(&attributes, softmax_rows_kernel<Width>) == cudaSuccess &&
-           attributes.binaryVersion >= 90;
+    const auto kernel = softmax_rows_kernel<Width>;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
+        cluster_launch == 0 || cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess ||
+        attributes.binaryVersion < 90) {
+        return 0;
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(max_cluster_blocks);
+    config.blockDim = dim3(max_block_threads / 2);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {max_cluster_blocks, 1, 1};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1) {
+        (void)cudaGetLastError();  // not an error of the launch: the portable size is taken
+        return portable_cluster_blocks;
+    }
+    return max_cluster_blocks;
 }
 
 template <int Width>
@@ -312,7 +342,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     static_assert(values_per_thread % Width == 0, "a thread's values are whole accesses");
     const bool long_rows = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread >
                            max_block_threads;
-    const Layout l = choose_layout(num_rows, num_cols, long_rows && clusters_usable<Width>());
+    const Layout l = choose_layout(num_rows, num_cols, long_rows ? cluster_limit<Width>() : 0);
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
     }
@@ -347,9 +377,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     config.stream = stream;
     cudaLaunchAttribute cluster{};
     cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = l.cluster_blocks;
-    cluster.val.clusterDim.y = 1;
-    cluster.val.clusterDim.z = 1;
+    cluster.val.clusterDim = {static_cast<unsigned>(l.cluster_blocks), 1, 1};
     config.attrs = &cluster;
     config.numAttrs = 1;
     return cudaLaunchKernelEx(&config, softmax_rows_kernel<Width>, d_in, d_out, num_rows, num_cols,

@@ -242,7 +242,7 @@ TEST_P(SoftmaxStepTest, RejectsAnEmptyShapeAndNullPointers)
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-INSTANTIATE_TEST_SUITE_P(Steps, SoftmaxStepTest, ::testing::ValuesIn(steps()), step_name);
+INSTANTIATE_TEST_SUITE_P(Softmax, SoftmaxStepTest, ::testing::ValuesIn(steps()), step_name);
 
 // ---- the final step: any alignment its types allow, and its errors ----
 
