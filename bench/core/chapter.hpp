@@ -55,6 +55,8 @@ struct Sweep {
     //! `shape[axis_shape_index]` of each size of `sizes`, labelled `axis_label`. -1: against n.
     int axis_shape_index = -1;
     std::string axis_label = "";
+    //! The sizes of `sizes` that are also main sizes of the chapter (add_sweep() fills it).
+    std::vector<std::int64_t> main_sizes = {};
 };
 
 //! @brief What the front page shows of a chapter: its first and final step at one size and timing.

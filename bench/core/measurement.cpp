@@ -100,6 +100,11 @@ void add_sweep(ChapterEntry& chapter, Sweep sweep)
     std::vector<std::string> unknown = sweep.rows;
     const auto found = [&](const std::string& id) { unknown.erase(std::remove(unknown.begin(), unknown.end(), id), unknown.end()); };
     const std::vector<std::int64_t> main_sizes = all_sizes(chapter);
+    for (const ProblemSize& size : sweep.sizes) {
+        if (std::find(main_sizes.begin(), main_sizes.end(), size.n) != main_sizes.end()) {
+            sweep.main_sizes.push_back(size.n);
+        }
+    }
     for (auto* references : {&chapter.ceilings, &chapter.baselines}) {
         for (ReferenceEntry& reference : *references) {
             if (reference.sizes.empty()) {
@@ -244,6 +249,9 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
                           {"rows", c.sweep->rows},
                           {"footprint", {{"bytes_per_n", c.sweep->footprint_bytes_per_n},
                                          {"power", c.sweep->footprint_power}}}};
+            if (!c.sweep->main_sizes.empty()) {
+                j["sweep"]["main_sizes"] = c.sweep->main_sizes;  // also main sizes: the pages keep their tables
+            }
             if (c.sweep->axis_shape_index >= 0) {
                 j["sweep"]["axis"] = {{"label", c.sweep->axis_label}, {"shape_index", c.sweep->axis_shape_index}};
             }
