@@ -14,36 +14,43 @@
 namespace stepwise::softmax {
 namespace {
 
-//! The kernels of steps 6 and 7: the rows kernel and the split path's, with 16-byte (4 floats) and 4-byte accesses.
+//! The kernels of steps 6 and 7: the rows kernel with 16 and 32 values per thread, and the split path's, each with
+//! 16-byte (4 floats) and 4-byte accesses.
 #define STEPWISE_REGISTER_KERNELS(ns)                                                                               \
-    {kernel_entry("softmax_rows_kernel<4>", ns::softmax_rows_kernel<4>, dim3(ns::short_rows_block)),               \
-     kernel_entry("softmax_rows_kernel<1>", ns::softmax_rows_kernel<1>, dim3(ns::short_rows_block)),               \
+    {kernel_entry("softmax_rows_kernel<4, 16>", ns::softmax_rows_kernel<4, 16>, dim3(ns::short_rows_block)),       \
+     kernel_entry("softmax_rows_kernel<1, 16>", ns::softmax_rows_kernel<1, 16>, dim3(ns::short_rows_block)),       \
+     kernel_entry("softmax_rows_kernel<4, 32>", ns::softmax_rows_kernel<4, 32>, dim3(ns::max_block_threads<32>)),  \
+     kernel_entry("softmax_rows_kernel<1, 32>", ns::softmax_rows_kernel<1, 32>, dim3(ns::max_block_threads<32>)),  \
      kernel_entry("split_partials_kernel<4>", ns::split_partials_kernel<4>, dim3(ns::split_block_threads)),        \
      kernel_entry("split_partials_kernel<1>", ns::split_partials_kernel<1>, dim3(ns::split_block_threads)),        \
      kernel_entry("split_merge_kernel", ns::split_merge_kernel, dim3(ns::split_block_threads)),                    \
      kernel_entry("split_store_kernel<4>", ns::split_store_kernel<4>, dim3(ns::split_block_threads)),              \
      kernel_entry("split_store_kernel<1>", ns::split_store_kernel<1>, dim3(ns::split_block_threads))}
 
-//! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and bf16 (of 8 values), and the
-//! 2-byte and 4-byte accesses of rows that are not 16-byte aligned.
+//! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and for bf16 (of 8 values).
 std::vector<KernelEntry> bf16_kernels()
 {
     namespace s = bf16_in_out;
     using bf16 = __nv_bfloat16;
-    const dim3 rows(s::short_rows_block), split(s::split_block_threads);
-    return {kernel_entry("softmax_rows_kernel<float, 4>", s::softmax_rows_kernel<float, 4>, rows),
-            kernel_entry("softmax_rows_kernel<float, 1>", s::softmax_rows_kernel<float, 1>, rows),
-            kernel_entry("softmax_rows_kernel<__nv_bfloat16, 8>", s::softmax_rows_kernel<bf16, 8>, rows),
-            kernel_entry("softmax_rows_kernel<__nv_bfloat16, 1>", s::softmax_rows_kernel<bf16, 1>, rows),
+    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
+    const std::string b = "__nv_bfloat16";
+    return {kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
+            kernel_entry("softmax_rows_kernel<float, 1, 16>", s::softmax_rows_kernel<float, 1, 16>, rows16),
+            kernel_entry("softmax_rows_kernel<float, 4, 32>", s::softmax_rows_kernel<float, 4, 32>, rows32),
+            kernel_entry("softmax_rows_kernel<float, 1, 32>", s::softmax_rows_kernel<float, 1, 32>, rows32),
+            kernel_entry("softmax_rows_kernel<" + b + ", 8, 16>", s::softmax_rows_kernel<bf16, 8, 16>, rows16),
+            kernel_entry("softmax_rows_kernel<" + b + ", 1, 16>", s::softmax_rows_kernel<bf16, 1, 16>, rows16),
+            kernel_entry("softmax_rows_kernel<" + b + ", 8, 32>", s::softmax_rows_kernel<bf16, 8, 32>, rows32),
+            kernel_entry("softmax_rows_kernel<" + b + ", 1, 32>", s::softmax_rows_kernel<bf16, 1, 32>, rows32),
             kernel_entry("split_partials_kernel<float, 4>", s::split_partials_kernel<float, 4>, split),
             kernel_entry("split_partials_kernel<float, 1>", s::split_partials_kernel<float, 1>, split),
-            kernel_entry("split_partials_kernel<__nv_bfloat16, 8>", s::split_partials_kernel<bf16, 8>, split),
-            kernel_entry("split_partials_kernel<__nv_bfloat16, 1>", s::split_partials_kernel<bf16, 1>, split),
+            kernel_entry("split_partials_kernel<" + b + ", 8>", s::split_partials_kernel<bf16, 8>, split),
+            kernel_entry("split_partials_kernel<" + b + ", 1>", s::split_partials_kernel<bf16, 1>, split),
             kernel_entry("split_merge_kernel", s::split_merge_kernel, split),
             kernel_entry("split_store_kernel<float, 4>", s::split_store_kernel<float, 4>, split),
             kernel_entry("split_store_kernel<float, 1>", s::split_store_kernel<float, 1>, split),
-            kernel_entry("split_store_kernel<__nv_bfloat16, 8>", s::split_store_kernel<bf16, 8>, split),
-            kernel_entry("split_store_kernel<__nv_bfloat16, 1>", s::split_store_kernel<bf16, 1>, split)};
+            kernel_entry("split_store_kernel<" + b + ", 8>", s::split_store_kernel<bf16, 8>, split),
+            kernel_entry("split_store_kernel<" + b + ", 1>", s::split_store_kernel<bf16, 1>, split)};
 }
 
 }  // namespace

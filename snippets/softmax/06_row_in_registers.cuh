@@ -4,14 +4,14 @@
 //!
 //! Step 5 still reads each row twice: once for its maximum and sum, once to
 //! write it. Here each thread loads its 16 values of the row into registers
-//! (four 16-byte loads where the row allows) and replaces each by
+//! (four 16-byte loads where the row allows; 32 values in rows longer than
+//! 4096, fewer and fuller threads per row) and replaces each by
 //! exp(x - m), m its own maximum: one exponential per value, as exp2 of a
 //! scaled difference (one MUFU.EX2). The row's partials are merged, and each
 //! thread writes its values times one factor, exp(m - row max) / row sum,
 //! from registers: one read and one write per element, the copy's traffic.
 //! Short rows keep several rows per block, now with a power of two of lanes
-//! per row sized to the row; a row of up to 1024 threads (16384 floats) is
-//! one block. A longer row cannot be one block's: it is split over blocks of
+//! per row sized to the row; a row of up to 16384 floats is one block. A longer row cannot be one block's: it is split over blocks of
 //! 256 threads, which write their partials to global memory; a second kernel
 //! merges each row's partials, and a third reads every slice again and
 //! writes it.
@@ -26,12 +26,19 @@
 
 namespace stepwise::softmax::row_in_registers {
 
-constexpr int values_per_thread = 16;     //!< the part of a row each thread holds in registers
 constexpr int vector_bytes = 16;          //!< one load or store
 constexpr int short_rows_block = 256;     //!< threads of a block of rows that each fit a warp
 constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a block)
+constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
+constexpr int split_values = 32;          //!< values per thread of the split path
 
-constexpr int max_block_threads = 1024;   //!< a row of one block is at most this many threads
+//! @brief The most threads of a block whose threads hold `Values` values each.
+template <int Values>
+constexpr int max_block_threads = block_values / Values;
+
+//! @brief Values each thread holds: 16 up to rows of 4096 values, 32 beyond (fewer, fuller threads per row).
+inline int values_per_thread(int num_cols) { return num_cols <= 4096 ? 16 : 32; }
+
 
 //! @brief `Width` consecutive values, loaded and stored as one access.
 template <int Width>
@@ -92,12 +99,12 @@ struct Place {
 };
 
 //! @brief Loads the thread's values of the slice as floats (`-inf` past the row's end), `Width` values per access.
-template <int Width>
-__device__ __forceinline__ void load_slice(float (&x)[values_per_thread], const float* d_row, const Place& at,
+template <int Width, int Values>
+__device__ __forceinline__ void load_slice(float (&x)[Values], const float* d_row, const Place& at,
                                            int num_cols, bool row_valid)
 {
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
+    for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         Chunk<Width> chunk;
         if (row_valid && col < num_cols) {
@@ -112,17 +119,18 @@ __device__ __forceinline__ void load_slice(float (&x)[values_per_thread], const 
 
 //! @brief Replaces each value x by exp(x - m), m the thread's maximum (0 where that is -inf: -inf values give 0, a
 //!        NaN stays NaN); returns the thread's partial: m and the sum of the new values.
-__device__ __forceinline__ Partial exponentiate(float (&x)[values_per_thread])
+template <int Values>
+__device__ __forceinline__ Partial exponentiate(float (&x)[Values])
 {
     float max = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < values_per_thread; ++i) {
+    for (int i = 0; i < Values; ++i) {
         max = fmaxf(max, x[i]);
     }
     const float shift = max == -INFINITY ? 0.0f : max;
     float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < values_per_thread; ++i) {
+    for (int i = 0; i < Values; ++i) {
         x[i] = exp2f((x[i] - shift) * log2e);
         sum += x[i];
     }
@@ -130,12 +138,12 @@ __device__ __forceinline__ Partial exponentiate(float (&x)[values_per_thread])
 }
 
 //! @brief Writes `scale` times each value the thread holds.
-template <int Width>
-__device__ __forceinline__ void store_slice(const float (&x)[values_per_thread], float* d_row, const Place& at,
+template <int Width, int Values>
+__device__ __forceinline__ void store_slice(const float (&x)[Values], float* d_row, const Place& at,
                                             int num_cols, bool row_valid, float scale)
 {
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
+    for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         if (row_valid && col < num_cols) {
             Chunk<Width> y;
@@ -158,8 +166,8 @@ __device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
 //!        (`group_threads == blockDim.x`).
-template <int Width>
-static __global__ void __launch_bounds__(max_block_threads)
+template <int Width, int Values>
+static __global__ void __launch_bounds__(max_block_threads<Values>)
     softmax_rows_kernel(const float* d_in, float* d_out, int num_rows, int num_cols, int group_threads)
 {
     __shared__ Partial warp_partials[32];
@@ -172,8 +180,8 @@ static __global__ void __launch_bounds__(max_block_threads)
     }
     const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
-    float x[values_per_thread];
-    load_slice<Width>(x, d_in + row_offset, at, num_cols, row_valid);
+    float x[Values];
+    load_slice<Width, Values>(x, d_in + row_offset, at, num_cols, row_valid);
     const Partial thread = exponentiate(x);
     Partial row = thread;
     if (group_threads <= 32) {
@@ -181,7 +189,7 @@ static __global__ void __launch_bounds__(max_block_threads)
     } else {
         row = merge_block(row, warp_partials);
     }
-    store_slice<Width>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
+    store_slice<Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
 }
 
 //! @brief Rows longer than a block, first pass: each block's partial of its slice, into `d_partials`.
@@ -191,10 +199,10 @@ static __global__ void __launch_bounds__(split_block_threads)
 {
     __shared__ Partial warp_partials[32];
     const Place at{blockIdx.x / blocks_per_row,
-                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    float x[values_per_thread];
-    load_slice<Width>(x, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
+    float x[split_values];
+    load_slice<Width, split_values>(x, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
     const Partial block = merge_block(exponentiate(x), warp_partials);
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
@@ -222,28 +230,31 @@ static __global__ void __launch_bounds__(split_block_threads)
     split_store_kernel(const float* d_in, float* d_out, const Partial* d_rows, int num_cols, int blocks_per_row)
 {
     const Place at{blockIdx.x / blocks_per_row,
-                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const std::size_t row_offset = static_cast<std::size_t>(at.row) * num_cols;
-    float x[values_per_thread];
-    load_slice<Width>(x, d_in + row_offset, at, num_cols, true);
+    float x[split_values];
+    load_slice<Width, split_values>(x, d_in + row_offset, at, num_cols, true);
     const Partial thread = exponentiate(x);
-    store_slice<Width>(x, d_out + row_offset, at, num_cols, true, scale_to_row(thread, d_rows[at.row]));
+    store_slice<Width, split_values>(x, d_out + row_offset, at, num_cols, true, scale_to_row(thread, d_rows[at.row]));
 }
 
 //! @brief How the launcher lays rows over threads, from the row's length.
 struct Layout {
+    int values = 16;            //!< values per thread
     int group_threads = 0;      //!< threads per row (<= 32) or per block of a row's slice
     int block_threads = 0;
     int split_blocks = 0;       //!< blocks per row of the split path, 0 without
     std::int64_t blocks = 0;    //!< the grid
 };
 
-//! @brief The layout of rows of `num_cols` values.
-inline Layout choose_layout(int num_rows, int num_cols)
+//! @brief The layout of rows of `num_cols` values, `values` per thread.
+inline Layout choose_layout(int num_rows, int num_cols, int values)
 {
-    const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread;
+    const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values - 1) / values;
+    const int max_threads = block_values / values;
     Layout l;
+    l.values = values;
     if (threads <= 32) {  // a power of two of lanes per row, several rows per block
         l.group_threads = 1;
         while (l.group_threads < threads) {
@@ -252,23 +263,25 @@ inline Layout choose_layout(int num_rows, int num_cols)
         l.block_threads = short_rows_block;
         const int rows_per_block = short_rows_block / l.group_threads;
         l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
-    } else if (threads <= max_block_threads) {  // a block per row
+    } else if (threads <= max_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
     } else {  // blocks of a row that merge their partials through global memory
+        const std::int64_t split_threads = (static_cast<std::int64_t>(num_cols) + split_values - 1) / split_values;
+        l.values = split_values;
         l.block_threads = split_block_threads;
-        l.split_blocks = static_cast<int>((threads + split_block_threads - 1) / split_block_threads);
+        l.split_blocks = static_cast<int>((split_threads + split_block_threads - 1) / split_block_threads);
         l.blocks = std::int64_t{num_rows} * l.split_blocks;
     }
     return l;
 }
 
-template <int Width>
+template <int Width, int Values>
 inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in, float* d_out,
                           int num_rows, int num_cols, cudaStream_t stream)
 {
-    static_assert(values_per_thread % Width == 0, "a thread's values are whole accesses");
-    const Layout l = choose_layout(num_rows, num_cols);
+    static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
+    const Layout l = choose_layout(num_rows, num_cols, Values);
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
     }
@@ -292,7 +305,8 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                                                            l.split_blocks);
         return cudaGetLastError();
     }
-    softmax_rows_kernel<Width><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols, l.group_threads);
+    softmax_rows_kernel<Width, Values><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols,
+                                                                            l.group_threads);
     return cudaGetLastError();
 }
 
@@ -317,10 +331,13 @@ inline cudaError_t softmax(void* d_temp_storage, std::size_t& temp_storage_bytes
         !aligned(d_out, sizeof(float)) || (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Partial)))) {
         return cudaErrorInvalidValue;
     }
+    const bool few = values_per_thread(num_cols) == 16;
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
-        return launch<width>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+        return few ? launch<width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+                   : launch<width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
-    return launch<1>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+    return few ? launch<1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+               : launch<1, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
 
 }  // namespace stepwise::softmax::row_in_registers

@@ -22,15 +22,27 @@
 
 namespace stepwise::softmax::bf16_in_out {
 
-constexpr int values_per_thread = 16;     //!< the part of a row each thread holds in registers
 constexpr int vector_bytes = 16;          //!< one load or store
 constexpr int short_rows_block = 256;     //!< threads of a block of rows that each fit a warp
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_target_threads = 256;  //!< blocks of a cluster aim for this many threads
 constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a cluster)
+constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
+constexpr int split_values = 32;          //!< values per thread of the split path
 
-constexpr int max_block_threads = 1024;   //!< a row of one block is at most this many threads
+//! @brief The most threads of a block whose threads hold `Values` values each.
+template <int Values>
+constexpr int max_block_threads = block_values / Values;
+
+//! @brief Values each thread holds: 16 where a row is a warp's or less (512 values), else 32 for bf16 (64 bytes);
+//!        fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads per row).
+template <typename T>
+inline int values_per_thread(int num_cols)
+{
+    return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
+}
+
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -120,12 +132,12 @@ struct Place {
 };
 
 //! @brief Loads the thread's values of the slice as floats (`-inf` past the row's end), `Width` values per access.
-template <typename T, int Width>
-__device__ __forceinline__ void load_slice(float (&x)[values_per_thread], const T* d_row, const Place& at,
+template <typename T, int Width, int Values>
+__device__ __forceinline__ void load_slice(float (&x)[Values], const T* d_row, const Place& at,
                                            int num_cols, bool row_valid)
 {
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
+    for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         Chunk<T, Width> chunk;
         if (row_valid && col < num_cols) {
@@ -140,17 +152,18 @@ __device__ __forceinline__ void load_slice(float (&x)[values_per_thread], const 
 
 //! @brief Replaces each value x by exp(x - m), m the thread's maximum (0 where that is -inf: -inf values give 0, a
 //!        NaN stays NaN); returns the thread's partial: m and the sum of the new values.
-__device__ __forceinline__ Partial exponentiate(float (&x)[values_per_thread])
+template <int Values>
+__device__ __forceinline__ Partial exponentiate(float (&x)[Values])
 {
     float max = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < values_per_thread; ++i) {
+    for (int i = 0; i < Values; ++i) {
         max = fmaxf(max, x[i]);
     }
     const float shift = max == -INFINITY ? 0.0f : max;
     float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < values_per_thread; ++i) {
+    for (int i = 0; i < Values; ++i) {
         x[i] = exp2f((x[i] - shift) * log2e);
         sum += x[i];
     }
@@ -158,12 +171,12 @@ __device__ __forceinline__ Partial exponentiate(float (&x)[values_per_thread])
 }
 
 //! @brief Writes `scale` times each value the thread holds.
-template <typename T, int Width>
-__device__ __forceinline__ void store_slice(const float (&x)[values_per_thread], T* d_row, const Place& at,
+template <typename T, int Width, int Values>
+__device__ __forceinline__ void store_slice(const float (&x)[Values], T* d_row, const Place& at,
                                             int num_cols, bool row_valid, float scale)
 {
 #pragma unroll
-    for (int a = 0; a < values_per_thread / Width; ++a) {
+    for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         if (row_valid && col < num_cols) {
             Chunk<T, Width> y;
@@ -186,8 +199,8 @@ __device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
 //!        (`group_threads == blockDim.x`), or a row per cluster of `cluster_blocks` blocks, each a slice of it.
-template <typename T, int Width>
-static __global__ void __launch_bounds__(max_block_threads)
+template <typename T, int Width, int Values>
+static __global__ void __launch_bounds__(max_block_threads<Values>)
     softmax_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols, int group_threads, int cluster_blocks)
 {
     __shared__ Partial warp_partials[32];
@@ -198,13 +211,13 @@ static __global__ void __launch_bounds__(max_block_threads)
               static_cast<int>(threadIdx.x) % group_threads, group_threads};
     } else {
         at = {blockIdx.x / cluster_blocks,
-              static_cast<std::int64_t>(blockIdx.x % cluster_blocks) * blockDim.x * values_per_thread,
+              static_cast<std::int64_t>(blockIdx.x % cluster_blocks) * blockDim.x * Values,
               static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     }
     const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
-    float x[values_per_thread];
-    load_slice<T, Width>(x, d_in + row_offset, at, num_cols, row_valid);
+    float x[Values];
+    load_slice<T, Width, Values>(x, d_in + row_offset, at, num_cols, row_valid);
     const Partial thread = exponentiate(x);
     Partial row = thread;
     if (group_threads <= 32) {
@@ -215,7 +228,7 @@ static __global__ void __launch_bounds__(max_block_threads)
             row = merge_cluster(row, &block_partial);
         }
     }
-    store_slice<T, Width>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
+    store_slice<T, Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if (cluster_blocks > 1) {
         cooperative_groups::this_cluster().sync();  // no block leaves while another may read its shared memory
@@ -230,10 +243,10 @@ static __global__ void __launch_bounds__(split_block_threads)
 {
     __shared__ Partial warp_partials[32];
     const Place at{blockIdx.x / blocks_per_row,
-                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    float x[values_per_thread];
-    load_slice<T, Width>(x, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
+    float x[split_values];
+    load_slice<T, Width, split_values>(x, d_in + static_cast<std::size_t>(at.row) * num_cols, at, num_cols, true);
     const Partial block = merge_block(exponentiate(x), warp_partials);
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
@@ -261,17 +274,18 @@ static __global__ void __launch_bounds__(split_block_threads)
     split_store_kernel(const T* d_in, T* d_out, const Partial* d_rows, int num_cols, int blocks_per_row)
 {
     const Place at{blockIdx.x / blocks_per_row,
-                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * values_per_thread,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const std::size_t row_offset = static_cast<std::size_t>(at.row) * num_cols;
-    float x[values_per_thread];
-    load_slice<T, Width>(x, d_in + row_offset, at, num_cols, true);
+    float x[split_values];
+    load_slice<T, Width, split_values>(x, d_in + row_offset, at, num_cols, true);
     const Partial thread = exponentiate(x);
-    store_slice<T, Width>(x, d_out + row_offset, at, num_cols, true, scale_to_row(thread, d_rows[at.row]));
+    store_slice<T, Width, split_values>(x, d_out + row_offset, at, num_cols, true, scale_to_row(thread, d_rows[at.row]));
 }
 
 //! @brief How the launcher lays rows over threads, from the row's length.
 struct Layout {
+    int values = 16;            //!< values per thread
     int group_threads = 0;      //!< threads per row (<= 32) or per block of a row's slice
     int block_threads = 0;
     int cluster_blocks = 1;     //!< blocks per row of the cluster path, 1 without
@@ -279,11 +293,14 @@ struct Layout {
     std::int64_t blocks = 0;    //!< the grid
 };
 
-//! @brief The layout of rows of `num_cols` values; clusters of up to `cluster_limit` blocks (0: none).
-inline Layout choose_layout(int num_rows, int num_cols, int cluster_limit)
+//! @brief The layout of rows of `num_cols` values, `values` per thread; clusters of up to `cluster_limit` blocks
+//!        (0: none).
+inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_limit)
 {
-    const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread;
+    const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values - 1) / values;
+    const int max_threads = block_values / values;
     Layout l;
+    l.values = values;
     if (threads <= 32) {  // a power of two of lanes per row, several rows per block
         l.group_threads = 1;
         while (l.group_threads < threads) {
@@ -292,18 +309,20 @@ inline Layout choose_layout(int num_rows, int num_cols, int cluster_limit)
         l.block_threads = short_rows_block;
         const int rows_per_block = short_rows_block / l.group_threads;
         l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
-    } else if (threads <= max_block_threads) {  // a block per row
+    } else if (threads <= max_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
-    } else if (threads <= std::int64_t{cluster_limit} * max_block_threads) {  // a cluster per row
+    } else if (threads <= std::int64_t{cluster_limit} * max_threads) {  // a cluster per row
         l.cluster_blocks = static_cast<int>(
             std::min<std::int64_t>(cluster_limit, (threads + cluster_target_threads - 1) / cluster_target_threads));
         const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
         l.group_threads = l.block_threads = static_cast<int>((per_block + 31) / 32 * 32);
         l.blocks = std::int64_t{num_rows} * l.cluster_blocks;
     } else {  // blocks of a row that merge their partials through global memory
+        const std::int64_t split_threads = (static_cast<std::int64_t>(num_cols) + split_values - 1) / split_values;
+        l.values = split_values;
         l.block_threads = split_block_threads;
-        l.split_blocks = static_cast<int>((threads + split_block_threads - 1) / split_block_threads);
+        l.split_blocks = static_cast<int>((split_threads + split_block_threads - 1) / split_block_threads);
         l.blocks = std::int64_t{num_rows} * l.split_blocks;
     }
     return l;
@@ -311,13 +330,13 @@ inline Layout choose_layout(int num_rows, int num_cols, int cluster_limit)
 
 //! @brief The most blocks of a cluster of the rows kernel on this device: 0 where it launches no clusters or the
 //!        kernel was not built for sm_90 or newer; 16 where the GPU takes clusters beyond the portable 8.
-template <typename T, int Width>
+template <typename T, int Width, int Values>
 inline int cluster_limit()
 {
     int device = 0;
     int cluster_launch = 0;
     cudaFuncAttributes attributes{};
-    const auto kernel = softmax_rows_kernel<T, Width>;
+    const auto kernel = softmax_rows_kernel<T, Width, Values>;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
         cluster_launch == 0 || cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess ||
@@ -326,7 +345,7 @@ inline int cluster_limit()
     }
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(max_cluster_blocks);
-    config.blockDim = dim3(max_block_threads / 2);
+    config.blockDim = dim3(max_block_threads<Values> / 2);
     cudaLaunchAttribute cluster{};
     cluster.id = cudaLaunchAttributeClusterDimension;
     cluster.val.clusterDim = {max_cluster_blocks, 1, 1};
@@ -341,14 +360,13 @@ inline int cluster_limit()
     return max_cluster_blocks;
 }
 
-template <typename T, int Width>
+template <typename T, int Width, int Values>
 inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, T* d_out,
                           int num_rows, int num_cols, cudaStream_t stream)
 {
-    static_assert(values_per_thread % Width == 0, "a thread's values are whole accesses");
-    const bool long_rows = (static_cast<std::int64_t>(num_cols) + values_per_thread - 1) / values_per_thread >
-                           max_block_threads;
-    const Layout l = choose_layout(num_rows, num_cols, long_rows ? cluster_limit<T, Width>() : 0);
+    static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
+    const bool long_rows = num_cols > block_values;
+    const Layout l = choose_layout(num_rows, num_cols, Values, long_rows ? cluster_limit<T, Width, Values>() : 0);
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
     }
@@ -373,8 +391,8 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
         return cudaGetLastError();
     }
     if (l.cluster_blocks == 1) {
-        softmax_rows_kernel<T, Width><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols,
-                                                                           l.group_threads, 1);
+        softmax_rows_kernel<T, Width, Values><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols,
+                                                                                   l.group_threads, 1);
         return cudaGetLastError();
     }
     cudaLaunchConfig_t config{};
@@ -386,7 +404,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     cluster.val.clusterDim = {static_cast<unsigned>(l.cluster_blocks), 1, 1};
     config.attrs = &cluster;
     config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, softmax_rows_kernel<T, Width>, d_in, d_out, num_rows, num_cols,
+    return cudaLaunchKernelEx(&config, softmax_rows_kernel<T, Width, Values>, d_in, d_out, num_rows, num_cols,
                               l.group_threads, l.cluster_blocks);
 }
 
@@ -413,10 +431,13 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
         !aligned(d_out, sizeof(T)) || (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Partial)))) {
         return cudaErrorInvalidValue;
     }
+    const bool few = values_per_thread<T>(num_cols) == 16;
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
-        return launch<T, width>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+        return few ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+                   : launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
-    return launch<T, 1>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+    return few ? launch<T, 1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+               : launch<T, 1, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
 
 //! @brief Softmax of fp32 rows (see softmax_of()).
