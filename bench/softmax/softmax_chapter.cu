@@ -86,7 +86,10 @@ public:
         entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of the same bytes (reads and writes them)"}};
         entry_.baselines = {{"cudnn_softmax", "cuDNN cudnnSoftmaxForward, CUDNN_SOFTMAX_ACCURATE, per row"}};
         for (const softmax::Step& s : softmax::steps()) {
-            StepEntry step{s.id, s.title, s.file, s.name_space, "softmax", true, true, {}, s.kernels};
+            // The final step's two `softmax` overloads (fp32, bf16) call the template `softmax_of`, which the page
+            // documents.
+            StepEntry step{s.id, s.title, s.file, s.name_space, s.bf16 != nullptr ? "softmax_of" : "softmax", true,
+                           true, {}, s.kernels};
             for (const Shape& shape : main_shapes) {
                 step.sizes.push_back(problem_size(shape));
             }

@@ -361,7 +361,8 @@ def default_dram(chapter: dict, n: int = 4096) -> dict[str, tuple[int, int]]:
 
 def row_sizes(chapter: dict, entry: dict) -> list[int]:
     """The sizes the timing program measures a registry row at: a step's sizes, a reference's
-    ``sizes`` (absent: every step size but the sweep's), and the sweep's sizes for its rows."""
+    ``sizes`` (absent: every step size but the sweep's, bar its ``main_sizes`` and those a step
+    outside the sweep's rows has), and the sweep's sizes for its rows; each once."""
     sweep = chapter.get("sweep") or {}
     extra = sweep.get("sizes", [])
     if "sizes" in entry and entry["sizes"] and isinstance(entry["sizes"][0], dict):
@@ -369,11 +370,14 @@ def row_sizes(chapter: dict, entry: dict) -> list[int]:
     elif entry.get("sizes"):
         out = list(entry["sizes"])
     else:
+        rows = sweep.get("rows", [s["id"] for s in chapter["steps"]] + [b["id"] for b in chapter["baselines"]])
+        main = {size["n"] for s in chapter["steps"] if s["id"] not in rows for size in s["sizes"]}
+        main.update(sweep.get("main_sizes", []))
         out = [n for n in dict.fromkeys(size["n"] for s in chapter["steps"] for size in s["sizes"])
-               if n not in extra]
+               if n not in extra or n in main]
     if entry["id"] in sweep.get("rows", []):
-        out += [n for n in extra if n not in out]
-    return out
+        out += extra
+    return list(dict.fromkeys(out))
 
 
 #: What a chapter's run (schema 2) takes from the run of the timing program, and from the GPU's state in it.

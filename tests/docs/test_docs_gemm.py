@@ -230,7 +230,7 @@ def test_a_rectangular_problem_is_a_key_cited_by_shape_and_left_out_of_the_sweep
     assert key not in sweep.sweep(chapter, T)["sizes"]  # but no place on an axis of n
     with pytest.raises(LookupError):  # not measured yet: the role shows "not measured"
         fmt.single_value(chapter, "03_autotuned", "gflops", T, key)
-    registry["chapters"][0]["steps"][0]["sizes"][0]["shape"] = [1, 2]
+    registry["chapters"][0]["steps"][0]["sizes"][0]["shape"] = [1]  # [rows, cols] or [M, N, K]
     path.write_text(json.dumps(registry))
     with pytest.raises(DataError, match="is not a step registry"):
         load(project)

@@ -41,7 +41,9 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     size. ``:steps:``/``:baselines:`` replace those of the rows, ``:rows:``
     names all of them. A vertical line where the problem's data
     (``sweep.footprint``) fills the GPU's L2 cache (``gpu.l2_bytes``); the
-    numbers as two tables (rate, median time; rows n). See :mod:`.sweep`.
+    numbers as two tables (rate, median time; rows n). With ``sweep.axis``:
+    the sweep's own sizes against ``shape[shape_index]``, named by its
+    ``label``, without the L2 line. See :mod:`.sweep`.
 ``stepwise-step CHAPTER STEP`` (option ``:no-api:``)
     A step's summary (per GPU: its numbers at the chapter's main sizes, its
     tests and accuracy, stale or missing marks), full source, download link,
@@ -97,8 +99,10 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
 Roles (the primary GPU's numbers; the tooltip names it):
 ``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS;
 also ``speedup_over:ROW`` and ``time_over:ROW``; N defaults to the chapter's first
-main size; ``#MxNxK`` names a rectangular GEMM problem, a registry size with that
-``shape``, whose n is a key that the plots against n leave out), and
+main size; ``#MxNxK`` or ``#RxC`` names a problem by its registry ``shape`` (a
+rectangular GEMM, a matrix), whose n is a key that the plots against n leave out;
+where sizes share a shape (fp32 and bf16), ``#RxC/WORD`` the one whose problem text
+ends in WORD, e.g. ``#16384x8192/bf16``; an unknown or ambiguous shape is an error), and
 ``{stepwise-ncu-number}`CHAPTER/STEP/FIELD[@first]``` (see ncu.FIELDS, e.g.
 ``divergent_branches``, ``branch_uniformity``, ``achieved_occupancy``; reads the
 primary GPU's file of the last ``stepwise-ncu`` directive for that chapter on the
@@ -108,8 +112,13 @@ Registry fields the pages read beyond the steps (all optional): a chapter's
 ``headline`` (``n``, ``timing``, ``first``, ``final``: its row in
 ``stepwise-summary``) and ``sweep`` (``sizes``: extra sizes measured only for
 ``rows``, steps, ceilings or baselines; ``footprint``: ``bytes_per_n`` and
-``power``, the problem's bytes at size n). ``Chapter.sizes()`` are the main sizes
-(every step size but the sweep's), ``Chapter.all_sizes()`` all of them.
+``power``, the problem's bytes at size n; ``axis``: ``label`` and ``shape_index``,
+to draw the sweep's ``sizes``, each a size with a ``shape``, against
+``shape[shape_index]`` instead of n, with no L2 line; ``main_sizes``: those of its
+``sizes`` that are main sizes too). A size's ``shape`` (``[M, N, K]`` or
+``[rows, cols]``) makes its n a key. ``Chapter.sizes()`` are the main sizes (every
+step size but the sweep's, bar its ``main_sizes`` and those a step outside
+``sweep.rows`` is measured at), ``Chapter.all_sizes()`` all of them.
 
 Strict builds (Sphinx ``-W``) also fail when a registry chapter has no page, or
 a step no ``stepwise-step`` section, and on every GPU's missing or stale rows

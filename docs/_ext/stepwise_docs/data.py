@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .inputs import (CONF_DIR, DEFAULT_SCHEMA, PENDING_FILE, DataError, Tiling, _display, load_pending,
-                     load_registry, measurement_files)
+                     load_registry, measurement_files, sweep_axis_values)
 
 if str(CONF_DIR) not in sys.path:
     sys.path.insert(0, str(CONF_DIR))
@@ -149,8 +149,8 @@ class Chapter:
 
     def sizes(self) -> list[tuple[int, str]]:
         """The chapter's main problem sizes, in the order the steps list them: every size of its
-        steps but the extra sizes of its sweep (``sweep.sizes``, see :meth:`sweep_sizes`)."""
-        extra = set(self.sweep_sizes())
+        steps but the extra sizes of its sweep (see :meth:`sweep_only_sizes`)."""
+        extra = self.sweep_only_sizes()
         return [(n, problem) for n, problem in self._step_sizes().items() if n not in extra]
 
     def _step_sizes(self) -> dict[int, str]:
@@ -161,8 +161,17 @@ class Chapter:
         return out
 
     def sweep_sizes(self) -> list[int]:
-        """The extra sizes measured only for the sweep's rows (``sweep.sizes``; none without one)."""
-        return list(self.sweep.get("sizes", []))
+        """The sizes of the sweep (``sweep.sizes``; none without one), measured for the sweep's rows."""
+        return list(dict.fromkeys(self.sweep.get("sizes", [])))
+
+    def sweep_only_sizes(self) -> set[int]:
+        """The sweep's sizes that are not main sizes: all of them but those of ``sweep.main_sizes`` and
+        those a step outside the sweep's rows is measured at (a sweep with an ``axis`` lists every size
+        of its family, main ones among them)."""
+        rows = set(self.sweep_rows())
+        main = {size["n"] for s in self.steps if s["id"] not in rows for size in s["sizes"]}
+        main.update(self.sweep.get("main_sizes", []))
+        return {n for n in self.sweep_sizes() if n not in main}
 
     def all_sizes(self) -> list[tuple[int, str]]:
         """Every size anything of the chapter is measured at: the main sizes, then the other sizes
@@ -176,7 +185,8 @@ class Chapter:
         return list(out.items())
 
     def shape(self, n: int) -> tuple[int, ...] | None:
-        """A size's ``shape`` (M, N, K) where the registry gives one, else None."""
+        """A size's ``shape`` where the registry gives one (a GEMM's M, N, K; a matrix's rows,
+        columns), else None."""
         for s in self.steps:
             for size in s["sizes"]:
                 if size["n"] == n and "shape" in size:
@@ -184,24 +194,57 @@ class Chapter:
         return None
 
     def is_size(self, n: int) -> bool:
-        """Whether n is a size, to be drawn against the others: not a key of a rectangular problem
-        (a registry ``shape`` whose dimensions differ)."""
-        shape = self.shape(n)
-        return shape is None or len(set(shape)) == 1
+        """Whether n is a size, to be drawn against the others: not a key (a size with a registry
+        ``shape``, e.g. a rectangular GEMM or a matrix of rows x columns)."""
+        return self.shape(n) is None
+
+    def axis(self) -> dict | None:
+        """The sweep's ``axis`` (``label``, ``shape_index``): its sizes are drawn against
+        ``shape[shape_index]`` instead of n; None without one."""
+        return self.sweep.get("axis")
+
+    def axis_sizes(self) -> list[tuple[int, int]]:
+        """The sweep's sizes with an ``axis`` and their places on it, ``(n, x)`` by x (empty without
+        one); a DataError where a size has no shape with that dimension, or two share an x."""
+        try:
+            return sweep_axis_values(self.reg)
+        except DataError as exc:
+            raise DataError(f"chapter {self.id!r}: {exc}") from None
 
     def n_of(self, text: str) -> int:
-        """The n of a size as the pages cite it: ``4096``, or ``MxNxK`` for a size with that ``shape``."""
-        if "x" not in text:
+        """The n of a size as the pages cite it: ``4096``; ``MxNxK`` or ``RxC`` for a size with that
+        ``shape``; where several sizes share the shape (fp32 and bf16), ``RxC/WORD`` for the one whose
+        problem text ends in WORD (``16384x8192/bf16``, any case). An unknown or ambiguous shape is a
+        DataError naming the candidates."""
+        shape_text, slash, suffix = text.partition("/")
+        if "x" not in shape_text and not slash:
             return int(text)
         try:
-            wanted = tuple(int(part) for part in text.split("x"))
+            wanted = tuple(int(part) for part in shape_text.split("x"))
         except ValueError:
-            raise DataError(f"size {text!r}: expected N or MxNxK") from None
+            raise DataError(f"size {text!r}: expected N, MxNxK or RxC (and /WORD, the last word of its "
+                            "problem, where sizes share a shape)") from None
+        candidates: dict[int, str] = {}
         for s in self.steps:
             for size in s["sizes"]:
                 if tuple(size.get("shape", ())) == wanted:
-                    return size["n"]
-        raise DataError(f"chapter {self.id!r} has no size of shape {text!r} in the step registry")
+                    candidates.setdefault(size["n"], size.get("problem", ""))
+        if not candidates:
+            raise DataError(f"chapter {self.id!r} has no size of shape {shape_text!r} in the step registry")
+        named = ", ".join(repr(p) for p in candidates.values())
+        if slash:
+            word = suffix.strip().lower()
+            found = [n for n, p in candidates.items() if p.split() and p.split()[-1].lower() == word]
+            if len(found) == 1:
+                return found[0]
+            raise DataError(
+                f"chapter {self.id!r}: {'no' if not found else 'more than one'} size of shape "
+                f"{shape_text!r} has a problem ending in {suffix!r} (its sizes of that shape: {named})")
+        if len(candidates) > 1:
+            raise DataError(
+                f"chapter {self.id!r}: size {text!r} is ambiguous, {len(candidates)} sizes have that shape "
+                f"({named}); name one as {shape_text}/WORD, WORD the last word of its problem")
+        return next(iter(candidates))
 
     def problem(self, n: int) -> str:
         """The problem text of size n, as the steps list it (``n = N`` where none does)."""
@@ -236,17 +279,22 @@ class Chapter:
         else:
             out = list(entry.get("sizes") or [n for n, _p in self.sizes()])
         if row_id in self.sweep.get("rows", []):
-            out += [n for n in self.sweep_sizes() if n not in out]
-        return out
+            out += self.sweep_sizes()
+        return list(dict.fromkeys(out))
+
+    def _footprint(self) -> dict | None:
+        """``sweep.footprint``, or None where absent or 0 bytes per n (unknown: a sweep along an axis has none)."""
+        fp = self.sweep.get("footprint")
+        return fp if fp is not None and fp["bytes_per_n"] > 0 else None
 
     def footprint_bytes(self, n: float) -> float | None:
         """The bytes the problem occupies at size n (``sweep.footprint``), or None where unknown."""
-        fp = self.sweep.get("footprint")
+        fp = self._footprint()
         return None if fp is None else fp["bytes_per_n"] * float(n) ** fp["power"]
 
     def l2_size(self, l2_bytes: int | None) -> float | None:
         """The n at which the problem's footprint equals ``l2_bytes`` (None without a footprint)."""
-        fp = self.sweep.get("footprint")
+        fp = self._footprint()
         if fp is None or not l2_bytes:
             return None
         return (l2_bytes / fp["bytes_per_n"]) ** (1.0 / fp["power"])

@@ -175,11 +175,12 @@ REGISTRY_SCHEMA: dict = {
                                             "n": {"type": "integer"},
                                             "problem": {"type": "string"},
                                             "shape": {
-                                                "type": "array", "minItems": 3, "maxItems": 3,
+                                                "type": "array", "minItems": 2, "maxItems": 3,
                                                 "items": {"type": "integer", "minimum": 1},
-                                                "description": "a GEMM's M, N, K where they differ: n is "
-                                                               "then a key, not a size (left out of plots "
-                                                               "against n; cited as #MxNxK)",
+                                                "description": "a GEMM's M, N, K where they differ, or "
+                                                               "a matrix's rows, columns: n is then a "
+                                                               "key, not a size (left out of plots "
+                                                               "against n; cited as #MxNxK or #RxC)",
                                             },
                                         },
                                     },
@@ -213,10 +214,22 @@ REGISTRY_SCHEMA: dict = {
             "properties": {
                 "sizes": {"type": "array", "items": {"type": "integer", "minimum": 1}},
                 "rows": {"type": "array", "items": {"type": "string"}},
+                "axis": {
+                    "type": "object",
+                    "description": "draw the sweep's sizes (each a registry size with a shape) against "
+                                   "one dimension of their shape, shape[shape_index], instead of n",
+                    "required": ["label", "shape_index"],
+                    "properties": {"label": {"type": "string", "minLength": 1},
+                                   "shape_index": {"type": "integer", "minimum": 0}},
+                },
+                "main_sizes": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                               "description": "the sizes of the sweep that are main sizes as well (each "
+                                              "in sizes; a sweep with an axis lists its whole family)"},
                 "footprint": {
                     "type": "object",
                     "required": ["bytes_per_n", "power"],
-                    "properties": {"bytes_per_n": {"type": "number", "exclusiveMinimum": 0},
+                    "description": "bytes_per_n 0: unknown (no L2 line)",
+                    "properties": {"bytes_per_n": {"type": "number", "minimum": 0},
                                    "power": {"type": "number", "exclusiveMinimum": 0}},
                 },
             },
@@ -310,6 +323,46 @@ def _check_headline_and_sweep(path: Path, chapter: dict, ids: list[str]) -> None
     if unknown:
         raise DataError(f"{where}: sweep.rows names {unknown[0]!r}, which is not one of its steps, "
                         "ceilings or baselines")
+    sweep = chapter.get("sweep") or {}
+    stray = [n for n in sweep.get("main_sizes", []) if n not in sweep.get("sizes", [])]
+    if stray:
+        raise DataError(f"{where}: sweep.main_sizes names n={stray[0]}, which is not one of sweep.sizes")
+    try:
+        sweep_axis_values(chapter)
+    except DataError as exc:
+        raise DataError(f"{where}: {exc}") from None
+
+
+def sweep_axis_values(chapter: dict) -> list[tuple[int, int]]:
+    """The sizes of a registry chapter's sweep with an ``axis`` and their places on it, ``(n, x)`` by x, where x is
+    ``shape[axis.shape_index]`` of the step size with that n (any step's); empty without an axis. A DataError where a
+    size has no such shape, or two sizes share an x."""
+    sweep = chapter.get("sweep") or {}
+    axis = sweep.get("axis")
+    if axis is None:
+        return []
+    index = axis["shape_index"]
+    shapes = {}
+    for step in chapter["steps"]:
+        for size in step["sizes"]:
+            if "shape" in size:
+                shapes.setdefault(size["n"], size["shape"])
+    sizes = list(dict.fromkeys(sweep.get("sizes", [])))
+    if not sizes:
+        raise DataError("sweep.axis needs the sizes to draw (sweep.sizes is empty)")
+    out: dict[int, int] = {}
+    for n in sizes:
+        shape = shapes.get(n)
+        if shape is None or index >= len(shape):
+            raise DataError(f"sweep.axis draws each size against shape[{index}], but size n={n} has "
+                            + ("no shape in any step's sizes" if shape is None else f"the shape {shape}"))
+        x = shape[index]
+        if x in out.values():
+            other = next(m for m, y in out.items() if y == x)
+            raise DataError(f"sweep.axis: sizes n={other} and n={n} both have shape[{index}] = {x} "
+                            "(one point per place on the axis)")
+        out[n] = x
+    return sorted(out.items(), key=lambda item: item[1])
 
 
 def load_schema(schema_path: Path = DEFAULT_SCHEMA) -> dict:

@@ -39,6 +39,9 @@ class SweepDirective(_Base):
     has two panels (time, rate; log axes, n in powers of two) and, where the registry gives the
     problem's footprint, a vertical line where the data fills the GPU's L2 cache; under it the
     numbers as two tables (rate, median time; rows n) and the GPU's provenance line.
+
+    With a ``sweep.axis``: the sweep's own sizes against ``shape[shape_index]``, the axis named by
+    its ``label`` (in the panels, the caption and the tables' first column), and no L2 line.
     """
 
     required_arguments = 1
@@ -77,6 +80,62 @@ class SweepDirective(_Base):
 
     def _one(self, chapter: Chapter, timing: dict, data: dict) -> list[nodes.Node]:
         unit, tid = data["unit"], timing["id"]
+        axis = data.get("axis_label")
+        if axis is not None:
+            caption = self._axis_caption(data, timing)
+        else:
+            caption = self._n_caption(chapter, data, timing)
+        out: list[nodes.Node] = [self.figure(render_sweep(data, self.plot_dir), sweep_alt_text(data),
+                                             caption, chapter.dataset, chapter)]
+        for key, title, text in (
+                ("values", f"{unit} by {axis or 'size'} ({tid})", lambda v: fmt.sig(v)),
+                ("times", f"Median time by {axis or 'size'} ({tid})", lambda v: fmt.format_time(v))):
+            series = [s for s in data["series"] if any(v is not None for v in s[key])]
+            header = [axis or "n"] + [s["number"] for s in series]
+            body = []
+            for i, n in enumerate(data["sizes"]):
+                number = str(n) if n < 10000 else f"{n:,}"
+                if axis is not None:  # the place on the axis, its problem on hover
+                    first = _cell(nodes.paragraph("", "", tooltip(number, data["problems"][i])), ["stepwise-num"])
+                else:
+                    first = _cell(number, ["stepwise-num"])
+                row = [first]
+                for s in series:
+                    value = s[key][i]
+                    row.append(_cell("" if value is None else text(value), ["stepwise-num"]))
+                body.append(row)
+            classes = [["stepwise-beyond-l2"] if data["l2_n"] is not None and n > data["l2_n"] else []
+                       for n in data["sizes"]]
+            out.append(_table(header, body, ["stepwise-data", "stepwise-sweep-table"], title, classes))
+        out.append(provenance_node(chapter.dataset, chapter))
+        return out
+
+    @staticmethod
+    def _axis_caption(data: dict, timing: dict) -> str:
+        """The caption of a sweep along ``sweep.axis``: what is on the axis, which problems, and their data
+        (the L2 cache only where that differs between them: along such an axis it is usually constant)."""
+        axis, problems = data["axis_label"], data["problems"]
+        span = problems[0] if len(problems) == 1 else f"from {problems[0]} to {problems[-1]}"
+        caption = (
+            f"Median time (left) and {data['unit']} (right) against {axis}, all axes logarithmic (the "
+            f"horizontal one in powers of two), one point per problem of the chapter\u2019s sweep ({span}). "
+            f"Timing {timing['id']}: {timing['label']}. Solid lines: steps (dotted: not the same operation); "
+            "thick dashed: library baselines; thin dashed grey: ceilings; a line stops where the row is not "
+            "measured.")
+        known = [b for b in data["bytes"] if b is not None]
+        if known and len(known) == len(data["bytes"]) and len(set(known)) == 1:
+            caption += (f" Every problem drawn moves the same {fmt.format_bytes(known[0])} of data: only its "
+                        f"shape changes along the axis.")
+        elif known and data["l2_bytes"]:
+            caption += (f" The problems move from {fmt.format_bytes(min(known))} to "
+                        f"{fmt.format_bytes(max(known))} of data; the L2 cache of {data['gpu']} holds "
+                        f"{fmt.format_bytes(data['l2_bytes'])}.")
+        return caption
+
+    @staticmethod
+    def _n_caption(chapter: Chapter, data: dict, timing: dict) -> str:
+        """The caption of a sweep against n: the launch overhead at small n and the L2 line."""
+        unit, tid = data["unit"], timing["id"]
         caption = (
             f"Median time (left) and {unit} (right) against n, all axes logarithmic (n in powers of "
             f"two). Timing {tid}: {timing['label']}. Solid lines: steps (dotted: not the same "
@@ -97,25 +156,7 @@ class SweepDirective(_Base):
                 f" The problem\u2019s data ({_footprint_text(chapter)}) fills the L2 cache of "
                 f"{data['gpu']} ({fmt.format_bytes(data['l2_bytes'])}) at n \u2248 "
                 f"{data['l2_n_any']:,.0f}, outside the sizes drawn: every size here is {side} it.")
-        out: list[nodes.Node] = [self.figure(render_sweep(data, self.plot_dir), sweep_alt_text(data),
-                                             caption, chapter.dataset, chapter)]
-        for key, title, text in (
-                ("values", f"{unit} by size ({tid})", lambda v: fmt.sig(v)),
-                ("times", f"Median time by size ({tid})", lambda v: fmt.format_time(v))):
-            series = [s for s in data["series"] if any(v is not None for v in s[key])]
-            header = ["n"] + [s["number"] for s in series]
-            body = []
-            for i, n in enumerate(data["sizes"]):
-                row = [_cell(str(n) if n < 10000 else f"{n:,}", ["stepwise-num"])]
-                for s in series:
-                    value = s[key][i]
-                    row.append(_cell("" if value is None else text(value), ["stepwise-num"]))
-                body.append(row)
-            classes = [["stepwise-beyond-l2"] if data["l2_n"] is not None and n > data["l2_n"] else []
-                       for n in data["sizes"]]
-            out.append(_table(header, body, ["stepwise-data", "stepwise-sweep-table"], title, classes))
-        out.append(provenance_node(chapter.dataset, chapter))
-        return out
+        return caption
 
 
 # ---------------------------------------------------------------------------

@@ -178,15 +178,21 @@ def _rate_text(value: float, unit: str) -> str:
     return f"{sig(value)} {unit}"
 
 
+def _axis_name(data: dict) -> str:
+    """What a sweep is drawn against: ``n``, or its ``axis_label`` (a sweep with ``sweep.axis``)."""
+    return data.get("axis_label") or "n"
+
+
 def sweep_alt_text(data: dict) -> str:
     on = f" on {data['gpu']}" if data.get("gpu") else ""
-    parts = [f"Line chart, logarithmic axes: {data['unit']} against n (log2) for chapter "
-             f"{data['chapter']}, timing {data['timing']}{on}, beside the median time against n."]
+    x = _axis_name(data)
+    parts = [f"Line chart, logarithmic axes: {data['unit']} against {x} (log2) for chapter "
+             f"{data['chapter']}, timing {data['timing']}{on}, beside the median time against {x}."]
     for s in data["series"]:
-        points = ", ".join(f"n = {n}: {_rate_text(v, data['unit'])}"
+        points = ", ".join(f"{x} = {n}: {_rate_text(v, data['unit'])}"
                            for n, v in zip(data["sizes"], s["values"]) if v is not None)
         if not points:
-            points = ", ".join(f"n = {n}: {format_time(t)}"
+            points = ", ".join(f"{x} = {n}: {format_time(t)}"
                                for n, t in zip(data["sizes"], s.get("times", [])) if t is not None)
         parts.append(f"{s['kind'].capitalize()} {s['id']}: {points or 'not measured'}.")
     if data.get("l2_n"):
@@ -201,9 +207,10 @@ def _l2_text(l2_bytes: int) -> str:
     return format_bytes(l2_bytes)
 
 
-def _size_axis(ax, sizes: list[int]) -> None:
-    """log2 n; every size a tick; a size within a fifth of an octave of a power of two that is also
-    measured (1000 beside 1024, 4095 beside 4096) gets an unlabelled one, so labels never collide."""
+def _size_axis(ax, sizes: list[int], name: str = "n") -> None:
+    """log2 n (or the axis ``name``); every size a tick; a size within a fifth of an octave of a power
+    of two that is also measured (1000 beside 1024, 4095 beside 4096) gets an unlabelled one, so labels
+    never collide."""
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter, NullLocator
 
     ax.set_xscale("log", base=2)
@@ -217,7 +224,7 @@ def _size_axis(ax, sizes: list[int]) -> None:
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _p: _n_text(x)))
     ax.xaxis.set_minor_locator(FixedLocator(sorted(crowded)) if crowded else NullLocator())
     ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.set_xlabel("n (log\u2082 scale)")
+    ax.set_xlabel(f"{name} (log\u2082 scale)")
 
 
 def _n_text(x: float) -> str:
@@ -229,9 +236,9 @@ def _n_text(x: float) -> str:
 
 
 def render_sweep(data: dict, out_dir: Path) -> Path:
-    """Two panels against n (log2): the median time and the rate, both log scale. Steps solid
-    lines (dotted where not the same operation), baselines thick dashed, ceilings thin dashed
-    grey; a vertical line where the problem's data fills the L2 cache."""
+    """Two panels against n (log2; or the sweep's ``axis_label``): the median time and the rate,
+    both log scale. Steps solid lines (dotted where not the same operation), baselines thick dashed,
+    ceilings thin dashed grey; a vertical line where the problem's data fills the L2 cache."""
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / kind_image_name("sweep", data)
     if path.exists():
@@ -269,7 +276,7 @@ def render_sweep(data: dict, out_dir: Path) -> Path:
                 ax.plot(xs, ys, label=label, **style)
     sizes = data["sizes"]
     for ax in (ax_t, ax_r):
-        _size_axis(ax, sizes)
+        _size_axis(ax, sizes, _axis_name(data))
         ax.set_yscale("log")
         ax.yaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_minor_formatter(NullFormatter())
@@ -287,8 +294,8 @@ def render_sweep(data: dict, out_dir: Path) -> Path:
     ax_r.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: sig(y)))
     ax_t.set_ylabel("median time (log scale)", fontsize=9)
     ax_r.set_ylabel(f"{data['unit']} (log scale)", fontsize=9)
-    ax_t.set_title("median time against n", fontsize=9.5)
-    ax_r.set_title(f"{data['unit']} against n", fontsize=9.5)
+    ax_t.set_title(f"median time against {_axis_name(data)}", fontsize=9.5)
+    ax_r.set_title(f"{data['unit']} against {_axis_name(data)}", fontsize=9.5)
     on = f" on {data['gpu']}" if data.get("gpu") else ""
     fig.suptitle(f"{data['chapter']} ({data['timing']}){on}", fontsize=10.5)
     handles, labels = [], []

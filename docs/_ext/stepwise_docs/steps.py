@@ -126,8 +126,12 @@ class StepDirective(_Base):
             header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
             keys.append(fmt.baseline_column(baseline["id"]))
         body, classes, found = [], [], []
-        extra = set(chapter.sweep_sizes())
-        sizes = [size for size in step["sizes"] if size["n"] not in extra] or step["sizes"]
+        main = {n for n, _problem in chapter.sizes()}
+        once: dict[int, dict] = {}
+        for size in step["sizes"]:
+            once.setdefault(size["n"], size)
+        sizes = list(once.values())
+        sizes = [size for size in sizes if size["n"] in main] or sizes
         multi = len(sizes) > 1
         for size in sizes:
             for timing in chapter.timings:

@@ -6,6 +6,10 @@ every step and baseline over every size (the SGEMM chapter). ``sweep.footprint``
 the problem occupies at size n, ``bytes_per_n * n ** power``: where that equals the GPU's L2 cache
 (``gpu.l2_bytes`` of the measurement file) the data stops fitting in L2, and the plot marks that n.
 
+With ``sweep.axis`` (``label``, ``shape_index``) the sweep draws its own ``sizes`` only, each a
+registry size with a ``shape``, against ``shape[shape_index]`` (e.g. the row length of matrices of
+one total size) instead of n; there is no L2 line, the footprint being the same along such an axis.
+
 Every number comes from the measurement file; :func:`sweep` returns plain data that is also the
 key of the image's file name.
 """
@@ -56,12 +60,25 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
     rectangular problems (:meth:`Chapter.is_size`), which have no place on an axis of n. ``l2_n`` is
     the n at which the problem's footprint equals this GPU's L2 cache, where that is within the
     sizes drawn (else None; ``l2_n_any`` has it regardless).
+
+    With a ``sweep.axis``: the sizes are the sweep's own (:meth:`Chapter.axis_sizes`), ordered by
+    their place on the axis; ``sizes`` holds those places (the x of the plot and the tables), ``ns``
+    the sizes' n, ``problems`` their problem texts, ``bytes`` the data of each (the first row's
+    ``bytes`` there, steps first; None where no row has them), ``axis_label`` the axis; ``l2_n``
+    and ``l2_n_any`` are None. Without one the data has none of these four keys.
     """
     chapter.timing(timing)
     ids = select_rows(chapter, rows, steps, baselines)
     if not ids:
         raise DataError(f"chapter {chapter.id!r}: no rows to draw against size")
-    sizes = sorted({n for row_id in ids for n in chapter.expected_sizes(row_id) if chapter.is_size(n)})
+    axis = chapter.axis()
+    if axis is None:
+        sizes = sorted({n for row_id in ids for n in chapter.expected_sizes(row_id) if chapter.is_size(n)})
+        xs = sizes
+    else:
+        placed = chapter.axis_sizes()
+        sizes = [n for n, _x in placed]
+        xs = [x for _n, x in placed]
     measured = [(row_id, chapter.kind_of(row_id), [chapter.any_row(row_id, n, timing)[1] for n in sizes])
                 for row_id in ids]
     found = [r for _i, _k, rs in measured for r in rs if r is not None]
@@ -86,8 +103,16 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
         })
     gpu = chapter.dataset.gpu
     l2_bytes = gpu.get("l2_bytes")
+    data = {"chapter": chapter.id, "timing": timing, "metric": metric, "unit": unit,
+            "sizes": xs, "series": series, "gpu": gpu.get("name", ""), "l2_bytes": l2_bytes}
+    if axis is not None:
+        data.update(
+            axis_label=axis["label"], ns=sizes, problems=[chapter.problem(n) for n in sizes],
+            bytes=[next((rs[i]["bytes"] for _i, _k, rs in measured
+                         if rs[i] is not None and rs[i].get("bytes") is not None), None)
+                   for i in range(len(sizes))],
+            l2_n=None, l2_n_any=None)
+        return data
     l2_n = chapter.l2_size(l2_bytes)
-    return {"chapter": chapter.id, "timing": timing, "metric": metric, "unit": unit,
-            "sizes": sizes, "series": series, "gpu": gpu.get("name", ""),
-            "l2_bytes": l2_bytes, "l2_n_any": l2_n,
-            "l2_n": l2_n if l2_n is not None and sizes[0] <= l2_n <= sizes[-1] else None}
+    data.update(l2_n_any=l2_n, l2_n=l2_n if l2_n is not None and sizes[0] <= l2_n <= sizes[-1] else None)
+    return data

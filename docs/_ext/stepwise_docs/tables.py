@@ -367,7 +367,8 @@ class NumberRole(SphinxRole):
 
     ``CHAPTER/ROW/FIELD[@TIMING][#N][!GPU]``: the primary GPU's number, or with ``!GPU`` (a GPU
     slug, e.g. ``!nvidia-h200``) that GPU's; a GPU the build has no measurement file of is an error.
-    ``#N`` is a size, or ``#MxNxK`` a rectangular problem (a registry size with that ``shape``).
+    ``#N`` is a size, ``#MxNxK`` or ``#RxC`` a problem by its registry ``shape`` (``#RxC/WORD``
+    where several sizes share it: the one whose problem text ends in WORD, e.g. ``#16384x8192/bf16``).
     """
 
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
