@@ -14,13 +14,12 @@
 namespace stepwise::softmax {
 namespace {
 
-//! The kernels of steps 6 and 7: the rows kernel with 16 and 32 values per thread, and the split path's, each with
-//! 16-byte (4 floats) and 4-byte accesses.
+//! The kernels of steps 6 and 7: the rows kernel with 16-byte accesses (4 floats) and 16 or 32 values per thread, or
+//! 4-byte accesses and 16 values, and the split path's kernels with either access.
 #define STEPWISE_REGISTER_KERNELS(ns)                                                                               \
     {kernel_entry("softmax_rows_kernel<4, 16>", ns::softmax_rows_kernel<4, 16>, dim3(ns::short_rows_block)),       \
      kernel_entry("softmax_rows_kernel<1, 16>", ns::softmax_rows_kernel<1, 16>, dim3(ns::short_rows_block)),       \
      kernel_entry("softmax_rows_kernel<4, 32>", ns::softmax_rows_kernel<4, 32>, dim3(ns::max_block_threads<32>)),  \
-     kernel_entry("softmax_rows_kernel<1, 32>", ns::softmax_rows_kernel<1, 32>, dim3(ns::max_block_threads<32>)),  \
      kernel_entry("split_partials_kernel<4>", ns::split_partials_kernel<4>, dim3(ns::split_block_threads)),        \
      kernel_entry("split_partials_kernel<1>", ns::split_partials_kernel<1>, dim3(ns::split_block_threads)),        \
      kernel_entry("split_merge_kernel", ns::split_merge_kernel, dim3(ns::split_block_threads)),                    \
@@ -37,11 +36,9 @@ std::vector<KernelEntry> bf16_kernels()
     return {kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 1, 16>", s::softmax_rows_kernel<float, 1, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 4, 32>", s::softmax_rows_kernel<float, 4, 32>, rows32),
-            kernel_entry("softmax_rows_kernel<float, 1, 32>", s::softmax_rows_kernel<float, 1, 32>, rows32),
             kernel_entry("softmax_rows_kernel<" + b + ", 8, 16>", s::softmax_rows_kernel<bf16, 8, 16>, rows16),
             kernel_entry("softmax_rows_kernel<" + b + ", 1, 16>", s::softmax_rows_kernel<bf16, 1, 16>, rows16),
             kernel_entry("softmax_rows_kernel<" + b + ", 8, 32>", s::softmax_rows_kernel<bf16, 8, 32>, rows32),
-            kernel_entry("softmax_rows_kernel<" + b + ", 1, 32>", s::softmax_rows_kernel<bf16, 1, 32>, rows32),
             kernel_entry("split_partials_kernel<float, 4>", s::split_partials_kernel<float, 4>, split),
             kernel_entry("split_partials_kernel<float, 1>", s::split_partials_kernel<float, 1>, split),
             kernel_entry("split_partials_kernel<" + b + ", 8>", s::split_partials_kernel<bf16, 8>, split),

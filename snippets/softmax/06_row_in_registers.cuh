@@ -3,18 +3,19 @@
 //!        than a block are split over blocks whose partials meet in global memory.
 //!
 //! Step 5 still reads each row twice: once for its maximum and sum, once to
-//! write it. Here each thread loads its 16 values of the row into registers
-//! (four 16-byte loads where the row allows; 32 values in rows longer than
-//! 4096, fewer and fuller threads per row) and replaces each by
-//! exp(x - m), m its own maximum: one exponential per value, as exp2 of a
-//! scaled difference (one MUFU.EX2). The row's partials are merged, and each
-//! thread writes its values times one factor, exp(m - row max) / row sum,
-//! from registers: one read and one write per element, the copy's traffic.
-//! Short rows keep several rows per block, now with a power of two of lanes
-//! per row sized to the row; a row of up to 16384 floats is one block. A longer row cannot be one block's: it is split over blocks of
-//! 256 threads, which write their partials to global memory; a second kernel
-//! merges each row's partials, and a third reads every slice again and
-//! writes it.
+//! write it. Here each thread loads its part of the row into registers, 16
+//! values (four 16-byte loads), or 32 in rows longer than 4096 values with
+//! 16-byte accesses: fewer and fuller threads per row, more bytes in flight.
+//! It replaces each value by exp(x - m), m its own maximum: one exponential
+//! per value, as exp2 of a scaled difference (one MUFU.EX2). The row's
+//! partials are merged, and each thread writes its values times one factor,
+//! exp(m - row max) / row sum, from registers: one read and one write per
+//! element, the copy's traffic. Short rows keep several rows per block, now
+//! with a power of two of lanes per row sized to the row; a row of up to
+//! 16384 values is one block's. A longer row cannot be: it is split over
+//! blocks of 256 threads, which write their partials to global memory; a
+//! second kernel merges each row's partials, and a third reads every slice
+//! again and writes it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,7 +37,8 @@ constexpr int split_values = 32;          //!< values per thread of the split pa
 template <int Values>
 constexpr int max_block_threads = block_values / Values;
 
-//! @brief Values each thread holds: 16 up to rows of 4096 values, 32 beyond (fewer, fuller threads per row).
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to rows of 4096 values, 32 beyond
+//!        (fewer, fuller threads per row). Rows read 4 bytes at a time keep 16: more threads, more loads in flight.
 inline int values_per_thread(int num_cols) { return num_cols <= 4096 ? 16 : 32; }
 
 
@@ -331,13 +333,12 @@ inline cudaError_t softmax(void* d_temp_storage, std::size_t& temp_storage_bytes
         !aligned(d_out, sizeof(float)) || (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Partial)))) {
         return cudaErrorInvalidValue;
     }
-    const bool few = values_per_thread(num_cols) == 16;
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
-        return few ? launch<width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+        return values_per_thread(num_cols) == 16
+                   ? launch<width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
                    : launch<width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
-    return few ? launch<1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-               : launch<1, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+    return launch<1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
 
 }  // namespace stepwise::softmax::row_in_registers

@@ -9,10 +9,11 @@
 //! memory, the cluster synchronizes once, and every block merges the
 //! cluster's partials and writes its slice from registers. A cluster has up
 //! to 8 blocks on every GPU that has clusters, and up to 16 where the GPU
-//! allows more (H100 and H200: rows of up to 16 x 1024 threads, 262144
-//! floats, are read once); it aims for blocks of 256 threads, which leave
-//! room for several blocks per SM. GPUs before Hopper, kernels built for
-//! them, and rows longer than a cluster keep step 6's three kernels.
+//! allows more (H100 and H200: rows of up to 16 blocks of 512 threads of 32
+//! values, 262144 floats, are read once); it aims for blocks of 256 threads,
+//! which leave room for several blocks per SM. GPUs before Hopper, kernels
+//! built for them, and rows longer than a cluster keep step 6's three
+//! kernels.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -38,7 +39,8 @@ constexpr int split_values = 32;          //!< values per thread of the split pa
 template <int Values>
 constexpr int max_block_threads = block_values / Values;
 
-//! @brief Values each thread holds: 16 up to rows of 4096 values, 32 beyond (fewer, fuller threads per row).
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to rows of 4096 values, 32 beyond
+//!        (fewer, fuller threads per row). Rows read 4 bytes at a time keep 16: more threads, more loads in flight.
 inline int values_per_thread(int num_cols) { return num_cols <= 4096 ? 16 : 32; }
 
 
@@ -418,13 +420,12 @@ inline cudaError_t softmax(void* d_temp_storage, std::size_t& temp_storage_bytes
         !aligned(d_out, sizeof(float)) || (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Partial)))) {
         return cudaErrorInvalidValue;
     }
-    const bool few = values_per_thread(num_cols) == 16;
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
-        return few ? launch<width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+        return values_per_thread(num_cols) == 16
+                   ? launch<width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
                    : launch<width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
-    return few ? launch<1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-               : launch<1, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+    return launch<1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
 
 }  // namespace stepwise::softmax::cluster_split

@@ -3,10 +3,10 @@
 //!
 //! Step 7 reads and writes fp32. A transformer keeps its activations in bf16:
 //! half the bytes, so half the time of a memory-bound kernel. The kernels are
-//! now templates over the element type `T`. A thread still holds 16 values of
-//! the row (32 bytes of bf16, in two 16-byte loads of 8 values each): holding
-//! 32 would take more registers than 1024 threads have, since every value is
-//! widened to fp32 for the arithmetic. The maximum, the sum and the
+//! now templates over the element type `T`; loads and stores stay 16 bytes
+//! wide, 8 bf16 values. A bf16 thread holds 32 values wherever a row is
+//! longer than a warp's 512: 64 bytes in flight, as an fp32 thread's 16.
+//! Every value is widened to fp32 as it is read; the maximum, the sum and the
 //! exponentials are fp32, and only the result is rounded (to nearest even)
 //! back to bf16.
 #pragma once
@@ -35,8 +35,9 @@ constexpr int split_values = 32;          //!< values per thread of the split pa
 template <int Values>
 constexpr int max_block_threads = block_values / Values;
 
-//! @brief Values each thread holds: 16 where a row is a warp's or less (512 values), else 32 for bf16 (64 bytes);
-//!        fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads per row).
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
+//!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
+//!        per row). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
 {
@@ -431,13 +432,12 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
         !aligned(d_out, sizeof(T)) || (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Partial)))) {
         return cudaErrorInvalidValue;
     }
-    const bool few = values_per_thread<T>(num_cols) == 16;
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
-        return few ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+        return values_per_thread<T>(num_cols) == 16
+                   ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
                    : launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
-    return few ? launch<T, 1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-               : launch<T, 1, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+    return launch<T, 1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
 
 //! @brief Softmax of fp32 rows (see softmax_of()).
