@@ -9,7 +9,6 @@
 #include "softmax/softmax_steps.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <functional>
 
 namespace stepwise {
@@ -171,18 +170,10 @@ public:
                     const bool guard_kept = std::all_of(out.begin() + static_cast<std::ptrdiff_t>(bytes), out.end(),
                                                         [](unsigned char b) { return b == 0xFF; });
                     softmax::Comparison c;
-                    std::vector<float> got(static_cast<std::size_t>(shape.cols));
                     for (std::size_t i = 0; i < rows.size(); ++i) {
                         const std::size_t first = static_cast<std::size_t>(rows[i]) * shape.cols;
-                        for (int j = 0; j < shape.cols; ++j) {
-                            if (is_bf16) {
-                                std::uint16_t bits = 0;
-                                std::memcpy(&bits, out.data() + (first + j) * 2, 2);
-                                got[j] = softmax::from_bf16_bits(bits);
-                            } else {
-                                std::memcpy(&got[j], out.data() + (first + j) * 4, 4);
-                            }
-                        }
+                        const std::vector<float> got =
+                            softmax::widen(out.data() + first * shape.element_bytes, shape.cols, is_bf16);
                         softmax::compare_row(got.data(), expected.data() + i * shape.cols, shape.cols, rows[i],
                                              tolerance, c);
                     }

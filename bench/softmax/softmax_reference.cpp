@@ -53,6 +53,33 @@ std::vector<float> from_bf16(const std::vector<std::uint16_t>& values)
     return out;
 }
 
+std::vector<float> widen(const unsigned char* bytes, std::size_t count, bool bf16)
+{
+    std::vector<float> out(count);
+    for (std::size_t i = 0; i < count; ++i) {
+        if (bf16) {
+            std::uint16_t bits = 0;
+            std::memcpy(&bits, bytes + 2 * i, 2);
+            out[i] = from_bf16_bits(bits);
+        } else {
+            std::memcpy(&out[i], bytes + 4 * i, 4);
+        }
+    }
+    return out;
+}
+
+std::vector<unsigned char> narrow(const std::vector<float>& values, bool bf16)
+{
+    std::vector<unsigned char> out(values.size() * (bf16 ? 2 : 4));
+    if (bf16) {
+        const std::vector<std::uint16_t> bits = to_bf16(values);
+        std::memcpy(out.data(), bits.data(), out.size());
+    } else {
+        std::memcpy(out.data(), values.data(), out.size());
+    }
+    return out;
+}
+
 void reference_row(const float* x, int num_cols, double* y)
 {
     double max = -std::numeric_limits<double>::infinity();

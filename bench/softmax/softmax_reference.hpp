@@ -20,6 +20,11 @@ std::vector<std::uint16_t> to_bf16(const std::vector<float>& values);
 //! @brief Every bf16 value widened to float, exactly.
 std::vector<float> from_bf16(const std::vector<std::uint16_t>& values);
 
+//! @brief The `count` values at `bytes` as the GPU holds them (fp32, or bf16 bits), widened to float exactly.
+std::vector<float> widen(const unsigned char* bytes, std::size_t count, bool bf16);
+//! @brief `values` as the GPU holds them: their fp32 bytes, or their bf16 bits (rounded to nearest even).
+std::vector<unsigned char> narrow(const std::vector<float>& values, bool bf16);
+
 //! @brief The softmax of one row in double: y_i = exp(x_i - max) / sum_j exp(x_j - max). A row with a NaN or +inf,
 //!        or of -inf values only, is NaN; -inf elements of other rows are 0.
 void reference_row(const float* x, int num_cols, double* y);

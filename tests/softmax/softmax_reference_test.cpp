@@ -76,6 +76,15 @@ TEST(SoftmaxReference, Bf16RoundsToNearestEven)
     }
 }
 
+TEST(SoftmaxReference, NarrowAndWidenAsTheGpuHoldsValues)
+{
+    const std::vector<float> values = random_logits(100, 5);
+    EXPECT_EQ(widen(narrow(values, false).data(), values.size(), false), values);
+    const std::vector<unsigned char> bf16 = narrow(values, true);
+    ASSERT_EQ(bf16.size(), 2 * values.size());
+    EXPECT_EQ(widen(bf16.data(), values.size(), true), from_bf16(to_bf16(values)));
+}
+
 TEST(SoftmaxReference, ComparisonFindsWrongValuesNaNAndRowSums)
 {
     const std::vector<float> row = random_logits(100, 11);

@@ -42,34 +42,6 @@ constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after the output
 
 std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
 
-//! Stores floats as `T` on the device (bf16 rounded) and back.
-std::vector<unsigned char> device_bytes(const std::vector<float>& values, bool is_bf16)
-{
-    std::vector<unsigned char> out(values.size() * (is_bf16 ? 2 : 4));
-    if (is_bf16) {
-        const std::vector<std::uint16_t> bits = to_bf16(values);
-        std::memcpy(out.data(), bits.data(), out.size());
-    } else {
-        std::memcpy(out.data(), values.data(), out.size());
-    }
-    return out;
-}
-
-std::vector<float> host_values(const unsigned char* bytes, std::size_t count, bool is_bf16)
-{
-    std::vector<float> out(count);
-    for (std::size_t i = 0; i < count; ++i) {
-        if (is_bf16) {
-            std::uint16_t bits = 0;
-            std::memcpy(&bits, bytes + 2 * i, 2);
-            out[i] = from_bf16_bits(bits);
-        } else {
-            std::memcpy(&out[i], bytes + 4 * i, 4);
-        }
-    }
-    return out;
-}
-
 //! What a run found: the output as floats, and whether the guard and the input were kept.
 struct StepRun {
     cudaError_t launch = cudaErrorUnknown;
@@ -84,7 +56,7 @@ StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input
 {
     StepRun r;
     const std::size_t element = is_bf16 ? 2 : 4;
-    const std::vector<unsigned char> in_bytes = device_bytes(input, is_bf16);
+    const std::vector<unsigned char> in_bytes = narrow(input, is_bf16);
     const std::size_t bytes = in_bytes.size();
     DeviceBuffer<unsigned char> d_in(bytes + offset * element + guard_bytes);
     DeviceBuffer<unsigned char> d_out(bytes + offset * element + guard_bytes);
@@ -123,7 +95,7 @@ StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input
         STEPWISE_CUDA_CHECK(cudaMemcpy(kept.data(), in, bytes, cudaMemcpyDeviceToHost));
         EXPECT_TRUE(kept == in_bytes) << "the step changed its input";
     }
-    r.out = host_values(result.data(), input.size(), is_bf16);
+    r.out = widen(result.data(), input.size(), is_bf16);
     return r;
 }
 
