@@ -6,9 +6,11 @@
 #   2. The Debian packages listed in conf/debian-packages.txt that are not installed:
 #      apt-get update (once), then apt-get install -y --no-install-recommends,
 #      as root, or through sudo where there is one.
-#   3. The project virtualenv .venv at the repository root, from conf/requirements.txt.
-#      A stamp file in .venv holds the requirements' hash, so pip runs again only when
-#      the requirements change; a venv whose Python no longer starts is recreated.
+#   3. The project virtualenv .venv at the repository root, from conf/requirements.txt, and
+#      the C++ headers of conf/requirements-headers.txt (pip install --no-deps: their
+#      packages' dependencies are not wanted). A stamp file in .venv holds both files' hash,
+#      so pip runs again only when either changes; a venv whose Python no longer starts is
+#      recreated.
 #
 # Usage: conf/bootstrap.sh [--system-only | --venv-only] [--check] [-q]
 #   --system-only  only steps 1 and 2 (CUDA toolkit and Debian packages)
@@ -21,6 +23,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PACKAGES_FILE="$ROOT/conf/debian-packages.txt"
 REQUIREMENTS="$ROOT/conf/requirements.txt"
+HEADER_REQUIREMENTS="$ROOT/conf/requirements-headers.txt"
 VENV="$ROOT/.venv"
 STAMP="$VENV/.stepwise-requirements.sha256"
 BASE_PYTHON="${STEPWISE_PYTHON:-python3}"
@@ -32,7 +35,7 @@ for arg in "$@"; do
     --venv-only) do_system=0 ;;
     --check) check_only=1 ;;
     -q|--quiet) quiet=1 ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bootstrap: unknown option '$arg' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -105,8 +108,8 @@ install_packages() {
 
 # --- 3. The virtualenv -------------------------------------------------------------------
 requirements_hash() {
-  # The requirements' bytes and the venv's Python version: either changing means reinstall.
-  { cat "$REQUIREMENTS"; "$VENV/bin/python" -c 'import sys; print(sys.version)'; } \
+  # Both requirements files' bytes and the venv's Python version: any changing means reinstall.
+  { cat "$REQUIREMENTS" "$HEADER_REQUIREMENTS"; "$VENV/bin/python" -c 'import sys; print(sys.version)'; } \
     | sha256sum | cut -d' ' -f1
 }
 
@@ -116,12 +119,13 @@ venv_works() {
 
 setup_venv() {
   [ -f "$REQUIREMENTS" ] || die "missing $REQUIREMENTS"
+  [ -f "$HEADER_REQUIREMENTS" ] || die "missing $HEADER_REQUIREMENTS"
   if venv_works && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(requirements_hash)" ]; then
-    say ".venv: up to date with conf/requirements.txt"
+    say ".venv: up to date with conf/requirements.txt and conf/requirements-headers.txt"
     return 0
   fi
   if [ "$check_only" = 1 ]; then
-    die ".venv is missing, broken or older than conf/requirements.txt (run conf/bootstrap.sh --venv-only)"
+    die ".venv is missing, broken or older than conf/requirements*.txt (run conf/bootstrap.sh --venv-only)"
   fi
   if [ -e "$VENV" ] && ! venv_works; then
     say ".venv is broken (its Python does not start): recreating it"
@@ -142,6 +146,9 @@ setup_venv() {
   rm -f "$STAMP"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input -r "$REQUIREMENTS" \
     || die "pip install -r conf/requirements.txt into .venv failed (see the messages above)"
+  say "installing conf/requirements-headers.txt into .venv (--no-deps: C++ headers only)"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input --no-deps -r "$HEADER_REQUIREMENTS" \
+    || die "pip install --no-deps -r conf/requirements-headers.txt into .venv failed (see the messages above)"
   requirements_hash >"$STAMP"
   say ".venv ready"
 }

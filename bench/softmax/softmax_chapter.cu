@@ -127,7 +127,7 @@ public:
         }
         // One input for every size: each uses a prefix of it (in bf16, rounded).
         const std::vector<float> logits = softmax::random_logits(static_cast<std::size_t>(most_values), context.seed);
-        const std::vector<std::uint16_t> logits_bf16 = softmax::to_bf16(logits);
+        const std::vector<std::uint16_t> logits_bf16 = to_bf16(logits);
         constexpr std::size_t guard_bytes = 256;  // after the output: must stay poisoned
         DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most_values) * sizeof(float));
         DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most_values) * sizeof(float) + guard_bytes);
@@ -146,7 +146,7 @@ public:
             for (std::size_t i = 0; i < rows.size(); ++i) {
                 const std::size_t first = static_cast<std::size_t>(rows[i]) * shape.cols;
                 for (int j = 0; j < shape.cols; ++j) {
-                    row_in[j] = is_bf16 ? softmax::from_bf16_bits(logits_bf16[first + j]) : logits[first + j];
+                    row_in[j] = is_bf16 ? from_bf16_bits(logits_bf16[first + j]) : logits[first + j];
                 }
                 softmax::reference_row(row_in.data(), shape.cols, expected.data() + i * shape.cols);
             }
@@ -173,7 +173,7 @@ public:
                     for (std::size_t i = 0; i < rows.size(); ++i) {
                         const std::size_t first = static_cast<std::size_t>(rows[i]) * shape.cols;
                         const std::vector<float> got =
-                            softmax::widen(out.data() + first * shape.element_bytes, shape.cols, is_bf16);
+                            widen(out.data() + first * shape.element_bytes, shape.cols, is_bf16);
                         softmax::compare_row(got.data(), expected.data() + i * shape.cols, shape.cols, rows[i],
                                              tolerance, c);
                     }

@@ -1,10 +1,8 @@
 #include "softmax/softmax_cudnn.hpp"
 
-#include <dlfcn.h>
+#include "core/cudnn_library.hpp"
 
-#include <cstdlib>
 #include <string>
-#include <vector>
 
 #if STEPWISE_CUDNN_HEADER
 #include <cudnn.h>
@@ -14,13 +12,10 @@ namespace stepwise::softmax {
 
 #if STEPWISE_CUDNN_HEADER
 
-//! The cuDNN functions the baseline calls, looked up in the opened library.
+//! The cuDNN functions the baseline calls, looked up in the process's cuDNN (core/cudnn_library.hpp).
 struct CudnnSoftmax::Api {
-    void* library = nullptr;
-    std::string path;
     cudnnHandle_t handle = nullptr;
     cudnnTensorDescriptor_t tensor = nullptr;
-    decltype(&cudnnGetVersion) get_version = nullptr;
     decltype(&cudnnGetErrorString) error_string = nullptr;
     decltype(&cudnnCreate) create = nullptr;
     decltype(&cudnnDestroy) destroy = nullptr;
@@ -38,73 +33,29 @@ struct CudnnSoftmax::Api {
         if (handle != nullptr) {
             destroy(handle);
         }
-        // The library stays loaded: cuDNN's own threads and atexit handlers may still refer to it.
     }
 };
 
-namespace {
-
-template <typename F>
-bool find_symbol(void* library, const char* name, F& out, std::string& missing)
-{
-    out = reinterpret_cast<F>(dlsym(library, name));
-    if (out == nullptr && missing.empty()) {
-        missing = name;
-    }
-    return out != nullptr;
-}
-
-//! Where cuDNN may be, in the order tried.
-std::vector<std::string> candidates()
-{
-    std::vector<std::string> out;
-    if (const char* path = std::getenv("STEPWISE_CUDNN_LIBRARY"); path != nullptr && *path != '\0') {
-        out.emplace_back(path);
-    }
-    out.emplace_back("libcudnn.so.9");
-#ifdef STEPWISE_CUDNN_LIBRARY_HINT
-    out.emplace_back(STEPWISE_CUDNN_LIBRARY_HINT);
-#endif
-    return out;
-}
-
-}  // namespace
-
 CudnnSoftmax::CudnnSoftmax() : api_(std::make_unique<Api>())
 {
-    std::string tried;
-    for (const std::string& path : candidates()) {
-        api_->library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-        if (api_->library != nullptr) {
-            api_->path = path;
-            break;
-        }
-        tried += (tried.empty() ? "" : ", ") + path;
-    }
-    if (api_->library == nullptr) {
-        reason_ = "cuDNN 9 not found (tried " + tried + "; set STEPWISE_CUDNN_LIBRARY to libcudnn.so.9)";
+    const CudnnLibrary& library = cudnn_library();
+    version_ = library.version;
+    if (!library.available()) {
+        reason_ = library.reason;
         return;
     }
     std::string missing;
     Api& a = *api_;
-    const bool found = find_symbol(a.library, "cudnnGetVersion", a.get_version, missing) &
-                       find_symbol(a.library, "cudnnGetErrorString", a.error_string, missing) &
-                       find_symbol(a.library, "cudnnCreate", a.create, missing) &
-                       find_symbol(a.library, "cudnnDestroy", a.destroy, missing) &
-                       find_symbol(a.library, "cudnnSetStream", a.set_stream, missing) &
-                       find_symbol(a.library, "cudnnCreateTensorDescriptor", a.create_tensor, missing) &
-                       find_symbol(a.library, "cudnnDestroyTensorDescriptor", a.destroy_tensor, missing) &
-                       find_symbol(a.library, "cudnnSetTensor4dDescriptor", a.set_tensor, missing) &
-                       find_symbol(a.library, "cudnnSoftmaxForward", a.softmax_forward, missing);
+    const bool found = library.find_symbol("cudnnGetErrorString", a.error_string, missing) &
+                       library.find_symbol("cudnnCreate", a.create, missing) &
+                       library.find_symbol("cudnnDestroy", a.destroy, missing) &
+                       library.find_symbol("cudnnSetStream", a.set_stream, missing) &
+                       library.find_symbol("cudnnCreateTensorDescriptor", a.create_tensor, missing) &
+                       library.find_symbol("cudnnDestroyTensorDescriptor", a.destroy_tensor, missing) &
+                       library.find_symbol("cudnnSetTensor4dDescriptor", a.set_tensor, missing) &
+                       library.find_symbol("cudnnSoftmaxForward", a.softmax_forward, missing);
     if (!found) {
-        reason_ = a.path + " has no " + missing;
-        return;
-    }
-    const std::size_t v = a.get_version();
-    version_ = "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-               std::to_string(v % 100) + " (" + a.path + ")";
-    if (v / 10000 != CUDNN_MAJOR) {
-        reason_ = version_ + ": built against cuDNN " + std::to_string(CUDNN_MAJOR);
+        reason_ = library.path + " has no " + missing;
         return;
     }
     if (const cudnnStatus_t s = a.create(&a.handle); s != CUDNN_STATUS_SUCCESS) {

@@ -13,9 +13,10 @@ namespace stepwise::softmax {
 //! @brief cuDNN's softmax over each row (a tensor of num_rows x num_cols x 1 x 1, CUDNN_SOFTMAX_MODE_INSTANCE).
 class CudnnSoftmax {
 public:
-    //! @brief Opens cuDNN and creates a handle on the current device; where it cannot, `available()` is false and
-    //!        `reason()` says why in one line. Where it looks: STEPWISE_CUDNN_LIBRARY (a path), then libcudnn.so.9
-    //!        on the loader's path, then the library the build found beside the CUDA toolkit.
+    //! @brief Creates a handle on the current device, in the process's cuDNN (stepwise::cudnn_library(), opened on
+    //!        first use: from STEPWISE_CUDNN_LIBRARY (a path), then libcudnn.so.9 on the loader's path, then the
+    //!        library the build found beside the CUDA toolkit); where it cannot, `available()` is false and `reason()`
+    //!        says why in one line.
     CudnnSoftmax();
     ~CudnnSoftmax();
     CudnnSoftmax(const CudnnSoftmax&) = delete;
@@ -23,7 +24,7 @@ public:
 
     bool available() const { return reason_.empty(); }
     const std::string& reason() const { return reason_; }
-    //! @brief "cuDNN 9.19.0 (/path/libcudnn.so.9)".
+    //! @brief "cuDNN 9.19.0 (/path/libcudnn.so.9)"; empty where no cuDNN opened.
     const std::string& version() const { return version_; }
 
     //! @brief y = softmax(x) along each row, on `stream`.

@@ -1,5 +1,7 @@
-// The softmax chapter's CPU reference, inputs, bf16 rounding and comparison (shared by tests and timing program).
+// The softmax chapter's CPU reference, inputs and comparison (shared by tests and timing program).
 #pragma once
+
+#include "core/bf16.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -10,20 +12,6 @@ namespace stepwise::softmax {
 
 //! @brief `count` random logits, uniform in [-10, 10).
 std::vector<float> random_logits(std::size_t count, std::uint64_t seed);
-
-//! @brief The bf16 nearest to `x` (ties to even; NaN stays NaN), as its 16 bits.
-std::uint16_t to_bf16_bits(float x);
-//! @brief The value of bf16 bits, exactly.
-float from_bf16_bits(std::uint16_t bits);
-//! @brief Every value rounded to bf16.
-std::vector<std::uint16_t> to_bf16(const std::vector<float>& values);
-//! @brief Every bf16 value widened to float, exactly.
-std::vector<float> from_bf16(const std::vector<std::uint16_t>& values);
-
-//! @brief The `count` values at `bytes` as the GPU holds them (fp32, or bf16 bits), widened to float exactly.
-std::vector<float> widen(const unsigned char* bytes, std::size_t count, bool bf16);
-//! @brief `values` as the GPU holds them: their fp32 bytes, or their bf16 bits (rounded to nearest even).
-std::vector<unsigned char> narrow(const std::vector<float>& values, bool bf16);
 
 //! @brief The softmax of one row in double: y_i = exp(x_i - max) / sum_j exp(x_j - max). A row with a NaN or +inf,
 //!        or of -inf values only, is NaN; -inf elements of other rows are 0.

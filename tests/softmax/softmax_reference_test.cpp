@@ -61,30 +61,6 @@ TEST(SoftmaxReference, InfinitiesAndNaN)
     EXPECT_EQ(huge, (std::vector<double>{1.0, 0.0, 0.0}));
 }
 
-TEST(SoftmaxReference, Bf16RoundsToNearestEven)
-{
-    EXPECT_EQ(to_bf16_bits(1.0f), 0x3f80);
-    EXPECT_EQ(from_bf16_bits(0x3f80), 1.0f);
-    // 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1); 1 + 3 * 2^-8 ties up to 1 + 2^-6.
-    EXPECT_EQ(from_bf16_bits(to_bf16_bits(1.0f + std::ldexp(1.0f, -8))), 1.0f);
-    EXPECT_EQ(from_bf16_bits(to_bf16_bits(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
-    EXPECT_EQ(from_bf16_bits(to_bf16_bits(-inf)), -inf);
-    EXPECT_TRUE(std::isnan(from_bf16_bits(to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
-    EXPECT_EQ(from_bf16_bits(to_bf16_bits(std::numeric_limits<float>::max())), inf);  // rounds past bf16's largest
-    for (const float x : random_logits(1000, 3)) {
-        EXPECT_LE(std::abs(from_bf16_bits(to_bf16_bits(x)) - x), std::ldexp(std::abs(x), -8));
-    }
-}
-
-TEST(SoftmaxReference, NarrowAndWidenAsTheGpuHoldsValues)
-{
-    const std::vector<float> values = random_logits(100, 5);
-    EXPECT_EQ(widen(narrow(values, false).data(), values.size(), false), values);
-    const std::vector<unsigned char> bf16 = narrow(values, true);
-    ASSERT_EQ(bf16.size(), 2 * values.size());
-    EXPECT_EQ(widen(bf16.data(), values.size(), true), from_bf16(to_bf16(values)));
-}
-
 TEST(SoftmaxReference, ComparisonFindsWrongValuesNaNAndRowSums)
 {
     const std::vector<float> row = random_logits(100, 11);

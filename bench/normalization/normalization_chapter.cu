@@ -1,0 +1,319 @@
+// The normalization chapter of the timing program: registry entry, the copy ceiling, cuDNN's LayerNorm and RMSNorm
+// and the step rows, in fp32 and bf16, at the main shapes, at odd shapes and over row lengths at a fixed total.
+#include "core/chapter.hpp"
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+#include "core/step_loop.hpp"
+#include "normalization/normalization_cudnn.hpp"
+#include "normalization/normalization_reference.hpp"
+#include "normalization/normalization_steps.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace stepwise {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+enum class Norm { layer = 1, rms = 2 };
+
+//! A rows x cols problem of one operation in fp32 (4-byte elements) or bf16 (2-byte).
+struct Shape {
+    Norm norm;
+    int rows, cols, element_bytes;
+};
+
+//! The main shapes (those of the softmax chapter, from the PyTorch figures the chapter starts from), in fp32: every
+//! step is measured at them for both operations, the final step and the libraries in bf16 too.
+constexpr int main_shapes[][2] = {{65536, 128}, {32768, 1024}, {8192, 4096}, {16384, 8192}, {4096, 32768}, {1024, 131072}};
+//! Shapes that are multiples of nothing, a single value, and rows of three values or of 100000.
+constexpr int odd_shapes[][2] = {{1000, 1000}, {4097, 4095}, {3, 100000}, {100000, 3}, {1, 1}};
+//! The sweep: LayerNorm of bf16 rows of every power of two from 32 to 131072 values, 256 MiB in all.
+constexpr int sweep_min_log2 = 5;
+constexpr int sweep_max_log2 = 17;
+constexpr std::int64_t sweep_bytes = std::int64_t{256} << 20;
+const std::vector<std::string> sweep_rows = {"08_bf16", "cudnn_layer_norm", "device_copy"};
+constexpr const char* final_step = "08_bf16";
+constexpr float epsilon = 1e-5f;
+
+//! The rows compared with the double reference at one size: all of them up to this many values, else evenly spaced
+//! rows (the first and last among them) of about this many values.
+constexpr std::int64_t checked_values = std::int64_t{1} << 22;
+
+//! The registry's n of a shape: operation (1 LayerNorm, 2 RMSNorm) * 10^16 + element bytes * 10^15 + rows * 10^7 +
+//! cols (a key; the size's `shape` gives rows and cols, its problem text the operation and the type).
+std::int64_t size_key(Shape s)
+{
+    return static_cast<int>(s.norm) * std::int64_t{10000000000000000} +
+           s.element_bytes * std::int64_t{1000000000000000} + s.rows * std::int64_t{10000000} + s.cols;
+}
+
+Shape shape_of(std::int64_t key)
+{
+    return {static_cast<Norm>(key / 10000000000000000), static_cast<int>(key % 1000000000000000 / 10000000),
+            static_cast<int>(key % 10000000), static_cast<int>(key % 10000000000000000 / 1000000000000000)};
+}
+
+std::string size_text(Shape s)
+{
+    return std::to_string(s.rows) + " x " + std::to_string(s.cols) + (s.norm == Norm::layer ? " LayerNorm" : " RMSNorm") +
+           (s.element_bytes == 2 ? " bf16" : " fp32");
+}
+
+ProblemSize problem_size(Shape s) { return {size_key(s), size_text(s), {s.rows, s.cols}}; }
+
+std::int64_t values_of(Shape s) { return std::int64_t{s.rows} * s.cols; }
+
+//! The bytes one call moves: x read, y written, gamma (and beta) read, LayerNorm's mean and rstd written.
+std::int64_t moved_bytes(Shape s)
+{
+    const std::int64_t e = s.element_bytes;
+    return s.norm == Norm::layer ? 2 * values_of(s) * e + 2 * std::int64_t{s.cols} * e + 2 * std::int64_t{s.rows} * 4
+                                 : 2 * values_of(s) * e + std::int64_t{s.cols} * e;
+}
+
+//! The rows of a shape that are compared with the reference.
+std::vector<int> checked_rows(Shape s)
+{
+    std::vector<int> out;
+    const std::int64_t wanted = std::max<std::int64_t>(1, std::min<std::int64_t>(s.rows, checked_values / s.cols));
+    for (std::int64_t i = 0; i < wanted; ++i) {
+        out.push_back(static_cast<int>(wanted == 1 ? 0 : i * (s.rows - 1) / (wanted - 1)));
+    }
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
+class NormalizationChapter final : public ChapterBase {
+public:
+    NormalizationChapter()
+        : ChapterBase("normalization", "LayerNorm and RMSNorm: one read, one write", "device_copy", "Normalization")
+    {
+        entry_.profile = {"NormalizationProfile.*", "regex:norm|mean_|rstd_|rms_|normalize|split_", ""};
+        entry_.timings = {single_cold_timing()};
+        entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of x's bytes (reads and writes them)"}};
+        std::vector<std::int64_t> layer_sizes, rms_sizes;
+        for (const normalization::Step& s : normalization::steps()) {
+            // The final step's overloads (fp32, bf16) call the templates `layer_norm_of` and `rms_norm_of`; the page
+            // documents them.
+            StepEntry step{s.id, s.title, s.file, s.name_space, s.layer_norm_bf16 != nullptr ? "layer_norm_of" : "layer_norm",
+                           true, true, {}, s.kernels};
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                for (const auto& rc : main_shapes) {
+                    step.sizes.push_back(problem_size({norm, rc[0], rc[1], 4}));
+                }
+                if (s.layer_norm_bf16 != nullptr) {
+                    for (const auto& rc : main_shapes) {
+                        step.sizes.push_back(problem_size({norm, rc[0], rc[1], 2}));
+                    }
+                    for (const auto& rc : odd_shapes) {
+                        step.sizes.push_back(problem_size({norm, rc[0], rc[1], 4}));
+                        step.sizes.push_back(problem_size({norm, rc[0], rc[1], 2}));
+                    }
+                }
+            }
+            entry_.steps.push_back(step);
+        }
+        for (const ProblemSize& size : entry_.steps.back().sizes) {
+            (shape_of(size.n).norm == Norm::layer ? layer_sizes : rms_sizes).push_back(size.n);
+        }
+        entry_.baselines = {
+            {"cudnn_layer_norm", "cuDNN graph API LayerNorm forward (training phase: writes mean and 1/std)", layer_sizes},
+            {"cudnn_rms_norm", "cuDNN graph API RMSNorm forward (inference phase)", rms_sizes}};
+        Sweep sweep{{}, sweep_rows, 0, 1, 1, "row length (values per row, LayerNorm, bf16, 256 MiB in all)"};
+        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
+            const int cols = 1 << k;
+            sweep.sizes.push_back(problem_size({Norm::layer, static_cast<int>(sweep_bytes / 2 / cols), cols, 2}));
+        }
+        add_sweep(entry_, std::move(sweep));
+        entry_.headline =
+            Headline{size_key({Norm::layer, 16384, 8192, 4}), "single_cold", entry_.steps.front().id, final_step};
+    }
+
+    void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
+                      nlohmann::json& chapter) const override
+    {
+        chapter["unsupported"] = nlohmann::json::array();
+        normalization::CudnnNorm cudnn;
+        std::map<std::string, std::string> cudnn_refused;  // baseline id: the shapes cuDNN refuses, and why
+        if (!cudnn.available()) {
+            for (const char* id : {"cudnn_layer_norm", "cudnn_rms_norm"}) {
+                chapter["unsupported"].push_back({{"id", id}, {"reason", cudnn.reason()}});
+            }
+        }
+        const std::vector<std::int64_t> keys = all_sizes(entry_);
+        std::int64_t most_values = 0, most_rows = 0, most_cols = 0;
+        for (const std::int64_t key : keys) {
+            const Shape s = shape_of(key);
+            most_values = std::max(most_values, values_of(s));
+            most_rows = std::max<std::int64_t>(most_rows, s.rows);
+            most_cols = std::max<std::int64_t>(most_cols, s.cols);
+        }
+        // One input for every size: each uses a prefix of it (in bf16, rounded). x has mean 1 and spread 8.
+        const std::vector<float> x = normalization::random_values(static_cast<std::size_t>(most_values), context.seed,
+                                                                  -3.0f, 5.0f);
+        const std::vector<float> gamma =
+            normalization::random_values(static_cast<std::size_t>(most_cols), context.seed + 1, 0.5f, 1.5f);
+        const std::vector<float> beta =
+            normalization::random_values(static_cast<std::size_t>(most_cols), context.seed + 2, -0.5f, 0.5f);
+        const std::vector<float> x_bf16 = round_to_bf16(x), gamma_bf16 = round_to_bf16(gamma),
+                                 beta_bf16 = round_to_bf16(beta);
+        constexpr std::size_t guard_bytes = 256;  // after each output: must stay poisoned
+        const std::size_t stats_bytes = static_cast<std::size_t>(most_rows) * sizeof(float);
+        DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most_values) * sizeof(float));
+        DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most_values) * sizeof(float) + guard_bytes);
+        DeviceBuffer<unsigned char> d_gamma(static_cast<std::size_t>(most_cols) * sizeof(float));
+        DeviceBuffer<unsigned char> d_beta(static_cast<std::size_t>(most_cols) * sizeof(float));
+        DeviceBuffer<unsigned char> d_mean(stats_bytes + guard_bytes), d_rstd(stats_bytes + guard_bytes);
+
+        for (const std::int64_t key : keys) {
+            const Shape shape = shape_of(key);
+            const bool is_bf16 = shape.element_bytes == 2, layer = shape.norm == Norm::layer;
+            const std::size_t bytes = static_cast<std::size_t>(values_of(shape)) * shape.element_bytes;
+            const std::size_t row_bytes = static_cast<std::size_t>(shape.cols) * shape.element_bytes;
+            const std::vector<float>& xs = is_bf16 ? x_bf16 : x;
+            const std::vector<float>& gs = is_bf16 ? gamma_bf16 : gamma;
+            const std::vector<float>& bs = is_bf16 ? beta_bf16 : beta;
+            const auto upload = [&](DeviceBuffer<unsigned char>& to, const std::vector<float>& from, std::size_t n) {
+                const std::vector<unsigned char> held =
+                    narrow(std::vector<float>(from.begin(), from.begin() + static_cast<std::ptrdiff_t>(n)), is_bf16);
+                STEPWISE_CUDA_CHECK(cudaMemcpy(to.data(), held.data(), held.size(), cudaMemcpyHostToDevice));
+            };
+            upload(d_in, xs, static_cast<std::size_t>(values_of(shape)));
+            upload(d_gamma, gs, static_cast<std::size_t>(shape.cols));
+            upload(d_beta, bs, static_cast<std::size_t>(shape.cols));
+            // The reference of the checked rows, from the values the GPU reads.
+            const std::vector<int> rows = checked_rows(shape);
+            std::vector<double> expected(rows.size() * static_cast<std::size_t>(shape.cols));
+            std::vector<normalization::RowStats> expected_stats(rows.size());
+            for (std::size_t i = 0; i < rows.size(); ++i) {
+                const float* row_in = xs.data() + static_cast<std::size_t>(rows[i]) * shape.cols;
+                double* row_out = expected.data() + i * shape.cols;
+                expected_stats[i] = layer ? normalization::layer_norm_row(row_in, gs.data(), bs.data(), shape.cols,
+                                                                          epsilon, row_out)
+                                          : normalization::rms_norm_row(row_in, gs.data(), shape.cols, epsilon, row_out);
+            }
+            const double tolerance = normalization::tolerance(shape.cols, is_bf16);
+            const std::int64_t moved = moved_bytes(shape);
+
+            if (measured_at(entry_, "device_copy", key)) {
+                const auto copy = [&] {
+                    return cudaMemcpyAsync(d_out.data(), d_in.data(), bytes, cudaMemcpyDeviceToDevice, context.stream);
+                };
+                add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings.front(),
+                                   {copy, key, 2 * static_cast<std::int64_t>(bytes)});
+            }
+
+            // A row: timed, then a fresh call on poisoned outputs compared with the reference at the checked rows.
+            const auto checked = [&](const std::function<cudaError_t()>& launch) {
+                TimedRow row{launch, key, moved};
+                row.prepare_check = [&] {
+                    d_out.fill_bytes(0xFF, context.stream);
+                    d_mean.fill_bytes(0xFF, context.stream);
+                    d_rstd.fill_bytes(0xFF, context.stream);
+                };
+                row.check = [&, bytes, row_bytes] {
+                    std::vector<unsigned char> out(bytes + guard_bytes);
+                    STEPWISE_CUDA_CHECK(cudaMemcpy(out.data(), d_out.data(), out.size(), cudaMemcpyDeviceToHost));
+                    const auto poisoned = [](const std::vector<unsigned char>& v, std::size_t from) {
+                        return std::all_of(v.begin() + static_cast<std::ptrdiff_t>(from), v.end(),
+                                           [](unsigned char b) { return b == 0xFF; });
+                    };
+                    bool guard_kept = poisoned(out, bytes);
+                    std::vector<float> means, rstds;
+                    if (layer) {
+                        const std::size_t used = static_cast<std::size_t>(shape.rows) * sizeof(float);
+                        for (auto* stats : {&means, &rstds}) {
+                            std::vector<unsigned char> held(used + guard_bytes);
+                            STEPWISE_CUDA_CHECK(cudaMemcpy(held.data(), (stats == &means ? d_mean : d_rstd).data(),
+                                                           held.size(), cudaMemcpyDeviceToHost));
+                            guard_kept = guard_kept && poisoned(held, used);
+                            *stats = widen(held.data(), static_cast<std::size_t>(shape.rows), false);
+                        }
+                    }
+                    normalization::Comparison c;
+                    for (std::size_t i = 0; i < rows.size(); ++i) {
+                        const std::size_t first = static_cast<std::size_t>(rows[i]) * shape.cols;
+                        const std::vector<float> got = widen(out.data() + rows[i] * row_bytes, shape.cols, is_bf16);
+                        const normalization::RowStats got_stats =
+                            layer ? normalization::RowStats{means[rows[i]], rstds[rows[i]]} : normalization::RowStats{};
+                        normalization::compare_row(xs.data() + first, gs.data(), layer ? bs.data() : nullptr,
+                                                   got.data(), layer ? &got_stats : nullptr,
+                                                   expected.data() + i * shape.cols, expected_stats[i], shape.cols,
+                                                   epsilon, rows[i], tolerance, c);
+                    }
+                    const bool passed = c.passed() && guard_kept;
+                    return Validation{passed, c.describe(tolerance) + (guard_kept ? "" : "; wrote past an output"),
+                                      {{"max_rel", c.max_relative}, {"max_stats_error", c.max_statistics_error}}};
+                };
+                return row;
+            };
+
+            const char* cudnn_id = layer ? "cudnn_layer_norm" : "cudnn_rms_norm";
+            if (cudnn.available() && measured_at(entry_, cudnn_id, key)) {
+                const cudaError_t prepared = layer ? cudnn.prepare_layer_norm(shape.rows, shape.cols, is_bf16)
+                                                   : cudnn.prepare_rms_norm(shape.rows, shape.cols, is_bf16);
+                if (prepared != cudaSuccess) {
+                    std::string& refused = cudnn_refused[cudnn_id];
+                    refused += (refused.empty() ? "" : "; ") + size_text(shape) + ": " + cudnn.last_status();
+                } else {
+                    const auto call = [&] {
+                        return layer ? cudnn.layer_norm(d_in.data(), d_gamma.data(), d_beta.data(), d_out.data(),
+                                                        reinterpret_cast<float*>(d_mean.data()),
+                                                        reinterpret_cast<float*>(d_rstd.data()), shape.rows,
+                                                        shape.cols, epsilon, is_bf16, context.stream)
+                                     : cudnn.rms_norm(d_in.data(), d_gamma.data(), d_out.data(), shape.rows,
+                                                      shape.cols, epsilon, is_bf16, context.stream);
+                    };
+                    TimedRow row = checked(call);
+                    row.fields["library"] = cudnn.version();  // which cuDNN, from where
+                    add_reference_rows(chapter, "baselines", context, entry_, entry_.baselines[layer ? 0 : 1], row);
+                }
+            }
+
+            for (const normalization::Step& step : normalization::steps()) {
+                if (!measures_step(entry_, step_ids, step.id, key)) {
+                    continue;
+                }
+                float* mean = reinterpret_cast<float*>(d_mean.data());
+                float* rstd = reinterpret_cast<float*>(d_rstd.data());
+                const auto run = [&](void* d_temp, std::size_t& temp_bytes) {
+                    if (is_bf16) {
+                        const auto* in = reinterpret_cast<const bf16*>(d_in.data());
+                        const auto* g = reinterpret_cast<const bf16*>(d_gamma.data());
+                        auto* out = reinterpret_cast<bf16*>(d_out.data());
+                        return layer ? step.layer_norm_bf16(d_temp, temp_bytes, in, g,
+                                                            reinterpret_cast<const bf16*>(d_beta.data()), out, mean,
+                                                            rstd, shape.rows, shape.cols, epsilon, context.stream)
+                                     : step.rms_norm_bf16(d_temp, temp_bytes, in, g, out, shape.rows, shape.cols,
+                                                          epsilon, context.stream);
+                    }
+                    const auto* in = reinterpret_cast<const float*>(d_in.data());
+                    const auto* g = reinterpret_cast<const float*>(d_gamma.data());
+                    auto* out = reinterpret_cast<float*>(d_out.data());
+                    return layer ? step.layer_norm_fp32(d_temp, temp_bytes, in, g,
+                                                        reinterpret_cast<const float*>(d_beta.data()), out, mean, rstd,
+                                                        shape.rows, shape.cols, epsilon, context.stream)
+                                 : step.rms_norm_fp32(d_temp, temp_bytes, in, g, out, shape.rows, shape.cols, epsilon,
+                                                      context.stream);
+                };
+                std::size_t temp_bytes = 0;
+                STEPWISE_CUDA_CHECK(run(nullptr, temp_bytes));
+                DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+                add_step_rows(chapter, context, entry_, step.id,
+                              checked([&] { return run(d_temp.data(), temp_bytes); }));
+            }
+        }
+        for (const auto& [id, refused] : cudnn_refused) {  // missing at some sizes: listed once, with each refusal
+            chapter["unsupported"].push_back({{"id", id}, {"reason", "cuDNN refused " + refused}});
+        }
+    }
+};
+
+}  // namespace
+
+std::unique_ptr<Chapter> make_normalization_chapter() { return std::make_unique<NormalizationChapter>(); }
+
+}  // namespace stepwise

@@ -1,0 +1,329 @@
+#include "normalization/normalization_cudnn.hpp"
+
+#include "core/cudnn_library.hpp"
+
+#include <string>
+
+#if STEPWISE_CUDNN_HEADER && STEPWISE_CUDNN_FRONTEND
+#ifndef NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
+#error "cudnn-frontend must open cuDNN at run time (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): nothing links libcudnn"
+#endif
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+
+#include <cudnn_frontend.h>
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+
+// cudnn-frontend's dynamic loading looks every cuDNN function up in this handle (cudnn_frontend_shim.h declares it):
+// CudnnNorm sets it to the process's cuDNN before its first call into the frontend.
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
+#endif
+
+namespace stepwise::normalization {
+
+#if STEPWISE_CUDNN_HEADER && STEPWISE_CUDNN_FRONTEND
+
+namespace fe = cudnn_frontend;
+using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+//! One problem's graph (built, with its execution plan), its tensors (nullptr where the kind has no such tensor) and
+//! its workspace.
+struct CudnnNorm::Plan {
+    fe::graph::Graph graph;
+    Tensor x, gamma, beta, epsilon, y, mean, rstd;
+    DeviceBuffer<unsigned char> workspace;
+};
+
+//! The cuDNN functions the baseline calls itself, looked up in the process's cuDNN (core/cudnn_library.hpp), the
+//! handle and the kept plans.
+struct CudnnNorm::Api {
+    cudnnHandle_t handle = nullptr;
+    decltype(&cudnnGetErrorString) error_string = nullptr;
+    decltype(&cudnnCreate) create = nullptr;
+    decltype(&cudnnDestroy) destroy = nullptr;
+    decltype(&cudnnSetStream) set_stream = nullptr;
+    //! By kind, rows, columns and bf16.
+    std::map<std::tuple<Kind, int, int, bool>, std::unique_ptr<Plan>> plans;
+
+    ~Api()
+    {
+        plans.clear();  // the plans' descriptors before the handle
+        if (handle != nullptr) {
+            destroy(handle);
+        }
+    }
+};
+
+namespace {
+
+//! "<step>: <the message's first line>". The frontend's refusals go on with the engines it tried and each one's
+//! reasons, many lines of them (CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr prints them as they come).
+std::string one_line(const char* step, const std::string& message)
+{
+    return std::string(step) + ": " + message.substr(0, message.find('\n'));
+}
+
+}  // namespace
+
+CudnnNorm::CudnnNorm() : api_(std::make_unique<Api>())
+{
+    const CudnnLibrary& library = cudnn_library();
+    version_ = library.version;
+    if (!library.available()) {
+        reason_ = library.reason;
+        return;
+    }
+    std::string missing;
+    Api& a = *api_;
+    const bool found = library.find_symbol("cudnnGetErrorString", a.error_string, missing) &
+                       library.find_symbol("cudnnCreate", a.create, missing) &
+                       library.find_symbol("cudnnDestroy", a.destroy, missing) &
+                       library.find_symbol("cudnnSetStream", a.set_stream, missing);
+    if (!found) {
+        reason_ = library.path + " has no " + missing;
+        return;
+    }
+    fe::cudnn_dlhandle = library.handle;
+    if (const cudnnStatus_t s = a.create(&a.handle); s != CUDNN_STATUS_SUCCESS) {
+        a.handle = nullptr;
+        reason_ = version_ + ": cudnnCreate failed: " + a.error_string(s);
+    }
+}
+
+CudnnNorm::~CudnnNorm() = default;
+
+CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf16, cudaError_t& status)
+{
+    status = cudaErrorNotSupported;
+    if (!available()) {
+        last_status_ = reason_;
+        return nullptr;
+    }
+    const auto key = std::make_tuple(kind, num_rows, num_cols, bf16);
+    if (const auto kept = api_->plans.find(key); kept != api_->plans.end()) {
+        status = cudaSuccess;
+        return kept->second.get();
+    }
+    // check_support() asks for the GPU's compute capability where the graph has none, through a libcudart the
+    // frontend opens itself (this program links the runtime statically; a machine may have no shared one): the graph
+    // is given it from this program's runtime.
+    int device = 0, major = 0, minor = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+        status = e;
+        last_status_ = std::string("cudaGetDevice: ") + cudaGetErrorString(e);
+        return nullptr;
+    }
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+
+    const auto failed = [this](const char* step, fe::error_t e) {
+        if (e.is_good()) {
+            return false;
+        }
+        last_status_ = one_line(step, e.get_message());
+        return true;
+    };
+    try {
+        auto p = std::make_unique<Plan>();
+        fe::graph::Graph& g = p->graph;
+        const fe::DataType_t io = bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::FLOAT;
+        g.set_io_data_type(io)
+            .set_intermediate_data_type(fe::DataType_t::FLOAT)
+            .set_compute_data_type(fe::DataType_t::FLOAT)
+            .set_sm_version(major * 10 + minor);
+        const std::int64_t rows = num_rows, cols = num_cols;
+        p->x = g.tensor(fe::graph::Tensor_attributes()
+                            .set_name("x")
+                            .set_dim({rows, cols, 1, 1})
+                            .set_stride({cols, 1, cols, cols})
+                            .set_data_type(io));
+        const auto per_column = [&](const char* name) {
+            return g.tensor(fe::graph::Tensor_attributes()
+                                .set_name(name)
+                                .set_dim({1, cols, 1, 1})
+                                .set_stride({cols, 1, cols, cols})
+                                .set_data_type(io));
+        };
+        p->gamma = per_column("gamma");
+        // Passed by value, from the host, at each call.
+        p->epsilon = g.tensor(fe::graph::Tensor_attributes()
+                                  .set_name("epsilon")
+                                  .set_dim({1, 1, 1, 1})
+                                  .set_stride({1, 1, 1, 1})
+                                  .set_data_type(fe::DataType_t::FLOAT)
+                                  .set_is_pass_by_value(true));
+        if (kind == Kind::layer_norm) {
+            p->beta = per_column("beta");
+            const auto [y, mean, rstd] = g.layernorm(p->x, p->gamma, p->beta,
+                                                     fe::graph::Layernorm_attributes()
+                                                         .set_forward_phase(fe::NormFwdPhase_t::TRAINING)
+                                                         .set_epsilon(p->epsilon));
+            mean->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+            rstd->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+            p->y = y;
+            p->mean = mean;
+            p->rstd = rstd;
+        } else {
+            p->y = g.rmsnorm(p->x, p->gamma,
+                             fe::graph::Rmsnorm_attributes()
+                                 .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
+                                 .set_epsilon(p->epsilon))[0];
+        }
+        p->y->set_output(true).set_data_type(io);
+
+        std::int64_t workspace_bytes = 0;
+        if (failed("validate", g.validate()) ||
+            failed("build_operation_graph", g.build_operation_graph(api_->handle)) ||
+            failed("create_execution_plans", g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})) ||
+            failed("check_support", g.check_support()) || failed("build_plans", g.build_plans()) ||
+            failed("get_workspace_size", g.get_workspace_size(workspace_bytes))) {
+            return nullptr;
+        }
+        p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
+        // The frontend's one look-up at the first execution (is a CUDA context current? through a libcudart it opens
+        // where it can, and assuming so where it cannot), done here so that no timed call makes it.
+        fe::detail::has_current_context();
+        status = cudaSuccess;
+        last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
+        return (api_->plans[key] = std::move(p)).get();
+    } catch (const CudaError& e) {
+        status = e.code();
+        last_status_ = e.what();
+    } catch (const std::exception& e) {
+        last_status_ = one_line("cudnn-frontend", e.what());
+    } catch (...) {
+        last_status_ = "cudnn-frontend: an exception that is no std::exception";
+    }
+    return nullptr;
+}
+
+cudaError_t CudnnNorm::execute(Plan& p, const void* d_in, const void* d_gamma, const void* d_beta, void* d_out,
+                               float* d_mean, float* d_rstd, float epsilon, cudaStream_t stream)
+{
+    Api& a = *api_;
+    if (const cudnnStatus_t s = a.set_stream(a.handle, stream); s != CUDNN_STATUS_SUCCESS) {
+        last_status_ = std::string("cudnnSetStream: ") + a.error_string(s);
+        return cudaErrorNotSupported;
+    }
+    try {
+        std::unordered_map<Tensor, void*> pack = {{p.x, const_cast<void*>(d_in)},
+                                                  {p.gamma, const_cast<void*>(d_gamma)},
+                                                  {p.epsilon, &epsilon},
+                                                  {p.y, d_out}};
+        if (p.beta != nullptr) {
+            pack.emplace(p.beta, const_cast<void*>(d_beta));
+            pack.emplace(p.mean, d_mean);
+            pack.emplace(p.rstd, d_rstd);
+        }
+        if (fe::error_t e = p.graph.execute(a.handle, pack, p.workspace.data()); e.is_bad()) {
+            last_status_ = one_line("execute", e.get_message());
+            return cudaErrorNotSupported;
+        }
+    } catch (const std::exception& e) {
+        last_status_ = one_line("cudnn-frontend", e.what());
+        return cudaErrorNotSupported;
+    } catch (...) {
+        last_status_ = "cudnn-frontend: an exception that is no std::exception";
+        return cudaErrorNotSupported;
+    }
+    last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
+    return cudaSuccess;
+}
+
+cudaError_t CudnnNorm::prepare_layer_norm(int num_rows, int num_cols, bool bf16)
+{
+    cudaError_t status = cudaSuccess;
+    plan(Kind::layer_norm, num_rows, num_cols, bf16, status);
+    return status;
+}
+
+cudaError_t CudnnNorm::prepare_rms_norm(int num_rows, int num_cols, bool bf16)
+{
+    cudaError_t status = cudaSuccess;
+    plan(Kind::rms_norm, num_rows, num_cols, bf16, status);
+    return status;
+}
+
+cudaError_t CudnnNorm::layer_norm(const void* d_in, const void* d_gamma, const void* d_beta, void* d_out,
+                                  float* d_mean, float* d_rstd, int num_rows, int num_cols, float epsilon, bool bf16,
+                                  cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(Kind::layer_norm, num_rows, num_cols, bf16, status);
+    return p == nullptr ? status : execute(*p, d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, epsilon, stream);
+}
+
+cudaError_t CudnnNorm::rms_norm(const void* d_in, const void* d_gamma, void* d_out, int num_rows, int num_cols,
+                                float epsilon, bool bf16, cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(Kind::rms_norm, num_rows, num_cols, bf16, status);
+    return p == nullptr ? status : execute(*p, d_in, d_gamma, nullptr, d_out, nullptr, nullptr, epsilon, stream);
+}
+
+#else  // built without cudnn.h or without cudnn-frontend's headers
+
+struct CudnnNorm::Api {};
+
+namespace {
+
+//! Which header the build lacked.
+std::string missing_headers()
+{
+#if STEPWISE_CUDNN_HEADER
+    const bool cudnn_h = true;
+#else
+    const bool cudnn_h = false;
+#endif
+    std::string out = "the build found no ";
+    if (!cudnn_h) {
+        out += "cudnn.h (cuDNN 9's header) beside the CUDA toolkit";
+    }
+#if !STEPWISE_CUDNN_FRONTEND
+    out += cudnn_h ? "" : " and no ";
+    out += "cudnn_frontend.h (cuDNN's C++ frontend, which conf/requirements-headers.txt puts into .venv; or set "
+           "STEPWISE_CUDNN_FRONTEND_INCLUDE_DIR)";
+#endif
+    return out;
+}
+
+}  // namespace
+
+CudnnNorm::CudnnNorm() : reason_(missing_headers()) {}
+CudnnNorm::~CudnnNorm() = default;
+
+cudaError_t CudnnNorm::prepare_layer_norm(int, int, bool)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+cudaError_t CudnnNorm::prepare_rms_norm(int, int, bool)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+cudaError_t CudnnNorm::layer_norm(const void*, const void*, const void*, void*, float*, float*, int, int, float, bool,
+                                  cudaStream_t)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+cudaError_t CudnnNorm::rms_norm(const void*, const void*, void*, int, int, float, bool, cudaStream_t)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+#endif
+
+}  // namespace stepwise::normalization

@@ -1,0 +1,153 @@
+//! @file 02_block_per_row.cuh
+//! @brief Normalization step 2 (beyond the sources): one block per row, its sums reduced by the reduction chapter's
+//!        shared-memory tree, in one kernel per operation.
+//!
+//! Step 1 gives a whole row to one thread: neighbouring threads read
+//! addresses a row apart, and a few long rows keep a few threads busy. Here
+//! the 256 threads of a block share a row: thread t reads elements t, t + 256,
+//! ..., so a warp reads 128 consecutive bytes, and every row is a block of
+//! its own. Each thread sums its elements; the block adds the 256 sums by
+//! halving in shared memory (the reduction chapter's sequential addressing).
+//! LayerNorm still reads the row three times (sum, squares around the mean,
+//! output) and RMSNorm twice, but in one launch, and RMSNorm's 1/rms never
+//! leaves the block: no workspace.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime.h>
+
+namespace stepwise::normalization::block_per_row {
+
+constexpr int block_threads = 256;  //!< threads per block (per row); a power of two for the tree
+
+//! @brief The sum of `value` over the block, by halving in shared memory; every thread gets it.
+__device__ __forceinline__ float block_sum(float value, float* shared)
+{
+    shared[threadIdx.x] = value;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (threadIdx.x < stride) {
+            shared[threadIdx.x] += shared[threadIdx.x + stride];
+        }
+        __syncthreads();
+    }
+    const float result = shared[0];
+    __syncthreads();  // `shared` is free again when the function returns
+    return result;
+}
+
+//! @brief Block r computes the LayerNorm of row r, and its mean and rstd.
+static __global__ void __launch_bounds__(block_threads)
+    layer_norm_kernel(const float* d_in, const float* d_gamma, const float* d_beta, float* d_out, float* d_mean,
+                      float* d_rstd, int num_cols, float epsilon)
+{
+    __shared__ float shared[block_threads];
+    const std::size_t row_offset = static_cast<std::size_t>(blockIdx.x) * num_cols;
+    const float* x = d_in + row_offset;
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        sum += x[j];
+    }
+    const float mean = block_sum(sum, shared) / num_cols;
+    float squares = 0.0f;
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        squares += (x[j] - mean) * (x[j] - mean);
+    }
+    const float rstd = rsqrtf(block_sum(squares, shared) / num_cols + epsilon);
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        d_out[row_offset + j] = (x[j] - mean) * rstd * d_gamma[j] + d_beta[j];
+    }
+    if (threadIdx.x == 0) {
+        d_mean[blockIdx.x] = mean;
+        d_rstd[blockIdx.x] = rstd;
+    }
+}
+
+//! @brief Block r computes the RMSNorm of row r.
+static __global__ void __launch_bounds__(block_threads)
+    rms_norm_kernel(const float* d_in, const float* d_gamma, float* d_out, int num_cols, float epsilon)
+{
+    __shared__ float shared[block_threads];
+    const std::size_t row_offset = static_cast<std::size_t>(blockIdx.x) * num_cols;
+    const float* x = d_in + row_offset;
+    float squares = 0.0f;
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        squares += x[j] * x[j];
+    }
+    const float rstd = rsqrtf(block_sum(squares, shared) / num_cols + epsilon);
+    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+        d_out[row_offset + j] = x[j] * rstd * d_gamma[j];
+    }
+}
+
+//! @brief The launchers' common checks.
+inline bool valid(const void* d_in, const void* d_gamma, const void* d_out, int num_rows, int num_cols, float epsilon)
+{
+    return d_in != nullptr && d_gamma != nullptr && d_out != nullptr && num_rows >= 1 && num_cols >= 1 &&
+           epsilon >= 0.0f;
+}
+
+//! @brief LayerNorm of each row of a row-major `num_rows` x `num_cols` matrix:
+//!        y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Two phases, as CUB: with `d_temp_storage == nullptr`
+//!        it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace (unused: this step needs none), or nullptr to ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size (1)
+//! @param[in] d_in  `num_rows * num_cols` values, row-major
+//! @param[in] d_gamma, d_beta `num_cols` values each: the scale and shift of every row
+//! @param[out] d_out the normalized rows; may be `d_in` (in place)
+//! @param[out] d_mean, d_rstd `num_rows` values each: each row's mean and 1 / sqrt(var + epsilon)
+//! @param[in] num_rows, num_cols the matrix's shape
+//! @param[in] epsilon added to the variance
+//! @param[in] stream stream to launch on
+//! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; squares of x - mean stay below fp32's largest (about
+//!      3.4e38). A NaN in a row makes the row's outputs NaN.
+//! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
+inline cudaError_t layer_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in,
+                              const float* d_gamma, const float* d_beta, float* d_out, float* d_mean, float* d_rstd,
+                              int num_rows, int num_cols, float epsilon, cudaStream_t stream = 0)
+{
+    static_assert((block_threads & (block_threads - 1)) == 0, "the tree halves the block");
+    if (!valid(d_in, d_gamma, d_out, num_rows, num_cols, epsilon) || d_beta == nullptr || d_mean == nullptr ||
+        d_rstd == nullptr) {
+        return cudaErrorInvalidValue;
+    }
+    if (d_temp_storage == nullptr) {
+        temp_storage_bytes = 1;
+        return cudaSuccess;
+    }
+    layer_norm_kernel<<<num_rows, block_threads, 0, stream>>>(d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_cols,
+                                                              epsilon);
+    return cudaGetLastError();
+}
+
+//! @brief RMSNorm of each row of a row-major `num_rows` x `num_cols` matrix: y = x / sqrt(mean(x^2) + epsilon) *
+//!        gamma. Two phases, as CUB: with `d_temp_storage == nullptr` it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace (unused: this step needs none), or nullptr to ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size (1)
+//! @param[in] d_in  `num_rows * num_cols` values, row-major
+//! @param[in] d_gamma `num_cols` values: the scale of every row
+//! @param[out] d_out the normalized rows; may be `d_in` (in place)
+//! @param[in] num_rows, num_cols the matrix's shape
+//! @param[in] epsilon added to the mean square
+//! @param[in] stream stream to launch on
+//! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; squares of x stay below fp32's largest. A NaN in a row
+//!      makes the row NaN.
+//! @return `cudaErrorInvalidValue` if a precondition fails, else the launch's error
+inline cudaError_t rms_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in,
+                            const float* d_gamma, float* d_out, int num_rows, int num_cols, float epsilon,
+                            cudaStream_t stream = 0)
+{
+    if (!valid(d_in, d_gamma, d_out, num_rows, num_cols, epsilon)) {
+        return cudaErrorInvalidValue;
+    }
+    if (d_temp_storage == nullptr) {
+        temp_storage_bytes = 1;
+        return cudaSuccess;
+    }
+    rms_norm_kernel<<<num_rows, block_threads, 0, stream>>>(d_in, d_gamma, d_out, num_cols, epsilon);
+    return cudaGetLastError();
+}
+
+}  // namespace stepwise::normalization::block_per_row

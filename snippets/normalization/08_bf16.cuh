@@ -1,0 +1,658 @@
+//! @file 08_bf16.cuh
+//! @brief Normalization step 8 (beyond the sources): bf16 in and out, the same kernels for fp32 and bf16.
+//!
+//! Step 7 reads and writes fp32. A transformer keeps its activations and
+//! weights in bf16: half the bytes, so half the time of a memory-bound
+//! kernel. The kernels are now templates over the element type `T` of x, y,
+//! gamma and beta; loads and stores stay 16 bytes wide, 8 bf16 values. A
+//! bf16 thread holds 32 values wherever a row is longer than a warp's 512:
+//! 64 bytes in flight, as an fp32 thread's 16. Every value is widened to
+//! fp32 as it is read; the statistics and the arithmetic are fp32 (LayerNorm's
+//! mean and rstd are written in fp32), and only y is rounded (to nearest
+//! even) back to bf16.
+#pragma once
+
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace stepwise::normalization::bf16_in_out {
+
+constexpr int vector_bytes = 16;             //!< one load or store
+constexpr int short_rows_block = 256;        //!< threads of a block of rows that each fit a warp
+constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
+constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
+constexpr int cluster_target_threads = 256;  //!< blocks of a cluster aim for this many threads
+constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
+constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
+constexpr int split_values = 32;             //!< values per thread of the split path
+
+//! @brief The most threads of a block whose threads hold `Values` values each.
+template <int Values>
+constexpr int max_block_threads = block_values / Values;
+
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
+//!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
+//!        per row). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
+template <typename T>
+inline int values_per_thread(int num_cols)
+{
+    return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
+}
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+//! @brief `Width` consecutive values, loaded and stored as one access.
+template <typename T, int Width>
+struct alignas(sizeof(T) * Width) Chunk {
+    T v[Width];
+};
+
+//! @brief A power of two at least |m| (within 2^-126 and 2^127), and its inverse: scaling by them is exact.
+struct Scale {
+    float value, inverse;
+};
+__device__ __forceinline__ Scale power_of_two_above(float m)
+{
+    int exponent = 0;
+    frexpf(m, &exponent);  // m = f * 2^exponent, 0.5 <= f < 1
+    exponent = max(-126, min(exponent, 127));
+    return {ldexpf(1.0f, exponent), ldexpf(1.0f, -exponent)};
+}
+
+//! @brief A sum of squares kept as scale^2 * sum, `scale` a power of two at least the largest root: no square of an
+//!        fp32 value overflows (rows of 1e30 work) or vanishes.
+struct Squares {
+    float scale, sum;
+};
+
+//! @brief The sum of two sums of squares, on the larger scale (ratios of powers of two: exact).
+__device__ __forceinline__ Squares merge(Squares a, Squares b)
+{
+    const float scale = fmaxf(a.scale, b.scale);
+    const float ra = a.scale / scale, rb = b.scale / scale;
+    return {scale, a.sum * ra * ra + b.sum * rb * rb};
+}
+
+//! @brief LayerNorm's statistics of some values: how many, their mean, and their squared deviations from it.
+struct Moments {
+    float count, mean;
+    Squares m2;
+};
+
+//! @brief The statistics of the union of two sets of values (Chan, Golub and LeVeque); either may be empty.
+__device__ __forceinline__ Moments merge(Moments a, Moments b)
+{
+    const float count = a.count + b.count;
+    if (count == 0.0f) {
+        return a;
+    }
+    const float delta = b.mean - a.mean;
+    const float b_share = b.count / count;
+    const Scale s = power_of_two_above(fabsf(delta));
+    const float scaled = delta * s.inverse;
+    const Squares between{s.value, scaled * scaled * a.count * b_share};
+    return {count, a.mean + delta * b_share, merge(merge(a.m2, b.m2), between)};
+}
+
+__device__ __forceinline__ Squares shuffle_xor(Squares q, int offset, int width)
+{
+    return {__shfl_xor_sync(0xffffffffu, q.scale, offset, width), __shfl_xor_sync(0xffffffffu, q.sum, offset, width)};
+}
+__device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
+{
+    return {__shfl_xor_sync(0xffffffffu, m.count, offset, width), __shfl_xor_sync(0xffffffffu, m.mean, offset, width),
+            shuffle_xor(m.m2, offset, width)};
+}
+
+//! @brief RMSNorm's statistics of a thread's values (those past the row are 0): their sum of squares.
+template <int Values>
+__device__ __forceinline__ Squares thread_statistics(const float (&x)[Values], int, Squares)
+{
+    float largest = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        largest = fmaxf(largest, fabsf(x[i]));
+    }
+    const Scale s = power_of_two_above(largest);
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        sum += (x[i] * s.inverse) * (x[i] * s.inverse);
+    }
+    return {s.value, sum};
+}
+
+//! @brief LayerNorm's statistics of the first `count` values of a thread, in two passes over its registers: the
+//!        mean (of the differences from the first value, exact for equal values), then the squared deviations.
+template <int Values>
+__device__ __forceinline__ Moments thread_statistics(const float (&x)[Values], int count, Moments)
+{
+    if (count == 0) {
+        return {0.0f, 0.0f, {1.0f, 0.0f}};
+    }
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        sum += i < count ? x[i] - x[0] : 0.0f;
+    }
+    const float mean = x[0] + sum / count;
+    float largest = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        largest = fmaxf(largest, i < count ? fabsf(x[i] - mean) : 0.0f);
+    }
+    const Scale s = power_of_two_above(largest);
+    float squares = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        const float d = (x[i] - mean) * s.inverse;
+        squares += i < count ? d * d : 0.0f;
+    }
+    return {static_cast<float>(count), mean, {s.value, squares}};
+}
+
+//! @brief 1 / sqrt(scale^2 * sum / n + epsilon), without forming a square that would overflow.
+__device__ __forceinline__ float inverse_root(Squares q, float n, float epsilon)
+{
+    if (q.scale > 1.0f || epsilon == 0.0f) {
+        const float inverse = 1.0f / q.scale;
+        return inverse * rsqrtf(q.sum / n + epsilon * inverse * inverse);
+    }
+    return rsqrtf(q.scale * q.scale * (q.sum / n) + epsilon);  // a square that vanishes is negligible beside epsilon
+}
+
+//! @brief What a row's output needs: y = (x - mean) * rstd * gamma (+ beta).
+struct Row {
+    float mean, rstd;
+};
+__device__ __forceinline__ Row row_of(Squares q, int num_cols, float epsilon)
+{
+    return {0.0f, inverse_root(q, static_cast<float>(num_cols), epsilon)};
+}
+__device__ __forceinline__ Row row_of(Moments m, int, float epsilon) { return {m.mean, inverse_root(m.m2, m.count, epsilon)}; }
+
+//! @brief Merges the statistics of the `width` lanes of each segment of the warp; every lane gets the result.
+template <typename Stats>
+__device__ __forceinline__ Stats merge_lanes(Stats s, int width)
+{
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+        s = merge(s, shuffle_xor(s, offset, width));
+    }
+    return s;
+}
+
+//! @brief Merges the statistics of every thread of the block; every thread gets the result.
+template <typename Stats>
+__device__ __forceinline__ Stats merge_block(Stats s, Stats* warp_stats, Stats none)
+{
+    const int lane = threadIdx.x % 32;
+    s = merge_lanes(s, 32);
+    if (lane == 0) {
+        warp_stats[threadIdx.x / 32] = s;
+    }
+    __syncthreads();
+    const int warps = blockDim.x / 32;
+    return merge_lanes(lane < warps ? warp_stats[lane] : none, 32);
+}
+
+//! @brief Merges the block statistics of the cluster's blocks, read from their shared memory (sm_90 and newer).
+template <typename Stats>
+__device__ __forceinline__ Stats merge_cluster(Stats s, Stats* block_stats, Stats none)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) {
+        *block_stats = s;
+    }
+    cluster.sync();
+    const int lane = threadIdx.x % 32;
+    const int blocks = static_cast<int>(cluster.num_blocks());
+    s = lane < blocks ? *cluster.map_shared_rank(block_stats, lane) : none;
+    return merge_lanes(s, 32);
+#else
+    (void)block_stats;
+    (void)none;
+    return s;
+#endif
+}
+
+//! @brief What the kernels read and write. RMSNorm has no `d_beta`, `d_mean` or `d_rstd` (nullptr).
+template <typename T>
+struct Args {
+    const T* d_in;
+    const T* d_gamma;
+    const T* d_beta;
+    T* d_out;
+    float* d_mean;
+    float* d_rstd;
+    int num_rows, num_cols;
+    float epsilon;
+};
+
+//! @brief The statistics of nothing: what lanes and blocks without values contribute.
+template <typename Stats>
+__device__ __forceinline__ Stats no_values()
+{
+    if constexpr (std::is_same_v<Stats, Moments>) {
+        return {0.0f, 0.0f, {1.0f, 0.0f}};
+    } else {
+        return {1.0f, 0.0f};
+    }
+}
+
+//! @brief Where a thread's part of the data lies, and which threads share its row.
+struct Place {
+    std::int64_t row;
+    std::int64_t first;  //!< the row's first element of this block's slice
+    int lane;            //!< the thread's place among the threads of its slice
+    int threads;         //!< threads of the slice
+};
+
+//! @brief Loads the thread's values of the slice (0 past the row's end), `Width` values per access; returns how many
+//!        it loaded: they come first, since its accesses lie in increasing columns.
+template <typename T, int Width, int Values>
+__device__ __forceinline__ int load_slice(float (&x)[Values], const T* d_row, const Place& at, int num_cols,
+                                          bool row_valid)
+{
+    int count = 0;
+#pragma unroll
+    for (int a = 0; a < Values / Width; ++a) {
+        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        Chunk<T, Width> chunk{};
+        if (row_valid && col < num_cols) {
+            chunk = *reinterpret_cast<const Chunk<T, Width>*>(d_row + col);
+            count += Width;
+        }
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+            x[a * Width + i] = to_float(chunk.v[i]);
+        }
+    }
+    return count;
+}
+
+//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds.
+template <typename T, bool WithBeta, int Width, int Values>
+__device__ __forceinline__ void store_slice(const float (&x)[Values], const Args<T>& args, std::size_t row_offset,
+                                            const Place& at, bool row_valid, Row r)
+{
+#pragma unroll
+    for (int a = 0; a < Values / Width; ++a) {
+        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        if (row_valid && col < args.num_cols) {
+            const Chunk<T, Width> gamma = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
+            Chunk<T, Width> beta{};
+            if constexpr (WithBeta) {
+                beta = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
+            }
+            Chunk<T, Width> y;
+#pragma unroll
+            for (int i = 0; i < Width; ++i) {
+                const float shift = WithBeta ? to_float(beta.v[i]) : 0.0f;
+                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * to_float(gamma.v[i]) + shift);
+            }
+            *reinterpret_cast<Chunk<T, Width>*>(args.d_out + row_offset + col) = y;
+        }
+    }
+}
+
+//! @brief LayerNorm keeps each row's mean and rstd.
+template <typename T>
+__device__ __forceinline__ void write_row(const Args<T>& args, std::int64_t row, Row r)
+{
+    if (args.d_mean != nullptr) {
+        args.d_mean[row] = r.mean;
+        args.d_rstd[row] = r.rstd;
+    }
+}
+
+//! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
+//!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
+//!        (`group_threads == blockDim.x`), or a row per cluster of `cluster_blocks` blocks, each a slice of it.
+//!        `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
+template <typename T, typename Stats, int Width, int Values>
+static __global__ void __launch_bounds__(max_block_threads<Values>)
+    norm_rows_kernel(Args<T> args, int group_threads, int cluster_blocks)
+{
+    __shared__ Stats warp_stats[32];
+    __shared__ Stats block_stats;
+    Place at;
+    if (group_threads <= 32) {
+        at = {static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) + threadIdx.x / group_threads, 0,
+              static_cast<int>(threadIdx.x) % group_threads, group_threads};
+    } else {
+        at = {blockIdx.x / cluster_blocks,
+              static_cast<std::int64_t>(blockIdx.x % cluster_blocks) * blockDim.x * Values,
+              static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    }
+    const bool row_valid = at.row < args.num_rows;  // lanes past the last row still take part in the shuffles
+    const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * args.num_cols;
+    float x[Values];
+    const int count = load_slice<T, Width, Values>(x, args.d_in + row_offset, at, args.num_cols, row_valid);
+    Stats s = thread_statistics(x, count, Stats{});
+    if (group_threads <= 32) {
+        s = merge_lanes(s, group_threads);
+    } else {
+        s = merge_block(s, warp_stats, no_values<Stats>());
+        if (cluster_blocks > 1) {
+            s = merge_cluster(s, &block_stats, no_values<Stats>());
+        }
+    }
+    const Row r = row_of(s, args.num_cols, args.epsilon);
+    store_slice<T, std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
+    if (row_valid && at.lane == 0 && at.first == 0) {
+        write_row(args, at.row, r);
+    }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (cluster_blocks > 1) {
+        cooperative_groups::this_cluster().sync();  // no block leaves while another may read its shared memory
+    }
+#endif
+}
+
+//! @brief Rows longer than a cluster, first pass: each block's statistics of its slice, into `d_partials`.
+template <typename T, typename Stats, int Width>
+static __global__ void __launch_bounds__(split_block_threads)
+    split_partials_kernel(Args<T> args, Stats* d_partials, int blocks_per_row)
+{
+    __shared__ Stats warp_stats[32];
+    const Place at{blockIdx.x / blocks_per_row,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
+                   static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    float x[split_values];
+    const int count = load_slice<T, Width, split_values>(
+        x, args.d_in + static_cast<std::size_t>(at.row) * args.num_cols, at, args.num_cols, true);
+    const Stats block = merge_block(thread_statistics(x, count, Stats{}), warp_stats, no_values<Stats>());
+    if (threadIdx.x == 0) {
+        d_partials[blockIdx.x] = block;
+    }
+}
+
+//! @brief Rows longer than a cluster, second pass: one block per row merges its blocks' statistics into `d_rows`.
+template <typename T, typename Stats>
+static __global__ void __launch_bounds__(split_block_threads)
+    split_merge_kernel(Args<T> args, const Stats* d_partials, Row* d_rows, int blocks_per_row)
+{
+    __shared__ Stats warp_stats[32];
+    Stats s = no_values<Stats>();
+    for (int b = threadIdx.x; b < blocks_per_row; b += blockDim.x) {
+        s = merge(s, d_partials[static_cast<std::size_t>(blockIdx.x) * blocks_per_row + b]);
+    }
+    s = merge_block(s, warp_stats, no_values<Stats>());
+    if (threadIdx.x == 0) {
+        d_rows[blockIdx.x] = row_of(s, args.num_cols, args.epsilon);
+        write_row(args, blockIdx.x, d_rows[blockIdx.x]);
+    }
+}
+
+//! @brief Rows longer than a cluster, third pass: each block reads its slice again and writes it.
+template <typename T, bool WithBeta, int Width>
+static __global__ void __launch_bounds__(split_block_threads)
+    split_store_kernel(Args<T> args, const Row* d_rows, int blocks_per_row)
+{
+    const Place at{blockIdx.x / blocks_per_row,
+                   static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
+                   static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const std::size_t row_offset = static_cast<std::size_t>(at.row) * args.num_cols;
+    float x[split_values];
+    load_slice<T, Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
+    store_slice<T, WithBeta, Width, split_values>(x, args, row_offset, at, true, d_rows[at.row]);
+}
+
+//! @brief How the launcher lays rows over threads, from the row's length.
+struct Layout {
+    int values = 16;            //!< values per thread
+    int group_threads = 0;      //!< threads per row (<= 32) or per block of a row's slice
+    int block_threads = 0;
+    int cluster_blocks = 1;     //!< blocks per row of the cluster path, 1 without
+    int split_blocks = 0;       //!< blocks per row of the split path, 0 without
+    std::int64_t blocks = 0;    //!< the grid
+};
+
+//! @brief The layout of rows of `num_cols` values, `values` per thread; clusters of up to `cluster_limit` blocks
+//!        (0: none).
+inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_limit)
+{
+    const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values - 1) / values;
+    const int max_threads = block_values / values;
+    Layout l;
+    l.values = values;
+    if (threads <= 32) {  // a power of two of lanes per row, several rows per block
+        l.group_threads = 1;
+        while (l.group_threads < threads) {
+            l.group_threads *= 2;
+        }
+        l.block_threads = short_rows_block;
+        const int rows_per_block = short_rows_block / l.group_threads;
+        l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
+    } else if (threads <= max_threads) {  // a block per row
+        l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
+        l.blocks = num_rows;
+    } else if (threads <= std::int64_t{cluster_limit} * max_threads) {  // a cluster per row
+        l.cluster_blocks = static_cast<int>(
+            std::min<std::int64_t>(cluster_limit, (threads + cluster_target_threads - 1) / cluster_target_threads));
+        const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
+        l.group_threads = l.block_threads = static_cast<int>((per_block + 31) / 32 * 32);
+        l.blocks = std::int64_t{num_rows} * l.cluster_blocks;
+    } else {  // blocks of a row that merge their statistics through global memory
+        const std::int64_t split_threads = (static_cast<std::int64_t>(num_cols) + split_values - 1) / split_values;
+        l.values = split_values;
+        l.block_threads = split_block_threads;
+        l.split_blocks = static_cast<int>((split_threads + split_block_threads - 1) / split_block_threads);
+        l.blocks = std::int64_t{num_rows} * l.split_blocks;
+    }
+    return l;
+}
+
+//! @brief The most blocks of a cluster of the rows kernel on this device: 0 where it launches no clusters or the
+//!        kernel was not built for sm_90 or newer; 16 where the GPU takes clusters beyond the portable 8.
+template <typename T, typename Stats, int Width, int Values>
+inline int cluster_limit()
+{
+    int device = 0;
+    int cluster_launch = 0;
+    cudaFuncAttributes attributes{};
+    const auto kernel = norm_rows_kernel<T, Stats, Width, Values>;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
+        cluster_launch == 0 || cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess ||
+        attributes.binaryVersion < 90) {
+        return 0;
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(max_cluster_blocks);
+    config.blockDim = dim3(max_block_threads<Values> / 2);
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {max_cluster_blocks, 1, 1};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    int clusters = 0;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
+        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1) {
+        (void)cudaGetLastError();  // not an error of the launch: the portable size is taken
+        return portable_cluster_blocks;
+    }
+    return max_cluster_blocks;
+}
+
+template <typename T, typename Stats, int Width, int Values>
+inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes, const Args<T>& args,
+                          cudaStream_t stream)
+{
+    static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
+    constexpr bool with_beta = std::is_same_v<Stats, Moments>;
+    const bool long_rows = args.num_cols > block_values;
+    const Layout l =
+        choose_layout(args.num_rows, args.num_cols, Values, long_rows ? cluster_limit<T, Stats, Width, Values>() : 0);
+    if (l.blocks > INT32_MAX) {
+        return cudaErrorInvalidValue;
+    }
+    const std::size_t partial_bytes = static_cast<std::size_t>(l.blocks) * sizeof(Stats);
+    const std::size_t rows_offset = (partial_bytes + alignof(Row) - 1) / alignof(Row) * alignof(Row);
+    const std::size_t needed = l.split_blocks > 0 ? rows_offset + args.num_rows * sizeof(Row) : 1;
+    if (d_temp_storage == nullptr) {
+        temp_storage_bytes = needed;
+        return cudaSuccess;
+    }
+    if (temp_storage_bytes < needed) {
+        return cudaErrorInvalidValue;
+    }
+    const unsigned grid = static_cast<unsigned>(l.blocks);
+    if (l.split_blocks > 0) {
+        Stats* d_partials = static_cast<Stats*>(d_temp_storage);
+        Row* d_rows = reinterpret_cast<Row*>(static_cast<char*>(d_temp_storage) + rows_offset);
+        split_partials_kernel<T, Stats, Width><<<grid, l.block_threads, 0, stream>>>(args, d_partials,
+                                                                                    l.split_blocks);
+        split_merge_kernel<T, Stats><<<args.num_rows, split_block_threads, 0, stream>>>(args, d_partials, d_rows,
+                                                                                        l.split_blocks);
+        split_store_kernel<T, with_beta, Width><<<grid, l.block_threads, 0, stream>>>(args, d_rows, l.split_blocks);
+        return cudaGetLastError();
+    }
+    if (l.cluster_blocks == 1) {
+        norm_rows_kernel<T, Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads, 1);
+        return cudaGetLastError();
+    }
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(grid);
+    config.blockDim = dim3(l.block_threads);
+    config.stream = stream;
+    cudaLaunchAttribute cluster{};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(l.cluster_blocks), 1, 1};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+    return cudaLaunchKernelEx(&config, norm_rows_kernel<T, Stats, Width, Values>, args, l.group_threads,
+                              l.cluster_blocks);
+}
+
+//! @brief Checks the arguments and picks the access width: 16 bytes where every row and pointer allows it.
+template <typename T, typename Stats>
+inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_bytes, const Args<T>& args,
+                             cudaStream_t stream)
+{
+    constexpr int width = vector_bytes / static_cast<int>(sizeof(T));
+    const auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
+    const void* pointers[] = {args.d_in, args.d_gamma, args.d_beta, args.d_out};
+    const bool rms = std::is_same_v<Stats, Squares>;
+    bool all_aligned = true, vector_aligned = true;
+    for (const void* p : pointers) {
+        if (p == nullptr && !(rms && p == args.d_beta)) {
+            return cudaErrorInvalidValue;
+        }
+        all_aligned = all_aligned && aligned(p, sizeof(T));
+        vector_aligned = vector_aligned && aligned(p, vector_bytes);
+    }
+    if (!all_aligned || args.num_rows < 1 || args.num_cols < 1 || !(args.epsilon >= 0.0f) ||
+        (!rms && (args.d_mean == nullptr || args.d_rstd == nullptr)) ||
+        (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Moments)))) {
+        return cudaErrorInvalidValue;
+    }
+    if (args.num_cols % width == 0 && vector_aligned) {
+        return values_per_thread<T>(args.num_cols) == 16
+                   ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
+                   : launch<T, Stats, width, 32>(d_temp_storage, temp_storage_bytes, args, stream);
+    }
+    return launch<T, Stats, 1, 16>(d_temp_storage, temp_storage_bytes, args, stream);
+}
+
+//! @brief LayerNorm of each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in fp32):
+//!        y = (x - mean) / sqrt(var + epsilon) * gamma + beta. Two phases, as CUB: with `d_temp_storage == nullptr`
+//!        it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace of `temp_storage_bytes` (rows longer than a cluster keep their
+//!            blocks' statistics there), or nullptr to ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size (at least 1)
+//! @param[in] d_in  `num_rows * num_cols` values, row-major
+//! @param[in] d_gamma, d_beta `num_cols` values each: the scale and shift of every row
+//! @param[out] d_out the normalized rows; may be `d_in` (in place)
+//! @param[out] d_mean, d_rstd `num_rows` values each: each row's mean and 1 / sqrt(var + epsilon)
+//! @param[in] num_rows, num_cols the matrix's shape
+//! @param[in] epsilon added to the variance
+//! @param[in] stream stream to launch on
+//! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; `d_in`, `d_gamma`, `d_beta`, `d_out` aligned to `T`,
+//!      `d_mean`, `d_rstd` and `d_temp_storage` 4-byte aligned; differences of values finite. A NaN in a row makes
+//!      the row's outputs NaN; a row of equal values gives exactly `beta`.
+//! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, else the first launch error
+template <typename T>
+inline cudaError_t layer_norm_of(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in,
+                                 const T* d_gamma, const T* d_beta, T* d_out, float* d_mean, float* d_rstd,
+                                 int num_rows, int num_cols, float epsilon, cudaStream_t stream)
+{
+    const Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
+    return d_beta == nullptr ? cudaErrorInvalidValue
+                             : normalize<T, Moments>(d_temp_storage, temp_storage_bytes, args, stream);
+}
+
+//! @brief RMSNorm of each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in fp32):
+//!        y = x / sqrt(mean(x^2) + epsilon) * gamma. Two phases, as CUB: with `d_temp_storage == nullptr` it only sets `temp_storage_bytes`.
+//! @param[in] d_temp_storage device workspace of `temp_storage_bytes` (rows longer than a cluster keep their
+//!            blocks' statistics there), or nullptr to ask its size
+//! @param[in,out] temp_storage_bytes the workspace's size (at least 1)
+//! @param[in] d_in  `num_rows * num_cols` values, row-major
+//! @param[in] d_gamma `num_cols` values: the scale of every row
+//! @param[out] d_out the normalized rows; may be `d_in` (in place)
+//! @param[in] num_rows, num_cols the matrix's shape
+//! @param[in] epsilon added to the mean square
+//! @param[in] stream stream to launch on
+//! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; `d_in`, `d_gamma`, `d_out` aligned to `T`,
+//!      `d_temp_storage` 4-byte aligned; values finite or NaN. A NaN in a row makes the row NaN.
+//! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, else the first launch error
+template <typename T>
+inline cudaError_t rms_norm_of(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
+                               T* d_out, int num_rows, int num_cols, float epsilon, cudaStream_t stream)
+{
+    const Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
+    return normalize<T, Squares>(d_temp_storage, temp_storage_bytes, args, stream);
+}
+
+//! @brief LayerNorm of fp32 rows (see layer_norm_of()).
+inline cudaError_t layer_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in,
+                              const float* d_gamma, const float* d_beta, float* d_out, float* d_mean, float* d_rstd,
+                              int num_rows, int num_cols, float epsilon, cudaStream_t stream = 0)
+{
+    return layer_norm_of(d_temp_storage, temp_storage_bytes, d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows,
+                         num_cols, epsilon, stream);
+}
+
+//! @brief LayerNorm of bf16 rows with bf16 gamma and beta, math, mean and rstd in fp32 (see layer_norm_of()).
+inline cudaError_t layer_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const __nv_bfloat16* d_in,
+                              const __nv_bfloat16* d_gamma, const __nv_bfloat16* d_beta, __nv_bfloat16* d_out,
+                              float* d_mean, float* d_rstd, int num_rows, int num_cols, float epsilon,
+                              cudaStream_t stream = 0)
+{
+    return layer_norm_of(d_temp_storage, temp_storage_bytes, d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows,
+                         num_cols, epsilon, stream);
+}
+
+//! @brief RMSNorm of fp32 rows (see rms_norm_of()).
+inline cudaError_t rms_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const float* d_in,
+                            const float* d_gamma, float* d_out, int num_rows, int num_cols, float epsilon,
+                            cudaStream_t stream = 0)
+{
+    return rms_norm_of(d_temp_storage, temp_storage_bytes, d_in, d_gamma, d_out, num_rows, num_cols, epsilon, stream);
+}
+
+//! @brief RMSNorm of bf16 rows with bf16 gamma, math in fp32 (see rms_norm_of()).
+inline cudaError_t rms_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const __nv_bfloat16* d_in,
+                            const __nv_bfloat16* d_gamma, __nv_bfloat16* d_out, int num_rows, int num_cols,
+                            float epsilon, cudaStream_t stream = 0)
+{
+    return rms_norm_of(d_temp_storage, temp_storage_bytes, d_in, d_gamma, d_out, num_rows, num_cols, epsilon, stream);
+}
+
+}  // namespace stepwise::normalization::bf16_in_out

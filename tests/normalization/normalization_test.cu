@@ -1,0 +1,453 @@
+// GPU tests of the normalization chapter: every step's LayerNorm and RMSNorm against the double-precision CPU
+// reference, in fp32 (and bf16 for the final step), at shapes that take every layout of the launchers, with special
+// rows, epsilon, in place, and with invalid arguments.
+#include "core/device_buffer.hpp"
+#include "normalization/normalization_reference.hpp"
+#include "normalization/normalization_steps.hpp"
+#include "support/gpu_test_support.hpp"
+
+#include "../../snippets/normalization/08_bf16.cuh"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace stepwise::normalization {
+
+//! Test names and failure messages show a step by its id.
+void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
+
+namespace {
+
+using stepwise::testing::fresh_seed;
+using bf16 = __nv_bfloat16;
+
+enum class Norm { layer, rms };
+
+struct Shape {
+    int rows, cols;
+};
+
+//! Every layout of the launchers: rows of a few lanes, a warp, a block (up to 16384 values), a cluster (up to 131072
+//! fp32, 8 blocks) and longer (the split path); lengths that are multiples of 4 and 8 (16-byte accesses) and not.
+const std::vector<Shape> shapes = {{1, 1},     {1, 7},      {7, 3},       {100000, 3},  {257, 16},   {129, 100},
+                                   {64, 128},  {33, 513},   {65, 1024},   {31, 1025},   {16, 4096},  {9, 8191},
+                                   {1000, 1000}, {5, 16384}, {3, 16385},  {3, 100000},  {2, 32768},  {2, 131072},
+                                   {2, 131073}, {1, 262144}, {2, 300001}};
+//! Shapes left out under compute-sanitizer (slow there), beyond the above.
+const std::vector<Shape> large_shapes = {{4097, 4095}, {1024, 8192}, {64, 1 << 20}};
+
+constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after each output
+constexpr float default_epsilon = 1e-5f;
+
+std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
+const char* name_of(Norm norm) { return norm == Norm::layer ? "LayerNorm" : "RMSNorm"; }
+
+//! A problem: x, gamma and beta as floats (the type's values: bf16 ones are rounded first), and epsilon.
+struct Problem {
+    Shape shape;
+    std::vector<float> x, gamma, beta;
+    float epsilon = default_epsilon;
+};
+
+Problem random_problem(Shape shape, std::uint64_t seed, bool is_bf16)
+{
+    Problem p{shape, random_values(static_cast<std::size_t>(shape.rows) * shape.cols, seed, -3.0f, 5.0f),
+              random_values(static_cast<std::size_t>(shape.cols), seed + 1, 0.5f, 1.5f),
+              random_values(static_cast<std::size_t>(shape.cols), seed + 2, -0.5f, 0.5f)};
+    if (is_bf16) {
+        p.x = round_to_bf16(p.x);
+        p.gamma = round_to_bf16(p.gamma);
+        p.beta = round_to_bf16(p.beta);
+    }
+    return p;
+}
+
+//! What a run found: y as floats, and LayerNorm's mean and rstd.
+struct StepRun {
+    cudaError_t launch = cudaErrorUnknown;
+    std::vector<float> y, mean, rstd;
+};
+
+//! A device copy of `values` (as the type holds them) after `offset` elements, followed by poisoned guard bytes.
+struct Placed {
+    DeviceBuffer<unsigned char> buffer;
+    unsigned char* data;
+    Placed(const std::vector<float>& values, bool is_bf16, std::size_t offset)
+        : buffer(values.size() * (is_bf16 ? 2 : 4) + offset * (is_bf16 ? 2 : 4) + guard_bytes)
+    {
+        buffer.fill_bytes(0xFF, 0);
+        data = buffer.data() + offset * (is_bf16 ? 2 : 4);
+        const std::vector<unsigned char> bytes = narrow(values, is_bf16);
+        STEPWISE_CUDA_CHECK(cudaMemcpy(data, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    }
+    //! The `count` values it holds, after checking the guard after them is still poisoned.
+    std::vector<float> read(std::size_t count, bool is_bf16, const char* what) const
+    {
+        const std::size_t bytes = count * (is_bf16 ? 2 : 4);
+        std::vector<unsigned char> held(bytes + guard_bytes);
+        STEPWISE_CUDA_CHECK(cudaMemcpy(held.data(), data, held.size(), cudaMemcpyDeviceToHost));
+        for (std::size_t i = bytes; i < held.size(); ++i) {
+            if (held[i] != 0xFF) {
+                ADD_FAILURE() << "wrote past " << what << ", at byte " << i - bytes << " after it";
+                break;
+            }
+        }
+        return widen(held.data(), count, is_bf16);
+    }
+};
+
+//! Runs `step`'s `norm` (its fp32 or bf16 launcher) on `p` into poisoned outputs followed by poisoned guards, with a
+//! poisoned workspace; `in_place` gives x's buffer as y. `offset` elements shift x, y, gamma and beta from
+//! cudaMalloc's alignment. Checks the guards, and that x (not in place), gamma and beta were kept.
+StepRun run_step(const Step& step, Norm norm, bool is_bf16, const Problem& p, bool in_place = false,
+                 std::size_t offset = 0)
+{
+    StepRun r;
+    const std::size_t values = p.x.size(), rows = static_cast<std::size_t>(p.shape.rows);
+    Placed x(p.x, is_bf16, offset), gamma(p.gamma, is_bf16, offset), beta(p.beta, is_bf16, offset);
+    Placed y(std::vector<float>(values, std::numeric_limits<float>::quiet_NaN()), is_bf16, offset);
+    Placed mean(std::vector<float>(rows, std::numeric_limits<float>::quiet_NaN()), false, 0);
+    Placed rstd(std::vector<float>(rows, std::numeric_limits<float>::quiet_NaN()), false, 0);
+    unsigned char* out = in_place ? x.data : y.data;
+    auto* d_mean = reinterpret_cast<float*>(mean.data);
+    auto* d_rstd = reinterpret_cast<float*>(rstd.data);
+    const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
+        const int n = p.shape.rows, c = p.shape.cols;
+        if (is_bf16) {
+            const auto* in = reinterpret_cast<const bf16*>(x.data);
+            const auto* g = reinterpret_cast<const bf16*>(gamma.data);
+            return norm == Norm::layer
+                       ? step.layer_norm_bf16(d_temp, temp_bytes, in, g, reinterpret_cast<const bf16*>(beta.data),
+                                              reinterpret_cast<bf16*>(out), d_mean, d_rstd, n, c, p.epsilon, 0)
+                       : step.rms_norm_bf16(d_temp, temp_bytes, in, g, reinterpret_cast<bf16*>(out), n, c, p.epsilon,
+                                            0);
+        }
+        const auto* in = reinterpret_cast<const float*>(x.data);
+        const auto* g = reinterpret_cast<const float*>(gamma.data);
+        return norm == Norm::layer
+                   ? step.layer_norm_fp32(d_temp, temp_bytes, in, g, reinterpret_cast<const float*>(beta.data),
+                                          reinterpret_cast<float*>(out), d_mean, d_rstd, n, c, p.epsilon, 0)
+                   : step.rms_norm_fp32(d_temp, temp_bytes, in, g, reinterpret_cast<float*>(out), n, c, p.epsilon, 0);
+    };
+    std::size_t temp_bytes = 0;
+    r.launch = call(nullptr, temp_bytes);
+    if (r.launch != cudaSuccess) {
+        return r;
+    }
+    EXPECT_GE(temp_bytes, 1u) << "a workspace of 0 bytes would be asked for again, not used";
+    DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+    d_temp.fill_bytes(0xFF, 0);  // a step must not rely on a zeroed workspace
+    r.launch = call(d_temp.data(), temp_bytes);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    r.y = (in_place ? x : y).read(values, is_bf16, "y");
+    if (norm == Norm::layer) {
+        r.mean = mean.read(rows, false, "the means");
+        r.rstd = rstd.read(rows, false, "the rstds");
+    } else {
+        const std::vector<float> untouched = mean.read(rows, false, "the means");
+        EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](float v) { return std::isnan(v); }));
+    }
+    const auto kept = [](const std::vector<float>& a, const std::vector<float>& b) {  // bit for bit: NaN included
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    };
+    if (!in_place) {
+        EXPECT_TRUE(kept(x.read(values, is_bf16, "x"), p.x)) << "the step changed its input";
+    }
+    EXPECT_TRUE(kept(gamma.read(p.gamma.size(), is_bf16, "gamma"), p.gamma)) << "the step changed gamma";
+    EXPECT_TRUE(kept(beta.read(p.beta.size(), is_bf16, "beta"), p.beta)) << "the step changed beta";
+    return r;
+}
+
+//! Compares the rows of a result that `compared` keeps with the reference, and checks them.
+void expect_matches_reference(Norm norm, const Problem& p, const StepRun& r, bool is_bf16,
+                              const std::function<bool(int)>& compared = [](int) { return true; })
+{
+    const int cols = p.shape.cols;
+    const double t = tolerance(cols, is_bf16);
+    Comparison c;
+    std::vector<double> expected(static_cast<std::size_t>(cols));
+    for (int row = 0; row < p.shape.rows; ++row) {
+        if (!compared(row)) {
+            continue;
+        }
+        const std::size_t first = static_cast<std::size_t>(row) * cols;
+        const float* x = p.x.data() + first;
+        if (norm == Norm::layer) {
+            const RowStats e = layer_norm_row(x, p.gamma.data(), p.beta.data(), cols, p.epsilon, expected.data());
+            const RowStats got{r.mean[row], r.rstd[row]};
+            compare_row(x, p.gamma.data(), p.beta.data(), r.y.data() + first, &got, expected.data(), e, cols,
+                        p.epsilon, row, t, c);
+        } else {
+            const RowStats e = rms_norm_row(x, p.gamma.data(), cols, p.epsilon, expected.data());
+            compare_row(x, p.gamma.data(), nullptr, r.y.data() + first, nullptr, expected.data(), e, cols, p.epsilon,
+                        row, t, c);
+        }
+    }
+    EXPECT_TRUE(c.passed()) << name_of(norm) << " " << p.shape.rows << " x " << cols << (is_bf16 ? " bf16: " : " fp32: ")
+                            << c.describe(t);
+}
+
+class NormalizationStepTest : public ::testing::TestWithParam<Step> {
+protected:
+    void SetUp() override { STEPWISE_SKIP_WITHOUT_GPU(); }
+
+    //! Random rows at every shape, in each type the step takes, compared with the reference.
+    void expect_every_shape(bool is_bf16)
+    {
+        const std::uint64_t seed = fresh_seed();
+        SCOPED_TRACE("seed " + std::to_string(seed));
+        std::vector<Shape> all = shapes;
+        if (!stepwise::testing::under_sanitizer()) {
+            all.insert(all.end(), large_shapes.begin(), large_shapes.end());
+        }
+        for (const Shape& shape : all) {
+            const Problem p = random_problem(shape, seed + shape.cols, is_bf16);
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                const StepRun r = run_step(GetParam(), norm, is_bf16, p);
+                ASSERT_EQ(r.launch, cudaSuccess) << name_of(norm) << " " << shape.rows << " x " << shape.cols;
+                expect_matches_reference(norm, p, r, is_bf16);
+            }
+        }
+    }
+
+    //! Special rows at row lengths of every layout. Rows of 1e30 only for the steps that take every finite input.
+    void expect_special_rows(bool is_bf16)
+    {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        const bool full_range = GetParam().full_range;
+        for (const int cols : {3, 100, 1000, 5000, 20000, 150000}) {
+            Problem p = random_problem({9, cols}, fresh_seed(), false);
+            const auto row = [&](int r) { return p.x.begin() + static_cast<std::ptrdiff_t>(r) * cols; };
+            std::fill(row(0), row(1), 3.7f);         // equal values: variance 0, LayerNorm gives beta
+            std::fill(row(1), row(2), 0.0f);         // zeros
+            row(2)[cols / 2] = nan;                  // a NaN: this row NaN, and only this row
+            for (int j = 0; j < cols; ++j) {
+                row(3)[j] *= 1e-30f;                 // tiny values: epsilon dominates
+                row(4)[j] += 1e4f;                   // a mean far from 0 against the spread
+                if (full_range) {
+                    row(5)[j] *= 1e30f;              // squares beyond fp32's largest
+                }
+            }
+            row(6)[cols - 1] = std::numeric_limits<float>::infinity();  // stays in its row (its result unspecified)
+            if (is_bf16) {
+                p.x = round_to_bf16(p.x);
+                p.gamma = round_to_bf16(p.gamma);
+                p.beta = round_to_bf16(p.beta);
+            }
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                const StepRun r = run_step(GetParam(), norm, is_bf16, p);
+                ASSERT_EQ(r.launch, cudaSuccess) << cols << " values per row";
+                expect_matches_reference(norm, p, r, is_bf16, [](int row) { return row != 6; });
+                if (norm == Norm::layer && full_range) {  // equal values: exactly beta (rounded to the type)
+                    for (int j = 0; j < cols; ++j) {
+                        ASSERT_EQ(r.y[j], p.beta[j]) << "row of equal values, col " << j;
+                    }
+                }
+            }
+        }
+    }
+};
+
+TEST_P(NormalizationStepTest, MatchesTheReferenceAtEveryShapeInFp32) { expect_every_shape(false); }
+
+TEST_P(NormalizationStepTest, SpecialRowsInFp32) { expect_special_rows(false); }
+
+//! The steps that also take bf16 (the final one).
+class NormalizationBf16StepTest : public NormalizationStepTest {};
+
+TEST_P(NormalizationBf16StepTest, MatchesTheReferenceAtEveryShapeInBf16) { expect_every_shape(true); }
+
+TEST_P(NormalizationBf16StepTest, SpecialRowsInBf16) { expect_special_rows(true); }
+
+TEST_P(NormalizationStepTest, EpsilonIsHonoured)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape& shape : {Shape{64, 128}, Shape{4, 5000}, Shape{2, 40000}}) {
+        Problem p = random_problem(shape, seed, false);
+        for (float& v : p.x) {
+            v *= 0.01f;  // variance about 2e-4: epsilon of 0.5 changes the result, 0 is the plain formula
+        }
+        for (const float epsilon : {0.0f, 0.5f}) {
+            p.epsilon = epsilon;
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                const StepRun r = run_step(GetParam(), norm, false, p);
+                ASSERT_EQ(r.launch, cudaSuccess);
+                expect_matches_reference(norm, p, r, false);
+            }
+        }
+    }
+}
+
+TEST_P(NormalizationStepTest, InPlace)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape& shape : {Shape{100, 3}, Shape{64, 1024}, Shape{3, 16385}, Shape{2, 100000}, Shape{1, 262145}}) {
+        for (const bool is_bf16 : {false, true}) {
+            if (is_bf16 && GetParam().layer_norm_bf16 == nullptr) {
+                continue;
+            }
+            const Problem p = random_problem(shape, seed, is_bf16);
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                const StepRun r = run_step(GetParam(), norm, is_bf16, p, true);
+                ASSERT_EQ(r.launch, cudaSuccess);
+                expect_matches_reference(norm, p, r, is_bf16);
+            }
+        }
+    }
+}
+
+TEST_P(NormalizationStepTest, RejectsAnEmptyShapeNullPointersAndANegativeEpsilon)
+{
+    const Step& step = GetParam();
+    DeviceBuffer<float> d(16);
+    float* v = d.data();
+    std::size_t temp_bytes = 0;
+    EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, v, v, v, v, v, v, 0, 4, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, v, v, v, v, v, v, 4, 0, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, nullptr, v, v, v, v, v, 2, 2, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, v, v, nullptr, v, v, v, 2, 2, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, v, v, v, v, nullptr, v, 2, 2, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, v, v, v, v, v, v, 2, 2, -1.0f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.rms_norm_fp32(nullptr, temp_bytes, v, nullptr, v, 2, 2, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.rms_norm_fp32(nullptr, temp_bytes, v, v, nullptr, 2, 2, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(step.rms_norm_fp32(nullptr, temp_bytes, v, v, v, 2, 0, 1e-5f, 0), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+INSTANTIATE_TEST_SUITE_P(Normalization, NormalizationStepTest, ::testing::ValuesIn(steps()), step_name);
+INSTANTIATE_TEST_SUITE_P(Normalization, NormalizationBf16StepTest,
+                         ::testing::ValuesIn(stepwise::testing::kept(
+                             steps(), [](const Step& s) { return s.layer_norm_bf16 != nullptr; })),
+                         step_name);
+
+// ---- the final step: any alignment its types allow, and its errors ----
+
+TEST(NormalizationFinalStep, RowsAtEveryElementAlignment)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    // Lengths that are multiples of 8, at pointers 1 to 7 elements past a 16-byte boundary: the 2- and 4-byte paths.
+    for (const Shape& shape : {Shape{33, 64}, Shape{4, 8192}, Shape{2, 65536}, Shape{1, 262144}}) {
+        for (const bool is_bf16 : {false, true}) {
+            const Problem p = random_problem(shape, seed, is_bf16);
+            for (std::size_t offset = 1; offset < 8; offset += 3) {
+                for (const Norm norm : {Norm::layer, Norm::rms}) {
+                    const StepRun r = run_step(steps().back(), norm, is_bf16, p, false, offset);
+                    ASSERT_EQ(r.launch, cudaSuccess) << "offset " << offset;
+                    expect_matches_reference(norm, p, r, is_bf16);
+                }
+            }
+        }
+    }
+}
+
+TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    namespace s = bf16_in_out;
+    DeviceBuffer<unsigned char> d(1 << 24);
+    auto* f = reinterpret_cast<float*>(d.data());
+    auto* b = reinterpret_cast<bf16*>(d.data());
+    const auto* odd_float = reinterpret_cast<const float*>(d.data() + 2);
+    const auto* odd_bf16 = reinterpret_cast<const bf16*>(d.data() + 1);
+    std::size_t temp_bytes = 0;
+    EXPECT_EQ(s::layer_norm(nullptr, temp_bytes, odd_float, f, f, f, f, f, 2, 2, 1e-5f), cudaErrorInvalidValue);
+    EXPECT_EQ(s::layer_norm(nullptr, temp_bytes, f, odd_float, f, f, f, f, 2, 2, 1e-5f), cudaErrorInvalidValue);
+    EXPECT_EQ(s::layer_norm(nullptr, temp_bytes, b, b, odd_bf16, b, f, f, 2, 2, 1e-5f), cudaErrorInvalidValue);
+    EXPECT_EQ(s::rms_norm(nullptr, temp_bytes, odd_bf16, b, b, 2, 2, 1e-5f), cudaErrorInvalidValue);
+    // Rows longer than a cluster need a workspace: one byte short of it is refused.
+    const int cols = 300000;
+    for (const bool layer : {true, false}) {
+        const auto call = [&](void* d_temp, std::size_t& bytes) {
+            return layer ? s::layer_norm(d_temp, bytes, f, f, f, f, f + 2 * cols, f + 2 * cols + 2, 2, cols, 1e-5f)
+                         : s::rms_norm(d_temp, bytes, f, f, f, 2, cols, 1e-5f);
+        };
+        ASSERT_EQ(call(nullptr, temp_bytes), cudaSuccess);
+        ASSERT_GT(temp_bytes, 1u);
+        DeviceBuffer<unsigned char> d_temp(temp_bytes);
+        std::size_t short_bytes = temp_bytes - 1;
+        EXPECT_EQ(call(d_temp.data(), short_bytes), cudaErrorInvalidValue);
+    }
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(NormalizationProfile, EveryStepOnceAtOneMainShape)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const Problem p = random_problem({4096, 4096}, fresh_seed(), false);
+    for (const Step& step : steps()) {
+        for (const Norm norm : {Norm::layer, Norm::rms}) {
+            ASSERT_EQ(run_step(step, norm, false, p).launch, cudaSuccess) << step.id;
+            if (step.layer_norm_bf16 != nullptr) {
+                ASSERT_EQ(run_step(step, norm, true, random_problem({4096, 4096}, 1, true)).launch, cudaSuccess);
+            }
+        }
+    }
+}
+
+TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const int num_rows = 1000;
+    const int num_cols = 3000;
+    const Problem p = random_problem({num_rows, num_cols}, fresh_seed(), true);
+    const auto to_device_type = [](const std::vector<float>& v) {
+        const std::vector<unsigned char> bytes = narrow(v, true);
+        std::vector<__nv_bfloat16> out(v.size());
+        std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
+        return out;
+    };
+    const std::vector<__nv_bfloat16> h_x = to_device_type(p.x), h_gamma = to_device_type(p.gamma),
+                                     h_beta = to_device_type(p.beta);
+    std::vector<__nv_bfloat16> h_y(h_x.size());
+    std::vector<float> h_mean(num_rows), h_rstd(num_rows);
+    // example-begin normalization-usage
+    namespace nm = stepwise::normalization::bf16_in_out;
+    __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
+    float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
+    const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
+    ASSERT_EQ(cudaMalloc(&d_x, bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_gamma, row_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_beta, row_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_mean, num_rows * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_rstd, num_rows * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_x, h_x.data(), bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_gamma, h_gamma.data(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d_beta, h_beta.data(), row_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+
+    std::size_t temp_bytes = 0;  // first ask for the workspace's size, then run (in place here)
+    const float epsilon = 1e-5f;
+    ASSERT_EQ(nm::layer_norm(nullptr, temp_bytes, d_x, d_gamma, d_beta, d_x, d_mean, d_rstd, num_rows, num_cols,
+                             epsilon),
+              cudaSuccess);
+    void* d_temp = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_temp, temp_bytes), cudaSuccess);
+    ASSERT_EQ(nm::layer_norm(d_temp, temp_bytes, d_x, d_gamma, d_beta, d_x, d_mean, d_rstd, num_rows, num_cols,
+                             epsilon),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(h_y.data(), d_x, bytes, cudaMemcpyDeviceToHost), cudaSuccess);  // waits for it
+    ASSERT_EQ(cudaMemcpy(h_mean.data(), d_mean, num_rows * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(h_rstd.data(), d_rstd, num_rows * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+
+    for (void* d : {static_cast<void*>(d_x), static_cast<void*>(d_gamma), static_cast<void*>(d_beta),
+                    static_cast<void*>(d_mean), static_cast<void*>(d_rstd), d_temp}) {
+        ASSERT_EQ(cudaFree(d), cudaSuccess);
+    }
+    // example-end normalization-usage
+    StepRun r;
+    r.y = widen(reinterpret_cast<const unsigned char*>(h_y.data()), h_y.size(), true);
+    r.mean = h_mean;
+    r.rstd = h_rstd;
+    expect_matches_reference(Norm::layer, p, r, true);
+}
+
+}  // namespace
+}  // namespace stepwise::normalization
