@@ -16,21 +16,24 @@ namespace {
 
 //! The kernels of steps 6 and 7, for LayerNorm (Moments) and RMSNorm (Squares): the rows kernel with 16-byte accesses
 //! (4 floats) and 16 or 32 values per thread, or 4-byte accesses and 16 values, and the split path's kernels.
+//! The name of a step's type as the compiler's report spells it inside a kernel's template arguments.
+#define STEPWISE_QUALIFIED(ns, type) "stepwise::normalization::" #ns "::" #type
+
 #define STEPWISE_REGISTER_KERNELS(ns)                                                                                 \
-    {kernel_entry("norm_rows_kernel<Moments, 4, 16>", ns::norm_rows_kernel<ns::Moments, 4, 16>, dim3(ns::short_rows_block)), \
-     kernel_entry("norm_rows_kernel<Moments, 1, 16>", ns::norm_rows_kernel<ns::Moments, 1, 16>, dim3(ns::short_rows_block)), \
-     kernel_entry("norm_rows_kernel<Moments, 4, 32>", ns::norm_rows_kernel<ns::Moments, 4, 32>,                       \
+    {kernel_entry("norm_rows_kernel<" STEPWISE_QUALIFIED(ns, Moments) ", 4, 16>", ns::norm_rows_kernel<ns::Moments, 4, 16>, dim3(ns::short_rows_block)), \
+     kernel_entry("norm_rows_kernel<" STEPWISE_QUALIFIED(ns, Moments) ", 1, 16>", ns::norm_rows_kernel<ns::Moments, 1, 16>, dim3(ns::short_rows_block)), \
+     kernel_entry("norm_rows_kernel<" STEPWISE_QUALIFIED(ns, Moments) ", 4, 32>", ns::norm_rows_kernel<ns::Moments, 4, 32>,                       \
                   dim3(ns::max_block_threads<32>)),                                                                   \
-     kernel_entry("norm_rows_kernel<Squares, 4, 16>", ns::norm_rows_kernel<ns::Squares, 4, 16>, dim3(ns::short_rows_block)), \
-     kernel_entry("norm_rows_kernel<Squares, 1, 16>", ns::norm_rows_kernel<ns::Squares, 1, 16>, dim3(ns::short_rows_block)), \
-     kernel_entry("norm_rows_kernel<Squares, 4, 32>", ns::norm_rows_kernel<ns::Squares, 4, 32>,                       \
+     kernel_entry("norm_rows_kernel<" STEPWISE_QUALIFIED(ns, Squares) ", 4, 16>", ns::norm_rows_kernel<ns::Squares, 4, 16>, dim3(ns::short_rows_block)), \
+     kernel_entry("norm_rows_kernel<" STEPWISE_QUALIFIED(ns, Squares) ", 1, 16>", ns::norm_rows_kernel<ns::Squares, 1, 16>, dim3(ns::short_rows_block)), \
+     kernel_entry("norm_rows_kernel<" STEPWISE_QUALIFIED(ns, Squares) ", 4, 32>", ns::norm_rows_kernel<ns::Squares, 4, 32>,                       \
                   dim3(ns::max_block_threads<32>)),                                                                   \
-     kernel_entry("split_partials_kernel<Moments, 4>", ns::split_partials_kernel<ns::Moments, 4>,                     \
+     kernel_entry("split_partials_kernel<" STEPWISE_QUALIFIED(ns, Moments) ", 4>", ns::split_partials_kernel<ns::Moments, 4>,                     \
                   dim3(ns::split_block_threads)),                                                                     \
-     kernel_entry("split_partials_kernel<Squares, 4>", ns::split_partials_kernel<ns::Squares, 4>,                     \
+     kernel_entry("split_partials_kernel<" STEPWISE_QUALIFIED(ns, Squares) ", 4>", ns::split_partials_kernel<ns::Squares, 4>,                     \
                   dim3(ns::split_block_threads)),                                                                     \
-     kernel_entry("split_merge_kernel<Moments>", ns::split_merge_kernel<ns::Moments>, dim3(ns::split_block_threads)), \
-     kernel_entry("split_merge_kernel<Squares>", ns::split_merge_kernel<ns::Squares>, dim3(ns::split_block_threads)), \
+     kernel_entry("split_merge_kernel<" STEPWISE_QUALIFIED(ns, Moments) ">", ns::split_merge_kernel<ns::Moments>, dim3(ns::split_block_threads)), \
+     kernel_entry("split_merge_kernel<" STEPWISE_QUALIFIED(ns, Squares) ">", ns::split_merge_kernel<ns::Squares>, dim3(ns::split_block_threads)), \
      kernel_entry("split_store_kernel<true, 4>", ns::split_store_kernel<true, 4>, dim3(ns::split_block_threads)),     \
      kernel_entry("split_store_kernel<false, 4>", ns::split_store_kernel<false, 4>, dim3(ns::split_block_threads))}
 
@@ -42,7 +45,8 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
     namespace s = bf16_in_out;
     constexpr int w = 16 / sizeof(T);
     const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
-    const std::string t = type + ", ", wide = ", " + std::to_string(w);
+    const std::string q = "stepwise::normalization::bf16_in_out::";
+    const std::string t = type + ", " + q, wide = ", " + std::to_string(w);
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16>", s::norm_rows_kernel<T, s::Moments, w, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16>", s::norm_rows_kernel<T, s::Moments, 1, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32>", s::norm_rows_kernel<T, s::Moments, w, 32>, rows32));
@@ -53,8 +57,8 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", s::split_partials_kernel<T, s::Squares, w>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", s::split_merge_kernel<T, s::Moments>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Squares>", s::split_merge_kernel<T, s::Squares>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + t + "true" + wide + ">", s::split_store_kernel<T, true, w>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + t + "false" + wide + ">", s::split_store_kernel<T, false, w>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ">", s::split_store_kernel<T, true, w>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ">", s::split_store_kernel<T, false, w>, split));
 }
 
 std::vector<KernelEntry> bf16_kernels()
@@ -155,5 +159,6 @@ const std::vector<Step>& steps()
 }
 
 #undef STEPWISE_REGISTER_KERNELS
+#undef STEPWISE_QUALIFIED
 
 }  // namespace stepwise::normalization
