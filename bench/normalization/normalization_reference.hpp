@@ -50,9 +50,9 @@ struct Comparison {
 //! @brief Compares row `row` of a result with the reference. An output y_j passes where
 //!        |y_j - ref_j| <= tolerance * scale_j, scale_j = |gamma_j| * ((|x_j| + |mean|) * rstd + 1) + |beta_j| (the
 //!        size of the terms it is made of; `beta` nullptr: 0), and is NaN exactly where the reference is. With
-//!        `got_stats` (LayerNorm), the mean must be within tolerance * (|mean| + std) and rstd within
-//!        tolerance * rstd, std = sqrt(1 / rstd^2 - epsilon); NaN where the reference's are NaN, not finite where
-//!        they are not.
+//!        `got_stats` (LayerNorm), the mean must be within b = tolerance * (|mean| + std), std = sqrt(1 / rstd^2 -
+//!        epsilon), and rstd within tolerance * rstd + b^2 rstd^3 / 2 (a mean off by b adds b^2 to the variance
+//!        taken around it); NaN where the reference's are NaN, not finite where they are not.
 void compare_row(const float* x, const float* gamma, const float* beta, const float* got, const RowStats* got_stats,
                  const double* expected, RowStats expected_stats, int num_cols, double epsilon, std::int64_t row,
                  double tolerance, Comparison& c);

@@ -6,15 +6,17 @@
 //! it. Here each thread loads its part of the row into registers, 16 values
 //! (four 16-byte loads), or 32 in rows longer than 4096 values with 16-byte
 //! accesses, and the output is written from them: one read and one write
-//! per element, the copy's traffic. Holding its values, a thread takes two
-//! exact passes over them (their mean, then the squares of their deviations)
-//! and scales the squares by a power of two of the largest, so that rows of
-//! 1e30 do not overflow; threads merge as in step 5, one reduction for both
-//! statistics. Short rows keep several rows per block, with a power of two
-//! of lanes per row sized to the row; a row of up to 16384 values is one
-//! block's. A longer row is split over blocks of 256 threads, which write
-//! their statistics to global memory; a second kernel merges each row's, and
-//! a third reads every slice again and writes it.
+//! per element, the copy's traffic. With the values held, LayerNorm's two
+//! statistics take two reductions of registers instead of two reads: the
+//! sum of the differences from the row's first value (exact for equal
+//! values), then the squares of the deviations from that mean, scaled by a
+//! power of two of the largest so that rows of 1e30 do not overflow: plain
+//! sums, cheaper to merge than step 5's triples. Short rows keep several
+//! rows per block, with a power of two of lanes per row sized to the row; a
+//! row of up to 16384 values is one block's. A longer row is split over
+//! blocks of 256 threads, which write their statistics to global memory
+//! (merged with Chan's formula); a second kernel merges each row's, and a
+//! third reads every slice again and writes it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,17 +49,18 @@ struct alignas(sizeof(float) * Width) Chunk {
     float v[Width];
 };
 
-//! @brief A power of two at least |m| (within 2^-126 and 2^127), and its inverse: scaling by them is exact.
-struct Scale {
-    float value, inverse;
-};
-__device__ __forceinline__ Scale power_of_two_above(float m)
+constexpr float smallest_scale = 0x1p-126f;  //!< the scale of no values: any other is at least as large
+
+//! @brief A power of two at least |m| (2^-126 to 2^126; m beyond 2^126 at most 4 times it), from m's exponent bits:
+//!        scaling by it, or by its inverse, is exact.
+__device__ __forceinline__ float power_of_two_above(float m)
 {
-    int exponent = 0;
-    frexpf(m, &exponent);  // m = f * 2^exponent, 0.5 <= f < 1
-    exponent = max(-126, min(exponent, 127));
-    return {ldexpf(1.0f, exponent), ldexpf(1.0f, -exponent)};
+    const unsigned bits = (__float_as_uint(m) & 0x7f800000u) + 0x00800000u;  // 2^(floor(log2 |m|) + 1)
+    return __uint_as_float(min(max(bits, 0x00800000u), 0x7e800000u));
 }
+
+//! @brief 1 / p, exactly, for a power of two p from power_of_two_above().
+__device__ __forceinline__ float inverse_power_of_two(float p) { return __uint_as_float(0x7f000000u - __float_as_uint(p)); }
 
 //! @brief A sum of squares kept as scale^2 * sum, `scale` a power of two at least the largest root: no square of an
 //!        fp32 value overflows (rows of 1e30 work) or vanishes.
@@ -69,9 +72,11 @@ struct Squares {
 __device__ __forceinline__ Squares merge(Squares a, Squares b)
 {
     const float scale = fmaxf(a.scale, b.scale);
-    const float ra = a.scale / scale, rb = b.scale / scale;
+    const float inverse = inverse_power_of_two(scale);
+    const float ra = a.scale * inverse, rb = b.scale * inverse;
     return {scale, a.sum * ra * ra + b.sum * rb * rb};
 }
+__device__ __forceinline__ float merge(float a, float b) { return a + b; }
 
 //! @brief LayerNorm's statistics of some values: how many, their mean, and their squared deviations from it.
 struct Moments {
@@ -88,74 +93,51 @@ __device__ __forceinline__ Moments merge(Moments a, Moments b)
     }
     const float delta = b.mean - a.mean;
     const float b_share = b.count / count;
-    const Scale s = power_of_two_above(fabsf(delta));
-    const float scaled = delta * s.inverse;
-    const Squares between{s.value, scaled * scaled * a.count * b_share};
+    const float scale = power_of_two_above(delta);
+    const float scaled = delta * inverse_power_of_two(scale);
+    const Squares between{scale, scaled * scaled * a.count * b_share};
     return {count, a.mean + delta * b_share, merge(merge(a.m2, b.m2), between)};
 }
 
+__device__ __forceinline__ float shuffle_xor(float v, int offset, int width)
+{
+    return __shfl_xor_sync(0xffffffffu, v, offset, width);
+}
 __device__ __forceinline__ Squares shuffle_xor(Squares q, int offset, int width)
 {
-    return {__shfl_xor_sync(0xffffffffu, q.scale, offset, width), __shfl_xor_sync(0xffffffffu, q.sum, offset, width)};
+    return {shuffle_xor(q.scale, offset, width), shuffle_xor(q.sum, offset, width)};
 }
 __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
 {
-    return {__shfl_xor_sync(0xffffffffu, m.count, offset, width), __shfl_xor_sync(0xffffffffu, m.mean, offset, width),
-            shuffle_xor(m.m2, offset, width)};
+    return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
 }
 
-//! @brief RMSNorm's statistics of a thread's values (those past the row are 0): their sum of squares.
+//! @brief The squares of the first `count` values' differences from `center`, scaled by a power of two of the
+//!        largest.
 template <int Values>
-__device__ __forceinline__ Squares thread_statistics(const float (&x)[Values], int, Squares)
+__device__ __forceinline__ Squares thread_squares(const float (&x)[Values], int count, float center)
 {
     float largest = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
-        largest = fmaxf(largest, fabsf(x[i]));
+        largest = fmaxf(largest, i < count ? fabsf(x[i] - center) : 0.0f);
     }
-    const Scale s = power_of_two_above(largest);
+    const float scale = power_of_two_above(largest);
+    const float inverse = inverse_power_of_two(scale);
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
-        sum += (x[i] * s.inverse) * (x[i] * s.inverse);
+        const float d = (x[i] - center) * inverse;
+        sum += i < count ? d * d : 0.0f;
     }
-    return {s.value, sum};
-}
-
-//! @brief LayerNorm's statistics of the first `count` values of a thread, in two passes over its registers: the
-//!        mean (of the differences from the first value, exact for equal values), then the squared deviations.
-template <int Values>
-__device__ __forceinline__ Moments thread_statistics(const float (&x)[Values], int count, Moments)
-{
-    if (count == 0) {
-        return {0.0f, 0.0f, {1.0f, 0.0f}};
-    }
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        sum += i < count ? x[i] - x[0] : 0.0f;
-    }
-    const float mean = x[0] + sum / count;
-    float largest = 0.0f;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        largest = fmaxf(largest, i < count ? fabsf(x[i] - mean) : 0.0f);
-    }
-    const Scale s = power_of_two_above(largest);
-    float squares = 0.0f;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        const float d = (x[i] - mean) * s.inverse;
-        squares += i < count ? d * d : 0.0f;
-    }
-    return {static_cast<float>(count), mean, {s.value, squares}};
+    return {scale, sum};
 }
 
 //! @brief 1 / sqrt(scale^2 * sum / n + epsilon), without forming a square that would overflow.
 __device__ __forceinline__ float inverse_root(Squares q, float n, float epsilon)
 {
     if (q.scale > 1.0f || epsilon == 0.0f) {
-        const float inverse = 1.0f / q.scale;
+        const float inverse = inverse_power_of_two(q.scale);
         return inverse * rsqrtf(q.sum / n + epsilon * inverse * inverse);
     }
     return rsqrtf(q.scale * q.scale * (q.sum / n) + epsilon);  // a square that vanishes is negligible beside epsilon
@@ -195,6 +177,47 @@ __device__ __forceinline__ Stats merge_block(Stats s, Stats* warp_stats, Stats n
     return merge_lanes(lane < warps ? warp_stats[lane] : none, 32);
 }
 
+//! @brief `v` reduced over the thread's group: its `group_threads` lanes (<= 32), or its whole block (`none`: what
+//!        missing warps add); every thread of the group gets it.
+template <typename V>
+__device__ __forceinline__ V reduce_group(V v, int group_threads, V* warp_scratch, V none)
+{
+    return group_threads <= 32 ? merge_lanes(v, group_threads) : merge_block(v, warp_scratch, none);
+}
+
+//! @brief Shared memory of the group reductions: one array per reduction, so that a second needs no barrier to
+//!        wait for the first's readers.
+struct GroupScratch {
+    float sums[32];
+    Squares squares[32];
+};
+
+//! @brief RMSNorm's statistics of the group's values (those past the row are 0): their sum of squares.
+template <int Values>
+__device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
+                                                    GroupScratch& scratch, Squares)
+{
+    return reduce_group(thread_squares(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
+}
+
+//! @brief LayerNorm's statistics of the group's `group_count` values, the thread's first `count`, in two
+//!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
+//!        then the squares of the deviations from it, in the thread's registers.
+template <int Values>
+__device__ __forceinline__ Moments group_statistics(const float (&x)[Values], int count, int group_count, float shift,
+                                                    int group_threads, GroupScratch& scratch, Moments)
+{
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        sum += i < count ? x[i] - shift : 0.0f;
+    }
+    const float mean = shift + reduce_group(sum, group_threads, scratch.sums, 0.0f) / group_count;
+    const Squares m2 = reduce_group(thread_squares(x, count, mean), group_threads, scratch.squares,
+                                    Squares{smallest_scale, 0.0f});
+    return {static_cast<float>(group_count), mean, m2};
+}
+
 //! @brief What the kernels read and write. RMSNorm has no `d_beta`, `d_mean` or `d_rstd` (nullptr).
 struct Args {
     const float* d_in;
@@ -212,9 +235,9 @@ template <typename Stats>
 __device__ __forceinline__ Stats no_values()
 {
     if constexpr (std::is_same_v<Stats, Moments>) {
-        return {0.0f, 0.0f, {1.0f, 0.0f}};
+        return {0.0f, 0.0f, {smallest_scale, 0.0f}};
     } else {
-        return {1.0f, 0.0f};
+        return {smallest_scale, 0.0f};
     }
 }
 
@@ -290,7 +313,7 @@ template <typename Stats, int Width, int Values>
 static __global__ void __launch_bounds__(max_block_threads<Values>)
     norm_rows_kernel(Args args, int group_threads)
 {
-    __shared__ Stats warp_stats[32];
+    __shared__ GroupScratch scratch;
     Place at;
     if (group_threads <= 32) {
         at = {static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) + threadIdx.x / group_threads, 0,
@@ -302,12 +325,10 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * args.num_cols;
     float x[Values];
     const int count = load_slice<Width, Values>(x, args.d_in + row_offset, at, args.num_cols, row_valid);
-    Stats s = thread_statistics(x, count, Stats{});
-    if (group_threads <= 32) {
-        s = merge_lanes(s, group_threads);
-    } else {
-        s = merge_block(s, warp_stats, no_values<Stats>());
-    }
+    const int group_count =
+        static_cast<int>(min(args.num_cols - at.first, std::int64_t{at.threads} * Values));
+    const float shift = row_valid ? args.d_in[row_offset] : 0.0f;
+    Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     store_slice<std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
     if (row_valid && at.lane == 0) {
@@ -320,14 +341,16 @@ template <typename Stats, int Width>
 static __global__ void __launch_bounds__(split_block_threads)
     split_partials_kernel(Args args, Stats* d_partials, int blocks_per_row)
 {
-    __shared__ Stats warp_stats[32];
+    __shared__ GroupScratch scratch;
     const Place at{blockIdx.x / blocks_per_row,
                    static_cast<std::int64_t>(blockIdx.x % blocks_per_row) * blockDim.x * split_values,
                    static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+    const std::size_t row_offset = static_cast<std::size_t>(at.row) * args.num_cols;
     float x[split_values];
-    const int count = load_slice<Width, split_values>(
-        x, args.d_in + static_cast<std::size_t>(at.row) * args.num_cols, at, args.num_cols, true);
-    const Stats block = merge_block(thread_statistics(x, count, Stats{}), warp_stats, no_values<Stats>());
+    const int count = load_slice<Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
+    const int slice_count = static_cast<int>(
+        min(args.num_cols - at.first, std::int64_t{at.threads} * split_values));
+    const Stats block = group_statistics(x, count, slice_count, args.d_in[row_offset], at.threads, scratch, Stats{});
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
@@ -446,7 +469,7 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
     const bool rms = std::is_same_v<Stats, Squares>;
     bool all_aligned = true, vector_aligned = true;
     for (const void* p : pointers) {
-        if (p == nullptr && !(rms && p == args.d_beta)) {
+        if (p == nullptr && !(rms && &p == &pointers[2])) {  // RMSNorm has no beta
             return cudaErrorInvalidValue;
         }
         all_aligned = all_aligned && aligned(p, sizeof(float));
