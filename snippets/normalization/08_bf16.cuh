@@ -572,7 +572,7 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
     const void* pointers[] = {args.d_in, args.d_gamma, args.d_beta, args.d_out};
     const bool rms = std::is_same_v<Stats, Squares>;
     bool all_aligned = true, vector_aligned = true;
-    for (const void* p : pointers) {
+    for (const void* const& p : pointers) {
         if (p == nullptr && !(rms && &p == &pointers[2])) {  // RMSNorm has no beta
             return cudaErrorInvalidValue;
         }
