@@ -222,7 +222,7 @@ __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], in
     return reduce_group(thread_squares(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
-//! @brief LayerNorm's statistics of the group's `group_count` values, the thread's first `count`, in two
+//! @brief LayerNorm's statistics of the group's `group_count` values (0 or more), the thread's first `count`, in two
 //!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
 //!        then the squares of the deviations from it, in the thread's registers.
 template <int Values>
@@ -234,7 +234,8 @@ __device__ __forceinline__ Moments group_statistics(const float (&x)[Values], in
     for (int i = 0; i < Values; ++i) {
         sum += i < count ? x[i] - shift : 0.0f;
     }
-    const float mean = shift + reduce_group(sum, group_threads, scratch.sums, 0.0f) / group_count;
+    sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
+    const float mean = group_count > 0 ? shift + sum / group_count : 0.0f;  // a cluster's last block may have none
     const Squares m2 = reduce_group(thread_squares(x, count, mean), group_threads, scratch.squares,
                                     Squares{smallest_scale, 0.0f});
     return {static_cast<float>(group_count), mean, m2};
@@ -351,7 +352,7 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     float x[Values];
     const int count = load_slice<Width, Values>(x, args.d_in + row_offset, at, args.num_cols, row_valid);
     const int group_count =
-        static_cast<int>(min(args.num_cols - at.first, std::int64_t{at.threads} * Values));
+        static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? args.d_in[row_offset] : 0.0f;
     Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
     if (cluster_blocks > 1) {
@@ -382,7 +383,7 @@ static __global__ void __launch_bounds__(split_block_threads)
     float x[split_values];
     const int count = load_slice<Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
     const int slice_count = static_cast<int>(
-        min(args.num_cols - at.first, std::int64_t{at.threads} * split_values));
+        max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * split_values)));
     const Stats block = group_statistics(x, count, slice_count, args.d_in[row_offset], at.threads, scratch, Stats{});
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
