@@ -213,7 +213,7 @@ __device__ __forceinline__ Moments group_statistics(const float (&x)[Values], in
         sum += i < count ? x[i] - shift : 0.0f;
     }
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
-    const float mean = group_count > 0 ? shift + sum / group_count : 0.0f;  // a cluster's last block may have none
+    const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
     const Squares m2 = reduce_group(thread_squares(x, count, mean), group_threads, scratch.squares,
                                     Squares{smallest_scale, 0.0f});
     return {static_cast<float>(group_count), mean, m2};
