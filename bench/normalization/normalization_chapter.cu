@@ -96,10 +96,11 @@ public:
         entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of x's bytes (reads and writes them)"}};
         std::vector<std::int64_t> layer_sizes, rms_sizes;
         for (const normalization::Step& s : normalization::steps()) {
-            // The final step's overloads (fp32, bf16) call the templates `layer_norm_of` and `rms_norm_of`; the page
-            // documents them.
-            StepEntry step{s.id, s.title, s.file, s.name_space, s.layer_norm_bf16 != nullptr ? "layer_norm_of" : "layer_norm",
-                           true, true, {}, s.kernels};
+            // Both launchers; the final step's overloads (fp32, bf16) call the templates `layer_norm_of` and
+            // `rms_norm_of`, which the page documents.
+            StepEntry step{s.id,  s.title, s.file, s.name_space,
+                           s.layer_norm_bf16 != nullptr ? "layer_norm_of, rms_norm_of" : "layer_norm, rms_norm",
+                           true,  true,    {},     s.kernels};
             for (const Norm norm : {Norm::layer, Norm::rms}) {
                 for (const auto& rc : main_shapes) {
                     step.sizes.push_back(problem_size({norm, rc[0], rc[1], 4}));

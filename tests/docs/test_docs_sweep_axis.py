@@ -122,6 +122,16 @@ def test_n_of_a_matrix_shape_and_its_problems_last_word(chapter):
     assert gemm.n_of("512") == 512
 
 
+def test_n_of_with_several_words_takes_the_size_whose_problem_has_each(chapter):
+    # Where a chapter's problems share a shape and a type (LayerNorm and RMSNorm, each in fp32 and bf16).
+    assert chapter.n_of("1024x1024/fixture/bf16") == BF16
+    assert chapter.n_of("1024x1024/FLOAT/fixture") == MAIN  # any order, any case
+    with pytest.raises(DataError, match="more than one size"):
+        chapter.n_of("1024x1024/fixture/1024")
+    with pytest.raises(DataError, match="no size"):
+        chapter.n_of("1024x1024/fixture/fp16")
+
+
 @pytest.mark.parametrize("text, needles", [
     ("1024x1024", ["'1024x1024' is ambiguous", "2 sizes", "'FIXTURE 1024 x 1024 float'",
                    "'FIXTURE 1024 x 1024 bf16'", "1024x1024/WORD"]),

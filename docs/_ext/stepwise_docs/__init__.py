@@ -102,7 +102,8 @@ also ``speedup_over:ROW`` and ``time_over:ROW``; N defaults to the chapter's fir
 main size; ``#MxNxK`` or ``#RxC`` names a problem by its registry ``shape`` (a
 rectangular GEMM, a matrix), whose n is a key that the plots against n leave out;
 where sizes share a shape (fp32 and bf16), ``#RxC/WORD`` the one whose problem text
-ends in WORD, e.g. ``#16384x8192/bf16``; an unknown or ambiguous shape is an error), and
+ends in WORD, e.g. ``#16384x8192/bf16``, or with several words the one that has each,
+e.g. ``#16384x8192/layernorm/bf16``; an unknown or ambiguous shape is an error), and
 ``{stepwise-ncu-number}`CHAPTER/STEP/FIELD[@first]``` (see ncu.FIELDS, e.g.
 ``divergent_branches``, ``branch_uniformity``, ``achieved_occupancy``; reads the
 primary GPU's file of the last ``stepwise-ncu`` directive for that chapter on the

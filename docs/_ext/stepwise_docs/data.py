@@ -214,7 +214,8 @@ class Chapter:
     def n_of(self, text: str) -> int:
         """The n of a size as the pages cite it: ``4096``; ``MxNxK`` or ``RxC`` for a size with that
         ``shape``; where several sizes share the shape (fp32 and bf16), ``RxC/WORD`` for the one whose
-        problem text ends in WORD (``16384x8192/bf16``, any case). An unknown or ambiguous shape is a
+        problem text ends in WORD (``16384x8192/bf16``, any case), or ``RxC/WORD/WORD...`` for the one
+        whose problem has each WORD (``16384x8192/layernorm/bf16``). An unknown or ambiguous shape is a
         DataError naming the candidates."""
         shape_text, slash, suffix = text.partition("/")
         if "x" not in shape_text and not slash:
@@ -233,8 +234,12 @@ class Chapter:
             raise DataError(f"chapter {self.id!r} has no size of shape {shape_text!r} in the step registry")
         named = ", ".join(repr(p) for p in candidates.values())
         if slash:
-            word = suffix.strip().lower()
-            found = [n for n, p in candidates.items() if p.split() and p.split()[-1].lower() == word]
+            # One word: the last of the problem ("16384x8192/bf16"); several: each among its words
+            # ("16384x8192/layernorm/bf16").
+            words = [w.strip().lower() for w in suffix.split("/")]
+            found = [n for n, p in candidates.items()
+                     if p.split() and (p.split()[-1].lower() == words[0] if len(words) == 1
+                                       else all(w in [q.lower() for q in p.split()] for w in words))]
             if len(found) == 1:
                 return found[0]
             raise DataError(

@@ -256,17 +256,32 @@ class StepDirective(_Base):
             self.env.note_dependency(str(index.resolve()))
         from breathe.directives.function import DoxygenFunctionDirective
 
-        # A launcher named with template arguments (sum_matrix<32, 16>) is documented as the template.
-        launcher = step["launcher"].split("<", 1)[0].strip()
-        name = f"{step['namespace']}::{launcher}"
-        directive = DoxygenFunctionDirective(
-            "doxygenfunction", [name], {}, StringList(), self.lineno, self.content_offset,
-            self.block_text, self.state, self.state_machine)
-        result = directive.run()
+        # A launcher named with template arguments (sum_matrix<32, 16>) is documented as the template; a
+        # step with several launchers (layer_norm and rms_norm) names them separated by commas.
+        launchers = [part.split("<", 1)[0].strip() for part in launcher_names(step["launcher"])]
         box = nodes.container(classes=["stepwise-api"])
-        box += nodes.rubric("", "Launcher", classes=["stepwise-rubric"])
-        box.extend(result)
+        box += nodes.rubric("", "Launcher" if len(launchers) == 1 else "Launchers", classes=["stepwise-rubric"])
+        for launcher in launchers:
+            directive = DoxygenFunctionDirective(
+                "doxygenfunction", [f"{step['namespace']}::{launcher}"], {}, StringList(), self.lineno,
+                self.content_offset, self.block_text, self.state, self.state_machine)
+            box.extend(directive.run())
         return [box]
+
+
+def launcher_names(text: str) -> list[str]:
+    """The launchers a registry's ``launcher`` names: one, or several separated by commas outside template
+    arguments (``layer_norm, rms_norm``; ``sum_matrix<32, 16>`` is one)."""
+    names, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch == "<") - (ch == ">")
+        if ch == "," and depth == 0:
+            names.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    names.append(current.strip())
+    return [n for n in names if n]
 
 
 def same_source_parts(prev: dict, step: dict) -> list[tuple[str, str]]:
