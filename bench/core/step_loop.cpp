@@ -109,4 +109,15 @@ void add_reference_rows(nlohmann::json& out, const std::string& list, MeasureCon
     }
 }
 
+std::vector<int> checked_rows(int num_rows, int num_cols, std::int64_t values)
+{
+    std::vector<int> out;
+    const std::int64_t wanted = std::max<std::int64_t>(1, std::min<std::int64_t>(num_rows, values / num_cols));
+    for (std::int64_t i = 0; i < wanted; ++i) {
+        out.push_back(static_cast<int>(wanted == 1 ? 0 : i * (num_rows - 1) / (wanted - 1)));
+    }
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+}
+
 }  // namespace stepwise

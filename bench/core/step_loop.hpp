@@ -102,4 +102,9 @@ void add_step_rows(nlohmann::json& out, MeasureContext& context, const ChapterEn
 void add_reference_rows(nlohmann::json& out, const std::string& list, MeasureContext& context,
                         const ChapterEntry& chapter, const ReferenceEntry& reference, const TimedRow& row);
 
+//! @brief The rows of a `num_rows` x `num_cols` matrix that a row-wise check compares with its reference: every row
+//!        while they hold at most `values` values, else about `values` values of evenly spaced rows, the first
+//!        and the last among them (at least one row).
+std::vector<int> checked_rows(int num_rows, int num_cols, std::int64_t values);
+
 }  // namespace stepwise

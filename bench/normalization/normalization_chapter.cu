@@ -74,18 +74,6 @@ std::int64_t moved_bytes(Shape s)
                                  : 2 * values_of(s) * e + std::int64_t{s.cols} * e;
 }
 
-//! The rows of a shape that are compared with the reference.
-std::vector<int> checked_rows(Shape s)
-{
-    std::vector<int> out;
-    const std::int64_t wanted = std::max<std::int64_t>(1, std::min<std::int64_t>(s.rows, checked_values / s.cols));
-    for (std::int64_t i = 0; i < wanted; ++i) {
-        out.push_back(static_cast<int>(wanted == 1 ? 0 : i * (s.rows - 1) / (wanted - 1)));
-    }
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
 class NormalizationChapter final : public ChapterBase {
 public:
     NormalizationChapter()
@@ -186,7 +174,7 @@ public:
             upload(d_gamma, gs, static_cast<std::size_t>(shape.cols));
             upload(d_beta, bs, static_cast<std::size_t>(shape.cols));
             // The reference of the checked rows, from the values the GPU reads.
-            const std::vector<int> rows = checked_rows(shape);
+            const std::vector<int> rows = checked_rows(shape.rows, shape.cols, checked_values);
             std::vector<double> expected(rows.size() * static_cast<std::size_t>(shape.cols));
             std::vector<normalization::RowStats> expected_stats(rows.size());
             for (std::size_t i = 0; i < rows.size(); ++i) {

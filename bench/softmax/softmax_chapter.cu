@@ -63,18 +63,6 @@ ProblemSize problem_size(Shape s) { return {size_key(s), size_text(s), {s.rows, 
 
 std::int64_t values_of(Shape s) { return std::int64_t{s.rows} * s.cols; }
 
-//! The rows of a shape that are compared with the reference.
-std::vector<int> checked_rows(Shape s)
-{
-    std::vector<int> out;
-    const std::int64_t wanted = std::max<std::int64_t>(1, std::min<std::int64_t>(s.rows, checked_values / s.cols));
-    for (std::int64_t i = 0; i < wanted; ++i) {
-        out.push_back(static_cast<int>(wanted == 1 ? 0 : i * (s.rows - 1) / (wanted - 1)));
-    }
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-    return out;
-}
-
 class SoftmaxChapter final : public ChapterBase {
 public:
     SoftmaxChapter() : ChapterBase("softmax", "Softmax: from three passes to one read and one write", "device_copy",
@@ -140,7 +128,7 @@ public:
                                                                 : static_cast<const void*>(logits.data()),
                                            bytes, cudaMemcpyHostToDevice));
             // The reference of the checked rows, from the values the GPU reads.
-            const std::vector<int> rows = checked_rows(shape);
+            const std::vector<int> rows = checked_rows(shape.rows, shape.cols, checked_values);
             std::vector<float> row_in(static_cast<std::size_t>(shape.cols));
             std::vector<double> expected(rows.size() * static_cast<std::size_t>(shape.cols));
             for (std::size_t i = 0; i < rows.size(); ++i) {
