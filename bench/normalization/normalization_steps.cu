@@ -37,8 +37,24 @@ namespace {
      kernel_entry("split_store_kernel<true, 4>", ns::split_store_kernel<true, 4>, dim3(ns::split_block_threads)),     \
      kernel_entry("split_store_kernel<false, 4>", ns::split_store_kernel<false, 4>, dim3(ns::split_block_threads))}
 
-//! Step 8's rows and split kernels for one element type `T` (named `type`): 16-byte accesses of `width` values with
-//! 16 and 32 values a thread, and element-wide accesses with 16.
+//! Step 7's kernels: step 6's, and the cluster kernels of LayerNorm and RMSNorm (16-byte accesses, 32 values a
+//! thread) with the shared memory of their largest blocks.
+std::vector<KernelEntry> cluster_split_kernels()
+{
+    namespace c = cluster_split;
+    std::vector<KernelEntry> out = STEPWISE_REGISTER_KERNELS(cluster_split);
+    const std::size_t slice = std::size_t{c::cluster_block_threads} * 32 * sizeof(float);
+    out.push_back(kernel_entry("cluster_norm_kernel<" STEPWISE_QUALIFIED(cluster_split, Moments) ", 4, 32>",
+                               c::cluster_norm_kernel<c::Moments, 4, 32>, dim3(c::cluster_block_threads),
+                               (c::cluster_stages + c::row_parameters<c::Moments>) * slice));
+    out.push_back(kernel_entry("cluster_norm_kernel<" STEPWISE_QUALIFIED(cluster_split, Squares) ", 4, 32>",
+                               c::cluster_norm_kernel<c::Squares, 4, 32>, dim3(c::cluster_block_threads),
+                               (c::cluster_stages + c::row_parameters<c::Squares>) * slice));
+    return out;
+}
+
+//! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
+//! values with 16 and 32 values a thread, and element-wide accesses with 16.
 template <typename T>
 void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -53,6 +69,12 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16>", s::norm_rows_kernel<T, s::Squares, w, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16>", s::norm_rows_kernel<T, s::Squares, 1, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32>", s::norm_rows_kernel<T, s::Squares, w, 32>, rows32));
+    const dim3 cluster(s::cluster_block_threads);
+    const std::size_t slice = std::size_t{s::cluster_block_threads} * 32 * sizeof(T);
+    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", s::cluster_norm_kernel<T, s::Moments, w, 32>,
+                               cluster, (s::cluster_stages + s::row_parameters<s::Moments>) * slice));
+    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", s::cluster_norm_kernel<T, s::Squares, w, 32>,
+                               cluster, (s::cluster_stages + s::row_parameters<s::Squares>) * slice));
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ">", s::split_partials_kernel<T, s::Moments, w>, split));
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", s::split_partials_kernel<T, s::Squares, w>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", s::split_merge_kernel<T, s::Moments>, split));
@@ -144,7 +166,7 @@ const std::vector<Step>& steps()
          cluster_split::rms_norm,
          nullptr,
          nullptr,
-         STEPWISE_REGISTER_KERNELS(cluster_split),
+         cluster_split_kernels(),
          true},
         {{"08_bf16", "bf16 in and out, any shape", "snippets/normalization/08_bf16.cuh",
           "stepwise::normalization::bf16_in_out"},

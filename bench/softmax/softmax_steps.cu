@@ -26,14 +26,31 @@ namespace {
      kernel_entry("split_store_kernel<4>", ns::split_store_kernel<4>, dim3(ns::split_block_threads)),              \
      kernel_entry("split_store_kernel<1>", ns::split_store_kernel<1>, dim3(ns::split_block_threads))}
 
+//! Step 7's kernels: step 6's, and the cluster kernel (16-byte accesses, 32 values a thread) with the shared memory
+//! of its largest blocks.
+std::vector<KernelEntry> cluster_split_kernels()
+{
+    namespace c = cluster_split;
+    std::vector<KernelEntry> out = STEPWISE_REGISTER_KERNELS(cluster_split);
+    out.push_back(kernel_entry("cluster_rows_kernel<4, 32>", c::cluster_rows_kernel<4, 32>, dim3(c::cluster_block_threads),
+                               std::size_t{c::cluster_stages} * c::cluster_block_threads * 32 * sizeof(float)));
+    return out;
+}
+
 //! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and for bf16 (of 8 values).
 std::vector<KernelEntry> bf16_kernels()
 {
     namespace s = bf16_in_out;
     using bf16 = __nv_bfloat16;
     const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
+    const dim3 cluster(s::cluster_block_threads);
+    const std::size_t slice = std::size_t{s::cluster_stages} * s::cluster_block_threads * 32;  // values of the stages
     const std::string b = "__nv_bfloat16";
-    return {kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
+    return {kernel_entry("cluster_rows_kernel<float, 4, 32>", s::cluster_rows_kernel<float, 4, 32>, cluster,
+                         slice * sizeof(float)),
+            kernel_entry("cluster_rows_kernel<" + b + ", 8, 32>", s::cluster_rows_kernel<bf16, 8, 32>, cluster,
+                         slice * sizeof(bf16)),
+            kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 1, 16>", s::softmax_rows_kernel<float, 1, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 4, 32>", s::softmax_rows_kernel<float, 4, 32>, rows32),
             kernel_entry("softmax_rows_kernel<" + b + ", 8, 16>", s::softmax_rows_kernel<bf16, 8, 16>, rows16),
@@ -95,7 +112,7 @@ const std::vector<Step>& steps()
           "stepwise::softmax::cluster_split"},
          cluster_split::softmax,
          nullptr,
-         STEPWISE_REGISTER_KERNELS(cluster_split)},
+         cluster_split_kernels()},
         {{"08_bf16", "bf16 in and out, any shape", "snippets/softmax/08_bf16.cuh", "stepwise::softmax::bf16_in_out"},
          bf16_in_out::softmax,
          bf16_in_out::softmax,

@@ -1,18 +1,22 @@
 //! @file 07_cluster_split.cuh
 //! @brief Normalization step 7 (beyond the sources): a row longer than a block is split over a thread-block cluster,
-//!        which merges its blocks' statistics through distributed shared memory (sm_90 and newer).
+//!        whose blocks exchange their statistics through distributed shared memory (sm_90 and newer).
 //!
 //! Step 6 splits a long row over blocks that cannot wait for each other, so
 //! their statistics go through global memory and every slice is read twice.
-//! The blocks of a cluster are resident together and may read each other's
-//! shared memory: each block reduces its slice to one set of statistics in
-//! its shared memory, the cluster synchronizes once, and every block merges
-//! the cluster's and writes its slice from registers. A cluster has up to 8
-//! blocks on every GPU that has clusters, and up to 16 where the GPU allows
-//! more (H100 and H200: rows of up to 262144 floats are read once); it aims
-//! for blocks of 256 threads, which leave room for several blocks per SM.
-//! GPUs before Hopper, kernels built for them, and rows longer than a
-//! cluster keep step 6's three kernels.
+//! The blocks of a cluster are resident together and may write to each
+//! other's shared memory. Each block holds a slice of the row, reduces it to
+//! one set of statistics, pushes them into every block of the cluster
+//! (st.async), and writes its slice once all have landed. The clusters are
+//! persistent and take rows in turn; the bulk copy engine brings a block's
+//! slice of its next row into shared memory while it works on this one, and
+//! its slices of gamma and beta once for all rows, so no block waits for a
+//! load between rows, nor for a barrier of the whole cluster. A cluster has up
+//! to 8 blocks of at most 256 threads on every GPU that has clusters, and up
+//! to 16 where the GPU allows more (H100 and H200: rows of up to 131072 floats
+//! are read once). GPUs before Hopper, kernels built for them, rows not read
+//! 16 bytes at a time and rows longer than a cluster keep step 6's three
+//! kernels.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -22,6 +26,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 namespace stepwise::normalization::cluster_split {
@@ -30,7 +37,8 @@ constexpr int vector_bytes = 16;             //!< one load or store
 constexpr int short_rows_block = 256;        //!< threads of a block of rows that each fit a warp
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
-constexpr int cluster_target_threads = 256;  //!< blocks of a cluster aim for this many threads
+constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
+constexpr int cluster_stages = 2;            //!< rows whose slices a cluster's blocks load ahead into shared memory
 constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;             //!< values per thread of the split path
@@ -83,6 +91,10 @@ struct Moments {
     float count, mean;
     Squares m2;
 };
+
+//! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
+template <typename Stats>
+constexpr int row_parameters = std::is_same_v<Stats, Moments> ? 2 : 1;
 
 //! @brief The statistics of the union of two sets of values (Chan, Golub and LeVeque); either may be empty.
 __device__ __forceinline__ Moments merge(Moments a, Moments b)
@@ -177,27 +189,77 @@ __device__ __forceinline__ Stats merge_block(Stats s, Stats* warp_stats, Stats n
     return merge_lanes(lane < warps ? warp_stats[lane] : none, 32);
 }
 
-//! @brief Merges the block statistics of the cluster's blocks, read from their shared memory (sm_90 and newer).
-template <typename Stats>
-__device__ __forceinline__ Stats merge_cluster(Stats s, Stats* block_stats, Stats none)
-{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) {
-        *block_stats = s;
-    }
-    cluster.sync();
-    const int lane = threadIdx.x % 32;
-    const int blocks = static_cast<int>(cluster.num_blocks());
-    s = lane < blocks ? *cluster.map_shared_rank(block_stats, lane) : none;
-    return merge_lanes(s, 32);
-#else
-    (void)block_stats;
-    (void)none;
-    return s;
-#endif
+//! @brief The shared-memory address of `p` in the block's window, as barriers and bulk copies take it.
+__device__ __forceinline__ std::uint32_t shared_address(const void* p)
+{
+    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
+
+//! @brief A transaction barrier in shared memory that one arrival and the bytes it expects complete.
+__device__ __forceinline__ void init_barrier(std::uint64_t* barrier)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
+}
+
+//! @brief The barrier's one arrival of this phase, which then waits for `bytes` more to land.
+__device__ __forceinline__ void arrive_expecting(std::uint64_t* barrier, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+                 : "memory");
+}
+
+//! @brief Waits until the barrier's phase of parity `parity` has completed; what landed for it is then visible. The
+//!        thread sleeps meanwhile (up to `suspend_ns` a try) instead of taking issue slots from working warps.
+__device__ __forceinline__ void wait_barrier(std::uint64_t* barrier, int parity)
+{
+    constexpr unsigned suspend_ns = 1000000;
+    asm volatile(
+        "{\n .reg .pred done;\n wait_%=:\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1, %2;\n"
+        " @!done bra wait_%=;\n}" ::"r"(shared_address(barrier)),
+        "r"(parity), "r"(suspend_ns)
+        : "memory");
+}
+
+//! @brief Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory with the
+//!        bulk copy engine; they count towards `barrier`.
+__device__ __forceinline__ void bulk_load(void* d_shared, const void* d_global, unsigned bytes, std::uint64_t* barrier)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(d_shared)), "l"(d_global), "r"(bytes), "r"(shared_address(barrier))
+                 : "memory");
+}
+
+//! @brief `slot` and `barrier` of the cluster's block `rank`, in the cluster's shared-memory window.
+__device__ __forceinline__ void map_to_rank(const void* slot, const void* barrier, int rank, std::uint32_t& remote_slot,
+                                            std::uint32_t& remote_barrier)
+{
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(shared_address(slot)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_barrier) : "r"(shared_address(barrier)), "r"(rank));
+}
+
+//! @brief Stores `q` into `slot` of the cluster's block `rank`, counting its 8 bytes towards that block's `barrier`.
+__device__ __forceinline__ void push(Squares* slot, std::uint64_t* barrier, int rank, Squares q)
+{
+    std::uint32_t remote_slot, remote_barrier;
+    map_to_rank(slot, barrier, rank, remote_slot, remote_barrier);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+                 ::"r"(remote_slot), "f"(q.scale), "f"(q.sum), "r"(remote_barrier)
+                 : "memory");
+}
+
+//! @brief Stores `m` into `slot` (16-byte aligned) of the cluster's block `rank`, counting its 16 bytes towards that
+//!        block's `barrier`.
+__device__ __forceinline__ void push(Moments* slot, std::uint64_t* barrier, int rank, Moments m)
+{
+    std::uint32_t remote_slot, remote_barrier;
+    map_to_rank(slot, barrier, rank, remote_slot, remote_barrier);
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+                 ::"r"(remote_slot), "f"(m.count), "f"(m.mean), "f"(m.m2.scale), "f"(m.m2.sum), "r"(remote_barrier)
+                 : "memory");
+}
+#endif
 
 //! @brief `v` reduced over the thread's group: its `group_threads` lanes (<= 32), or its whole block (`none`: what
 //!        missing warps add); every thread of the group gets it.
@@ -330,23 +392,17 @@ __device__ __forceinline__ void write_row(const Args& args, std::int64_t row, Ro
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
-//!        (`group_threads == blockDim.x`), or a row per cluster of `cluster_blocks` blocks, each a slice of it.
-//!        `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
+//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
 template <typename Stats, int Width, int Values>
 static __global__ void __launch_bounds__(max_block_threads<Values>)
-    norm_rows_kernel(Args args, int group_threads, int cluster_blocks)
+    norm_rows_kernel(Args args, int group_threads)
 {
     __shared__ GroupScratch scratch;
-    __shared__ Stats block_stats;
-    Place at;
-    if (group_threads <= 32) {
-        at = {static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) + threadIdx.x / group_threads, 0,
-              static_cast<int>(threadIdx.x) % group_threads, group_threads};
-    } else {
-        at = {blockIdx.x / cluster_blocks,
-              static_cast<std::int64_t>(blockIdx.x % cluster_blocks) * blockDim.x * Values,
-              static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    }
+    const Place at = group_threads <= 32
+                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) +
+                                     threadIdx.x / group_threads,
+                                 0, static_cast<int>(threadIdx.x) % group_threads, group_threads}
+                         : Place{blockIdx.x, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const bool row_valid = at.row < args.num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * args.num_cols;
     float x[Values];
@@ -354,19 +410,131 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? args.d_in[row_offset] : 0.0f;
-    Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
-    if (cluster_blocks > 1) {
-        s = merge_cluster(s, &block_stats, no_values<Stats>());
-    }
+    const Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     store_slice<std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
-    if (row_valid && at.lane == 0 && at.first == 0) {
+    if (row_valid && at.lane == 0) {
         write_row(args, at.row, r);
     }
+}
+
+//! @brief Rows split over the blocks of a cluster, each block a slice of `blockDim.x * Values` values of every row;
+//!        the grid's clusters take rows in turn (persistent). A block's slices of its next `cluster_stages` rows
+//!        arrive in shared memory by bulk copy while it works on this one; it pushes its statistics into every block
+//!        of the cluster (st.async), whose barrier completes when all have landed. No block waits for a cluster-wide
+//!        barrier, nor for a load of a later row. The block's slices of gamma and beta stay in shared memory for
+//!        every row. Rows are 16-byte aligned (`Width` values per access).
+template <typename Stats, int Width, int Values>
+static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_kernel(Args args)
+{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (cluster_blocks > 1) {
-        cooperative_groups::this_cluster().sync();  // no block leaves while another may read its shared memory
+    static_assert(Width * sizeof(float) == vector_bytes, "bulk copies move whole 16-byte accesses");
+    extern __shared__ __align__(16) unsigned char stages[];  // cluster_stages slices of x, then gamma's and beta's
+    __shared__ std::uint64_t slice_landed[cluster_stages];
+    __shared__ std::uint64_t parameters_landed;              // gamma and beta
+    __shared__ std::uint64_t stats_landed[2];                // even and odd turns
+    __shared__ GroupScratch scratch[2];
+    __shared__ alignas(16) Stats block_stats[2][max_cluster_blocks];
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    const int blocks = static_cast<int>(cluster.num_blocks());
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int slice = static_cast<int>(blockDim.x) * Values;
+    const std::int64_t first = std::int64_t{rank} * slice;
+    const int count = static_cast<int>(min(std::int64_t{slice}, max(std::int64_t{0}, args.num_cols - first)));
+    const unsigned slice_bytes = static_cast<unsigned>(count * sizeof(float));
+    const auto stage = [&](int s) { return reinterpret_cast<float*>(stages) + s * slice; };
+    const auto offset = [&](int a) { return (a * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * Width; };
+    const auto load_row = [&](std::int64_t row, int s) {  // by thread 0
+        arrive_expecting(&slice_landed[s], slice_bytes);
+        if (slice_bytes > 0) {
+            bulk_load(stage(s), args.d_in + row * args.num_cols + first, slice_bytes, &slice_landed[s]);
+        }
+    };
+    constexpr bool with_beta = std::is_same_v<Stats, Moments>;
+    const float* gamma = stage(cluster_stages);
+    const float* beta = stage(cluster_stages + 1);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < cluster_stages; ++s) {
+            init_barrier(&slice_landed[s]);
+        }
+        init_barrier(&parameters_landed);
+        init_barrier(&stats_landed[0]);
+        init_barrier(&stats_landed[1]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
+    cluster.sync();  // every block's barriers are set before any block pushes to them
+    const std::int64_t clusters = gridDim.x / blocks;
+    const std::int64_t first_row = blockIdx.x / blocks;
+    if (threadIdx.x == 0) {
+        arrive_expecting(&parameters_landed, row_parameters<Stats> * slice_bytes);
+        if (slice_bytes > 0) {
+            bulk_load(stage(cluster_stages), args.d_gamma + first, slice_bytes, &parameters_landed);
+            if constexpr (with_beta) {
+                bulk_load(stage(cluster_stages + 1), args.d_beta + first, slice_bytes, &parameters_landed);
+            }
+        }
+        for (int s = 0; s < cluster_stages && first_row + s * clusters < args.num_rows; ++s) {
+            load_row(first_row + s * clusters, s);
+        }
+    }
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    wait_barrier(&parameters_landed, 0);
+    int turn = 0;
+    for (std::int64_t row = first_row; row < args.num_rows; row += clusters, ++turn) {
+        const int s = turn % cluster_stages, half = turn % 2;
+        wait_barrier(&slice_landed[s], (turn / cluster_stages) % 2);
+        float x[Values];
+        int thread_count = 0;
+#pragma unroll
+        for (int a = 0; a < Values / Width; ++a) {
+            Chunk<Width> chunk{};
+            if (offset(a) < count) {
+                chunk = *reinterpret_cast<const Chunk<Width>*>(stage(s) + offset(a));
+                thread_count += Width;
+            }
+#pragma unroll
+            for (int i = 0; i < Width; ++i) {
+                x[a * Width + i] = chunk.v[i];
+            }
+        }
+        const float shift = count > 0 ? (stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
+        const Stats block =
+            group_statistics(x, thread_count, count, shift, static_cast<int>(blockDim.x), scratch[half], Stats{});
+        if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
+            if (row + cluster_stages * clusters < args.num_rows) {
+                load_row(row + cluster_stages * clusters, s);
+            }
+            arrive_expecting(&stats_landed[half], blocks * sizeof(Stats));
+        }
+        if (threadIdx.x < blocks) {
+            push(&block_stats[half][rank], &stats_landed[half], threadIdx.x, block);
+        }
+        wait_barrier(&stats_landed[half], (turn / 2) % 2);
+        const Row r = row_of(merge_lanes(lane < blocks ? block_stats[half][lane] : no_values<Stats>(), 32),
+                             args.num_cols, args.epsilon);
+        float* d_slice = args.d_out + row * args.num_cols + first;
+#pragma unroll
+        for (int a = 0; a < Values / Width; ++a) {
+            if (offset(a) < count) {
+                const Chunk<Width> g = *reinterpret_cast<const Chunk<Width>*>(gamma + offset(a));
+                Chunk<Width> b{};
+                if constexpr (with_beta) {
+                    b = *reinterpret_cast<const Chunk<Width>*>(beta + offset(a));
+                }
+                Chunk<Width> y;
+#pragma unroll
+                for (int i = 0; i < Width; ++i) {
+                    const float shift = with_beta ? b.v[i] : 0.0f;
+                    y.v[i] = ((x[a * Width + i] - r.mean) * r.rstd * g.v[i] + shift);
+                }
+                *reinterpret_cast<Chunk<Width>*>(d_slice + offset(a)) = y;
+            }
+        }
+        if (rank == 0 && threadIdx.x == 0) {
+            write_row(args, row, r);
+        }
+    }
+    cluster.sync();  // no block leaves while a push to it may be in flight
 #endif
 }
 
@@ -426,9 +594,9 @@ struct Layout {
     int values = 16;            //!< values per thread
     int group_threads = 0;      //!< threads per row (<= 32) or per block of a row's slice
     int block_threads = 0;
-    int cluster_blocks = 1;     //!< blocks per row of the cluster path, 1 without
+    int cluster_blocks = 0;     //!< blocks per row of the cluster path, 0 without
     int split_blocks = 0;       //!< blocks per row of the split path, 0 without
-    std::int64_t blocks = 0;    //!< the grid
+    std::int64_t blocks = 0;    //!< the grid (the cluster path: one cluster; the launcher fills the GPU with them)
 };
 
 //! @brief The layout of rows of `num_cols` values, `values` per thread; clusters of up to `cluster_limit` blocks
@@ -450,12 +618,12 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
     } else if (threads <= max_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
-    } else if (threads <= std::int64_t{cluster_limit} * max_threads) {  // a cluster per row
+    } else if (threads <= std::int64_t{cluster_limit} * cluster_block_threads) {  // a cluster per row
         l.cluster_blocks = static_cast<int>(
-            std::min<std::int64_t>(cluster_limit, (threads + cluster_target_threads - 1) / cluster_target_threads));
+            std::min<std::int64_t>(cluster_limit, (threads + cluster_block_threads - 1) / cluster_block_threads));
         const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
         l.group_threads = l.block_threads = static_cast<int>((per_block + 31) / 32 * 32);
-        l.blocks = std::int64_t{num_rows} * l.cluster_blocks;
+        l.blocks = l.cluster_blocks;
     } else {  // blocks of a row that merge their statistics through global memory
         const std::int64_t split_threads = (static_cast<std::int64_t>(num_cols) + split_values - 1) / split_values;
         l.values = split_values;
@@ -466,36 +634,85 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
     return l;
 }
 
-//! @brief The most blocks of a cluster of the rows kernel on this device: 0 where it launches no clusters or the
-//!        kernel was not built for sm_90 or newer; 16 where the GPU takes clusters beyond the portable 8.
+//! @brief The launch of clusters of `cluster_blocks` blocks of `block_threads` threads, each with its shared memory
+//!        for `cluster_stages` slices; its grid is one cluster.
+template <typename Stats, int Width, int Values>
+inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& cluster, int cluster_blocks,
+                           int block_threads, cudaStream_t stream)
+{
+    config = {};
+    config.gridDim = dim3(cluster_blocks);
+    config.blockDim = dim3(block_threads);
+    config.dynamicSmemBytes = std::size_t{cluster_stages + row_parameters<Stats>} * block_threads * Values * sizeof(float);
+    config.stream = stream;
+    cluster = {};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(cluster_blocks), 1, 1};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+}
+
+//! @brief How many clusters of `cluster_blocks` blocks of `block_threads` threads the current device holds at once:
+//!        0 where it launches no clusters or the kernel was not built for sm_90 or newer. The runtime is asked once
+//!        per device and shape (a launch would otherwise pay for its queries), and the kernel's shared-memory limit
+//!        is raised to its largest blocks' on each device.
+template <typename Stats, int Width, int Values>
+inline int active_clusters(int cluster_blocks, int block_threads)
+{
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int, int>, int> known;  // (device, cluster_blocks, block_threads) -> clusters
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        return 0;
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto [entry, unknown] = known.try_emplace({device, cluster_blocks, block_threads}, 0);
+    if (!unknown) {
+        return entry->second;
+    }
+    const auto kernel = cluster_norm_kernel<Stats, Width, Values>;
+    const int largest_shared =
+        (cluster_stages + row_parameters<Stats>) * cluster_block_threads * Values * static_cast<int>(sizeof(float));
+    int cluster_launch = 0;
+    cudaFuncAttributes attributes{};
+    cudaLaunchConfig_t config;
+    cudaLaunchAttribute cluster;
+    cluster_config<Stats, Width, Values>(config, cluster, cluster_blocks, block_threads, 0);
+    if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
+        cluster_launch != 0 && cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
+        attributes.binaryVersion >= 90 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, largest_shared) == cudaSuccess &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+        cudaOccupancyMaxActiveClusters(&entry->second, kernel, &config) != cudaSuccess) {
+        entry->second = 0;
+    }
+    (void)cudaGetLastError();  // not an error of a launch: the cluster path is not taken
+    return entry->second;
+}
+
+//! @brief The most blocks of a cluster of the cluster kernel on this device: 16 where the GPU takes clusters beyond
+//!        the portable 8 at the largest blocks; 0 where it launches no clusters.
 template <typename Stats, int Width, int Values>
 inline int cluster_limit()
 {
-    int device = 0;
-    int cluster_launch = 0;
-    cudaFuncAttributes attributes{};
-    const auto kernel = norm_rows_kernel<Stats, Width, Values>;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
-        cluster_launch == 0 || cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess ||
-        attributes.binaryVersion < 90) {
-        return 0;
+    for (const int blocks : {max_cluster_blocks, portable_cluster_blocks}) {
+        if (active_clusters<Stats, Width, Values>(blocks, cluster_block_threads) >= 1) {
+            return blocks;
+        }
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(max_cluster_blocks);
-    config.blockDim = dim3(max_block_threads<Values> / 2);
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {max_cluster_blocks, 1, 1};
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
-        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1) {
-        (void)cudaGetLastError();  // not an error of the launch: the portable size is taken
-        return portable_cluster_blocks;
-    }
-    return max_cluster_blocks;
+    return 0;
+}
+
+//! @brief The cluster path: as many clusters as the GPU holds at once, but no more than rows.
+template <typename Stats, int Width, int Values>
+inline cudaError_t launch_clusters(const Layout& l, const Args& args, cudaStream_t stream)
+{
+    cudaLaunchConfig_t config;
+    cudaLaunchAttribute cluster;
+    cluster_config<Stats, Width, Values>(config, cluster, l.cluster_blocks, l.block_threads, stream);
+    const int clusters = std::min(active_clusters<Stats, Width, Values>(l.cluster_blocks, l.block_threads), args.num_rows);
+    config.gridDim = dim3(static_cast<unsigned>(std::max(clusters, 1) * l.cluster_blocks));
+    return cudaLaunchKernelEx(&config, cluster_norm_kernel<Stats, Width, Values>, args);
 }
 
 template <typename Stats, int Width, int Values>
@@ -504,9 +721,13 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
 {
     static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
     constexpr bool with_beta = std::is_same_v<Stats, Moments>;
-    const bool long_rows = args.num_cols > block_values;
-    const Layout l =
-        choose_layout(args.num_rows, args.num_cols, Values, long_rows ? cluster_limit<Stats, Width, Values>() : 0);
+    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 values a thread.
+    constexpr bool bulk_copies = Width * sizeof(float) == vector_bytes && Values == split_values;
+    int limit = 0;
+    if constexpr (bulk_copies) {
+        limit = args.num_cols > block_values ? cluster_limit<Stats, Width, Values>() : 0;
+    }
+    const Layout l = choose_layout(args.num_rows, args.num_cols, Values, limit);
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
     }
@@ -524,27 +745,20 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     if (l.split_blocks > 0) {
         Stats* d_partials = static_cast<Stats*>(d_temp_storage);
         Row* d_rows = reinterpret_cast<Row*>(static_cast<char*>(d_temp_storage) + rows_offset);
-        split_partials_kernel<Stats, Width><<<grid, l.block_threads, 0, stream>>>(args, d_partials, l.split_blocks);
+        split_partials_kernel<Stats, Width><<<grid, l.block_threads, 0, stream>>>(args, d_partials,
+                                                                                    l.split_blocks);
         split_merge_kernel<Stats><<<args.num_rows, split_block_threads, 0, stream>>>(args, d_partials, d_rows,
-                                                                                     l.split_blocks);
+                                                                                        l.split_blocks);
         split_store_kernel<with_beta, Width><<<grid, l.block_threads, 0, stream>>>(args, d_rows, l.split_blocks);
         return cudaGetLastError();
     }
-    if (l.cluster_blocks == 1) {
-        norm_rows_kernel<Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads, 1);
-        return cudaGetLastError();
+    if constexpr (bulk_copies) {
+        if (l.cluster_blocks > 0) {
+            return launch_clusters<Stats, Width, Values>(l, args, stream);
+        }
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(grid);
-    config.blockDim = dim3(l.block_threads);
-    config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {static_cast<unsigned>(l.cluster_blocks), 1, 1};
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, norm_rows_kernel<Stats, Width, Values>, args, l.group_threads,
-                              l.cluster_blocks);
+    norm_rows_kernel<Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
+    return cudaGetLastError();
 }
 
 //! @brief Checks the arguments and picks the access width: 16 bytes where every row and pointer allows it.

@@ -19,6 +19,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace stepwise::softmax::bf16_in_out {
 
@@ -26,7 +29,8 @@ constexpr int vector_bytes = 16;          //!< one load or store
 constexpr int short_rows_block = 256;     //!< threads of a block of rows that each fit a warp
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
-constexpr int cluster_target_threads = 256;  //!< blocks of a cluster aim for this many threads
+constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
+constexpr int cluster_stages = 2;            //!< rows whose slices a cluster's blocks load ahead into shared memory
 constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;          //!< values per thread of the split path
@@ -104,25 +108,59 @@ __device__ __forceinline__ Partial merge_block(Partial p, Partial* warp_partials
     return merge_lanes(lane < warps ? warp_partials[lane] : Partial{-INFINITY, 0.0f}, 32);
 }
 
-//! @brief Merges the block partials of the cluster's blocks, read from their shared memory (sm_90 and newer).
-__device__ __forceinline__ Partial merge_cluster(Partial p, Partial* block_partial)
-{
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    if (threadIdx.x == 0) {
-        *block_partial = p;
-    }
-    cluster.sync();
-    const int lane = threadIdx.x % 32;
-    const int blocks = static_cast<int>(cluster.num_blocks());
-    p = lane < blocks ? *cluster.map_shared_rank(block_partial, lane) : Partial{-INFINITY, 0.0f};
-    return merge_lanes(p, 32);
-#else
-    (void)block_partial;
-    return p;
-#endif
+//! @brief The shared-memory address of `p` in the block's window, as barriers and bulk copies take it.
+__device__ __forceinline__ std::uint32_t shared_address(const void* p)
+{
+    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
+
+//! @brief A transaction barrier in shared memory that one arrival and the bytes it expects complete.
+__device__ __forceinline__ void init_barrier(std::uint64_t* barrier)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
+}
+
+//! @brief The barrier's one arrival of this phase, which then waits for `bytes` more to land.
+__device__ __forceinline__ void arrive_expecting(std::uint64_t* barrier, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+                 : "memory");
+}
+
+//! @brief Waits until the barrier's phase of parity `parity` has completed; what landed for it is then visible. The
+//!        thread sleeps meanwhile (up to `suspend_ns` a try) instead of taking issue slots from working warps.
+__device__ __forceinline__ void wait_barrier(std::uint64_t* barrier, int parity)
+{
+    constexpr unsigned suspend_ns = 1000000;
+    asm volatile(
+        "{\n .reg .pred done;\n wait_%=:\n"
+        " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1, %2;\n"
+        " @!done bra wait_%=;\n}" ::"r"(shared_address(barrier)),
+        "r"(parity), "r"(suspend_ns)
+        : "memory");
+}
+
+//! @brief Copies `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory with the
+//!        bulk copy engine; they count towards `barrier`.
+__device__ __forceinline__ void bulk_load(void* d_shared, const void* d_global, unsigned bytes, std::uint64_t* barrier)
+{
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(shared_address(d_shared)), "l"(d_global), "r"(bytes), "r"(shared_address(barrier))
+                 : "memory");
+}
+
+//! @brief Stores `p` into `slot` of the cluster's block `rank`, counting its 8 bytes towards that block's `barrier`.
+__device__ __forceinline__ void push(Partial* slot, std::uint64_t* barrier, int rank, Partial p)
+{
+    std::uint32_t remote_slot, remote_barrier;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(shared_address(slot)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_barrier) : "r"(shared_address(barrier)), "r"(rank));
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+                 ::"r"(remote_slot), "f"(p.max), "f"(p.sum), "r"(remote_barrier)
+                 : "memory");
+}
+#endif
 
 //! @brief Where a thread's part of the data lies, and which threads share its row.
 struct Place {
@@ -199,41 +237,118 @@ __device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
-//!        (`group_threads == blockDim.x`), or a row per cluster of `cluster_blocks` blocks, each a slice of it.
+//!        (`group_threads == blockDim.x`).
 template <typename T, int Width, int Values>
 static __global__ void __launch_bounds__(max_block_threads<Values>)
-    softmax_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols, int group_threads, int cluster_blocks)
+    softmax_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols, int group_threads)
 {
     __shared__ Partial warp_partials[32];
-    __shared__ Partial block_partial;
-    Place at;
-    if (group_threads <= 32) {
-        at = {static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) + threadIdx.x / group_threads, 0,
-              static_cast<int>(threadIdx.x) % group_threads, group_threads};
-    } else {
-        at = {blockIdx.x / cluster_blocks,
-              static_cast<std::int64_t>(blockIdx.x % cluster_blocks) * blockDim.x * Values,
-              static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
-    }
+    const Place at = group_threads <= 32
+                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) +
+                                     threadIdx.x / group_threads,
+                                 0, static_cast<int>(threadIdx.x) % group_threads, group_threads}
+                         : Place{blockIdx.x, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
     float x[Values];
     load_slice<T, Width, Values>(x, d_in + row_offset, at, num_cols, row_valid);
     const Partial thread = exponentiate(x);
-    Partial row = thread;
-    if (group_threads <= 32) {
-        row = merge_lanes(row, group_threads);
-    } else {
-        row = merge_block(row, warp_partials);
-        if (cluster_blocks > 1) {
-            row = merge_cluster(row, &block_partial);
+    const Partial row = group_threads <= 32 ? merge_lanes(thread, group_threads) : merge_block(thread, warp_partials);
+    store_slice<T, Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
+}
+
+//! @brief Rows split over the blocks of a cluster, each block a slice of `blockDim.x * Values` values of every row;
+//!        the grid's clusters take rows in turn (persistent). A block's slices of its next `cluster_stages` rows
+//!        arrive in shared memory by bulk copy while it works on this one; it pushes its partial into every block
+//!        of the cluster (st.async), whose barrier completes when all have landed. No block waits for a cluster-wide
+//!        barrier, nor for a load of a later row. Rows are 16-byte aligned (`Width` values per access).
+template <typename T, int Width, int Values>
+static __global__ void __launch_bounds__(cluster_block_threads)
+    cluster_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    static_assert(Width * sizeof(T) == vector_bytes, "bulk copies move whole 16-byte accesses");
+    extern __shared__ __align__(16) unsigned char stages[];  // cluster_stages slices of the block
+    __shared__ std::uint64_t slice_landed[cluster_stages];
+    __shared__ std::uint64_t partials_landed[2];             // even and odd turns
+    __shared__ Partial warp_partials[2][32];
+    __shared__ alignas(16) Partial block_partials[2][max_cluster_blocks];
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    const int blocks = static_cast<int>(cluster.num_blocks());
+    const int rank = static_cast<int>(cluster.block_rank());
+    const int slice = static_cast<int>(blockDim.x) * Values;
+    const std::int64_t first = std::int64_t{rank} * slice;
+    const int count = static_cast<int>(min(std::int64_t{slice}, max(std::int64_t{0}, num_cols - first)));
+    const unsigned slice_bytes = static_cast<unsigned>(count * sizeof(T));
+    const auto stage = [&](int s) { return reinterpret_cast<T*>(stages) + s * slice; };
+    const auto offset = [&](int a) { return (a * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * Width; };
+    const auto load_row = [&](std::int64_t row, int s) {  // by thread 0
+        arrive_expecting(&slice_landed[s], slice_bytes);
+        if (slice_bytes > 0) {
+            bulk_load(stage(s), d_in + row * num_cols + first, slice_bytes, &slice_landed[s]);
+        }
+    };
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < cluster_stages; ++s) {
+            init_barrier(&slice_landed[s]);
+        }
+        init_barrier(&partials_landed[0]);
+        init_barrier(&partials_landed[1]);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    cluster.sync();  // every block's barriers are set before any block pushes to them
+    const std::int64_t clusters = gridDim.x / blocks;
+    const std::int64_t first_row = blockIdx.x / blocks;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < cluster_stages && first_row + s * clusters < num_rows; ++s) {
+            load_row(first_row + s * clusters, s);
         }
     }
-    store_slice<T, Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (cluster_blocks > 1) {
-        cooperative_groups::this_cluster().sync();  // no block leaves while another may read its shared memory
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    int turn = 0;
+    for (std::int64_t row = first_row; row < num_rows; row += clusters, ++turn) {
+        const int s = turn % cluster_stages, half = turn % 2;
+        wait_barrier(&slice_landed[s], (turn / cluster_stages) % 2);
+        float x[Values];
+#pragma unroll
+        for (int a = 0; a < Values / Width; ++a) {
+            Chunk<T, Width> chunk{};
+            if (offset(a) < count) {
+                chunk = *reinterpret_cast<const Chunk<T, Width>*>(stage(s) + offset(a));
+            }
+#pragma unroll
+            for (int i = 0; i < Width; ++i) {
+                x[a * Width + i] = offset(a) < count ? to_float(chunk.v[i]) : -INFINITY;
+            }
+        }
+        const Partial thread = exponentiate(x);
+        const Partial block = merge_block(thread, warp_partials[half]);  // past its barrier, no thread reads stage s
+        if (threadIdx.x == 0) {
+            if (row + cluster_stages * clusters < num_rows) {
+                load_row(row + cluster_stages * clusters, s);
+            }
+            arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
+        }
+        if (threadIdx.x < blocks) {
+            push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
+        }
+        wait_barrier(&partials_landed[half], (turn / 2) % 2);
+        const Partial whole = merge_lanes(lane < blocks ? block_partials[half][lane] : Partial{-INFINITY, 0.0f}, 32);
+        const float scale = scale_to_row(thread, whole);
+        T* d_slice = d_out + row * num_cols + first;
+#pragma unroll
+        for (int a = 0; a < Values / Width; ++a) {
+            if (offset(a) < count) {
+                Chunk<T, Width> y;
+#pragma unroll
+                for (int i = 0; i < Width; ++i) {
+                    y.v[i] = from_float<T>(x[a * Width + i] * scale);
+                }
+                *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) = y;
+            }
+        }
     }
+    cluster.sync();  // no block leaves while a push to it may be in flight
 #endif
 }
 
@@ -289,9 +404,9 @@ struct Layout {
     int values = 16;            //!< values per thread
     int group_threads = 0;      //!< threads per row (<= 32) or per block of a row's slice
     int block_threads = 0;
-    int cluster_blocks = 1;     //!< blocks per row of the cluster path, 1 without
+    int cluster_blocks = 0;     //!< blocks per row of the cluster path, 0 without
     int split_blocks = 0;       //!< blocks per row of the split path, 0 without
-    std::int64_t blocks = 0;    //!< the grid
+    std::int64_t blocks = 0;    //!< the grid (the cluster path: one cluster; the launcher fills the GPU with them)
 };
 
 //! @brief The layout of rows of `num_cols` values, `values` per thread; clusters of up to `cluster_limit` blocks
@@ -313,12 +428,12 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
     } else if (threads <= max_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
-    } else if (threads <= std::int64_t{cluster_limit} * max_threads) {  // a cluster per row
+    } else if (threads <= std::int64_t{cluster_limit} * cluster_block_threads) {  // a cluster per row
         l.cluster_blocks = static_cast<int>(
-            std::min<std::int64_t>(cluster_limit, (threads + cluster_target_threads - 1) / cluster_target_threads));
+            std::min<std::int64_t>(cluster_limit, (threads + cluster_block_threads - 1) / cluster_block_threads));
         const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
         l.group_threads = l.block_threads = static_cast<int>((per_block + 31) / 32 * 32);
-        l.blocks = std::int64_t{num_rows} * l.cluster_blocks;
+        l.blocks = l.cluster_blocks;
     } else {  // blocks of a row that merge their partials through global memory
         const std::int64_t split_threads = (static_cast<std::int64_t>(num_cols) + split_values - 1) / split_values;
         l.values = split_values;
@@ -329,36 +444,85 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
     return l;
 }
 
-//! @brief The most blocks of a cluster of the rows kernel on this device: 0 where it launches no clusters or the
-//!        kernel was not built for sm_90 or newer; 16 where the GPU takes clusters beyond the portable 8.
+//! @brief The launch of clusters of `cluster_blocks` blocks of `block_threads` threads, each with its shared memory
+//!        for `cluster_stages` slices; its grid is one cluster.
+template <typename T, int Width, int Values>
+inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& cluster, int cluster_blocks,
+                           int block_threads, cudaStream_t stream)
+{
+    config = {};
+    config.gridDim = dim3(cluster_blocks);
+    config.blockDim = dim3(block_threads);
+    config.dynamicSmemBytes = std::size_t{cluster_stages} * block_threads * Values * sizeof(T);
+    config.stream = stream;
+    cluster = {};
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim = {static_cast<unsigned>(cluster_blocks), 1, 1};
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+}
+
+//! @brief How many clusters of `cluster_blocks` blocks of `block_threads` threads the current device holds at once:
+//!        0 where it launches no clusters or the kernel was not built for sm_90 or newer. The runtime is asked once
+//!        per device and shape (a launch would otherwise pay for its queries), and the kernel's shared-memory limit
+//!        is raised to its largest blocks' on each device.
+template <typename T, int Width, int Values>
+inline int active_clusters(int cluster_blocks, int block_threads)
+{
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int, int>, int> known;  // (device, cluster_blocks, block_threads) -> clusters
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        return 0;
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto [entry, unknown] = known.try_emplace({device, cluster_blocks, block_threads}, 0);
+    if (!unknown) {
+        return entry->second;
+    }
+    const auto kernel = cluster_rows_kernel<T, Width, Values>;
+    const int largest_shared = cluster_stages * cluster_block_threads * Values * static_cast<int>(sizeof(T));
+    int cluster_launch = 0;
+    cudaFuncAttributes attributes{};
+    cudaLaunchConfig_t config;
+    cudaLaunchAttribute cluster;
+    cluster_config<T, Width, Values>(config, cluster, cluster_blocks, block_threads, 0);
+    if (cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) == cudaSuccess &&
+        cluster_launch != 0 && cudaFuncGetAttributes(&attributes, kernel) == cudaSuccess &&
+        attributes.binaryVersion >= 90 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, largest_shared) == cudaSuccess &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess &&
+        cudaOccupancyMaxActiveClusters(&entry->second, kernel, &config) != cudaSuccess) {
+        entry->second = 0;
+    }
+    (void)cudaGetLastError();  // not an error of a launch: the cluster path is not taken
+    return entry->second;
+}
+
+//! @brief The most blocks of a cluster of the cluster kernel on this device: 16 where the GPU takes clusters beyond
+//!        the portable 8 at the largest blocks; 0 where it launches no clusters.
 template <typename T, int Width, int Values>
 inline int cluster_limit()
 {
-    int device = 0;
-    int cluster_launch = 0;
-    cudaFuncAttributes attributes{};
-    const auto kernel = softmax_rows_kernel<T, Width, Values>;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&cluster_launch, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
-        cluster_launch == 0 || cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess ||
-        attributes.binaryVersion < 90) {
-        return 0;
+    for (const int blocks : {max_cluster_blocks, portable_cluster_blocks}) {
+        if (active_clusters<T, Width, Values>(blocks, cluster_block_threads) >= 1) {
+            return blocks;
+        }
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(max_cluster_blocks);
-    config.blockDim = dim3(max_block_threads<Values> / 2);
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {max_cluster_blocks, 1, 1};
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    int clusters = 0;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess ||
-        cudaOccupancyMaxActiveClusters(&clusters, kernel, &config) != cudaSuccess || clusters < 1) {
-        (void)cudaGetLastError();  // not an error of the launch: the portable size is taken
-        return portable_cluster_blocks;
-    }
-    return max_cluster_blocks;
+    return 0;
+}
+
+//! @brief The cluster path: as many clusters as the GPU holds at once, but no more than rows.
+template <typename T, int Width, int Values>
+inline cudaError_t launch_clusters(const Layout& l, const T* d_in, T* d_out, int num_rows, int num_cols,
+                                   cudaStream_t stream)
+{
+    cudaLaunchConfig_t config;
+    cudaLaunchAttribute cluster;
+    cluster_config<T, Width, Values>(config, cluster, l.cluster_blocks, l.block_threads, stream);
+    const int clusters = std::min(active_clusters<T, Width, Values>(l.cluster_blocks, l.block_threads), num_rows);
+    config.gridDim = dim3(static_cast<unsigned>(std::max(clusters, 1) * l.cluster_blocks));
+    return cudaLaunchKernelEx(&config, cluster_rows_kernel<T, Width, Values>, d_in, d_out, num_rows, num_cols);
 }
 
 template <typename T, int Width, int Values>
@@ -366,8 +530,13 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           int num_rows, int num_cols, cudaStream_t stream)
 {
     static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
-    const bool long_rows = num_cols > block_values;
-    const Layout l = choose_layout(num_rows, num_cols, Values, long_rows ? cluster_limit<T, Width, Values>() : 0);
+    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 values a thread.
+    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values == split_values;
+    int limit = 0;
+    if constexpr (bulk_copies) {
+        limit = num_cols > block_values ? cluster_limit<T, Width, Values>() : 0;
+    }
+    const Layout l = choose_layout(num_rows, num_cols, Values, limit);
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
     }
@@ -391,22 +560,14 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
                                                                            l.split_blocks);
         return cudaGetLastError();
     }
-    if (l.cluster_blocks == 1) {
-        softmax_rows_kernel<T, Width, Values><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols,
-                                                                                   l.group_threads, 1);
-        return cudaGetLastError();
+    if constexpr (bulk_copies) {
+        if (l.cluster_blocks > 0) {
+            return launch_clusters<T, Width, Values>(l, d_in, d_out, num_rows, num_cols, stream);
+        }
     }
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(grid);
-    config.blockDim = dim3(l.block_threads);
-    config.stream = stream;
-    cudaLaunchAttribute cluster{};
-    cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim = {static_cast<unsigned>(l.cluster_blocks), 1, 1};
-    config.attrs = &cluster;
-    config.numAttrs = 1;
-    return cudaLaunchKernelEx(&config, softmax_rows_kernel<T, Width, Values>, d_in, d_out, num_rows, num_cols,
-                              l.group_threads, l.cluster_blocks);
+    softmax_rows_kernel<T, Width, Values><<<grid, l.block_threads, 0, stream>>>(d_in, d_out, num_rows, num_cols,
+                                                                               l.group_threads);
+    return cudaGetLastError();
 }
 
 //! @brief y = softmax(x) along each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in

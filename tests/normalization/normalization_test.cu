@@ -32,13 +32,15 @@ struct Shape {
 };
 
 //! Every layout of the launchers: rows of a few lanes, a warp, a block (up to 16384 values), a cluster (up to 131072
-//! fp32, 8 blocks) and longer (the split path); lengths that are multiples of 4 and 8 (16-byte accesses) and not.
+//! values: 16 blocks of 256 threads where the GPU takes them, else 8) and longer (the split path); lengths that are
+//! multiples of 4 and 8 (16-byte accesses) and not. 300 x 20000: more rows than clusters, so that each cluster takes
+//! several in turn.
 const std::vector<Shape> shapes = {{1, 1},     {1, 7},      {7, 3},       {100000, 3},  {257, 16},   {129, 100},
                                    {64, 128},  {33, 513},   {65, 1024},   {31, 1025},   {16, 4096},  {9, 8191},
-                                   {1000, 1000}, {5, 16384}, {3, 16385},  {3, 100000},  {2, 32768},  {2, 131072},
-                                   {2, 131073}, {1, 262144}, {2, 300001}};
-//! Shapes left out under compute-sanitizer (slow there), beyond the above.
-const std::vector<Shape> large_shapes = {{4097, 4095}, {1024, 8192}, {64, 1 << 20}};
+                                   {1000, 1000}, {5, 16384}, {3, 16385},  {3, 100000},  {2, 32768},  {300, 20000},
+                                   {2, 131072}, {2, 131073}, {1, 262144}, {2, 300001}};
+//! Shapes left out under compute-sanitizer (slow there), beyond the above; 700 x 40000: many turns of each cluster.
+const std::vector<Shape> large_shapes = {{4097, 4095}, {1024, 8192}, {700, 40000}, {64, 1 << 20}};
 
 constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after each output
 constexpr float default_epsilon = 1e-5f;
