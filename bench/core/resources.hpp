@@ -34,6 +34,18 @@ KernelEntry kernel_entry(std::string name, void (*function)(Params...), dim3 blo
     return {std::move(name), reinterpret_cast<const void*>(function), block, dynamic_shared_bytes};
 }
 
+//! @brief The dynamic shared memory a step's own launch configuration gives blocks of `block_threads` threads:
+//!        `configure(config, attribute, cluster_blocks, block_threads, stream)` is the step's function that fills a
+//!        cluster launch (the registry takes the bytes from it rather than repeating its formula).
+template <typename Configure>
+std::size_t configured_shared_bytes(Configure configure, int block_threads)
+{
+    cudaLaunchConfig_t config{};
+    cudaLaunchAttribute attribute{};
+    configure(config, attribute, 1, block_threads, cudaStream_t{});
+    return config.dynamicSmemBytes;
+}
+
 //! @brief What the compiler reported for one kernel on one architecture.
 struct CompiledKernel {
     std::string mangled;          //!< the symbol, as ptxas names it

@@ -43,13 +43,13 @@ std::vector<KernelEntry> cluster_split_kernels()
 {
     namespace c = cluster_split;
     std::vector<KernelEntry> out = STEPWISE_REGISTER_KERNELS(cluster_split);
-    const std::size_t slice = std::size_t{c::cluster_block_threads} * 32 * sizeof(float);
+    const dim3 cluster(c::cluster_block_threads);
     out.push_back(kernel_entry("cluster_norm_kernel<" STEPWISE_QUALIFIED(cluster_split, Moments) ", 4, 32>",
-                               c::cluster_norm_kernel<c::Moments, 4, 32>, dim3(c::cluster_block_threads),
-                               (c::cluster_stages + c::row_parameters<c::Moments>) * slice));
+                               c::cluster_norm_kernel<c::Moments, 4, 32>, cluster,
+                               configured_shared_bytes(c::cluster_config<c::Moments, 4, 32>, c::cluster_block_threads)));
     out.push_back(kernel_entry("cluster_norm_kernel<" STEPWISE_QUALIFIED(cluster_split, Squares) ", 4, 32>",
-                               c::cluster_norm_kernel<c::Squares, 4, 32>, dim3(c::cluster_block_threads),
-                               (c::cluster_stages + c::row_parameters<c::Squares>) * slice));
+                               c::cluster_norm_kernel<c::Squares, 4, 32>, cluster,
+                               configured_shared_bytes(c::cluster_config<c::Squares, 4, 32>, c::cluster_block_threads)));
     return out;
 }
 
@@ -70,11 +70,10 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16>", s::norm_rows_kernel<T, s::Squares, 1, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32>", s::norm_rows_kernel<T, s::Squares, w, 32>, rows32));
     const dim3 cluster(s::cluster_block_threads);
-    const std::size_t slice = std::size_t{s::cluster_block_threads} * 32 * sizeof(T);
     out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", s::cluster_norm_kernel<T, s::Moments, w, 32>,
-                               cluster, (s::cluster_stages + s::row_parameters<s::Moments>) * slice));
+                               cluster, configured_shared_bytes(s::cluster_config<T, s::Moments, w, 32>, s::cluster_block_threads)));
     out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", s::cluster_norm_kernel<T, s::Squares, w, 32>,
-                               cluster, (s::cluster_stages + s::row_parameters<s::Squares>) * slice));
+                               cluster, configured_shared_bytes(s::cluster_config<T, s::Squares, w, 32>, s::cluster_block_threads)));
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ">", s::split_partials_kernel<T, s::Moments, w>, split));
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", s::split_partials_kernel<T, s::Squares, w>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", s::split_merge_kernel<T, s::Moments>, split));

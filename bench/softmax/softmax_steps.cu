@@ -33,7 +33,7 @@ std::vector<KernelEntry> cluster_split_kernels()
     namespace c = cluster_split;
     std::vector<KernelEntry> out = STEPWISE_REGISTER_KERNELS(cluster_split);
     out.push_back(kernel_entry("cluster_rows_kernel<4, 32>", c::cluster_rows_kernel<4, 32>, dim3(c::cluster_block_threads),
-                               std::size_t{c::cluster_stages} * c::cluster_block_threads * 32 * sizeof(float)));
+                               configured_shared_bytes(c::cluster_config<4, 32>, c::cluster_block_threads)));
     return out;
 }
 
@@ -44,12 +44,11 @@ std::vector<KernelEntry> bf16_kernels()
     using bf16 = __nv_bfloat16;
     const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
     const dim3 cluster(s::cluster_block_threads);
-    const std::size_t slice = std::size_t{s::cluster_stages} * s::cluster_block_threads * 32;  // values of the stages
     const std::string b = "__nv_bfloat16";
     return {kernel_entry("cluster_rows_kernel<float, 4, 32>", s::cluster_rows_kernel<float, 4, 32>, cluster,
-                         slice * sizeof(float)),
+                         configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
             kernel_entry("cluster_rows_kernel<" + b + ", 8, 32>", s::cluster_rows_kernel<bf16, 8, 32>, cluster,
-                         slice * sizeof(bf16)),
+                         configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
             kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 1, 16>", s::softmax_rows_kernel<float, 1, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 4, 32>", s::softmax_rows_kernel<float, 4, 32>, rows32),
