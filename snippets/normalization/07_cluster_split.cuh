@@ -38,7 +38,7 @@ constexpr int short_rows_block = 256;        //!< threads of a block of rows tha
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
-constexpr int cluster_stages = 2;            //!< rows whose slices a cluster's blocks load ahead into shared memory
+constexpr int cluster_stages = 1;            //!< rows a block loads ahead (a second costs blocks per SM: slower)
 constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;             //!< values per thread of the split path
@@ -174,6 +174,9 @@ __device__ __forceinline__ Stats merge_lanes(Stats s, int width)
     }
     return s;
 }
+
+//! @brief The power of two of lanes that a merge of `n` values (1 to 32), one a lane, takes.
+__device__ __forceinline__ int lanes_for(int n) { return n <= 1 ? 1 : 1 << (32 - __clz(n - 1)); }
 
 //! @brief Merges the statistics of every thread of the block; every thread gets the result.
 template <typename Stats>
@@ -498,8 +501,10 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
             }
         }
         const float shift = count > 0 ? (stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
-        const Stats block =
-            group_statistics(x, thread_count, count, shift, static_cast<int>(blockDim.x), scratch[half], Stats{});
+        const int threads = static_cast<int>(blockDim.x);
+        const Stats block = count == slice  // every slice but a row's last: all the thread's values lie in the row
+                                ? group_statistics(x, Values, count, shift, threads, scratch[half], Stats{})
+                                : group_statistics(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
@@ -510,8 +515,9 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
             push(&block_stats[half][rank], &stats_landed[half], threadIdx.x, block);
         }
         wait_barrier(&stats_landed[half], (turn / 2) % 2);
-        const Row r = row_of(merge_lanes(lane < blocks ? block_stats[half][lane] : no_values<Stats>(), 32),
-                             args.num_cols, args.epsilon);
+        const int width = lanes_for(blocks);
+        const Stats mine = lane % width < blocks ? block_stats[half][lane % width] : no_values<Stats>();
+        const Row r = row_of(merge_lanes(mine, width), args.num_cols, args.epsilon);
         float* d_slice = args.d_out + row * args.num_cols + first;
 #pragma unroll
         for (int a = 0; a < Values / Width; ++a) {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -32,7 +33,7 @@ constexpr int short_rows_block = 256;        //!< threads of a block of rows tha
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
-constexpr int cluster_stages = 2;            //!< rows whose slices a cluster's blocks load ahead into shared memory
+constexpr int cluster_stages = 1;            //!< rows a block loads ahead (a second costs blocks per SM: slower)
 constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;             //!< values per thread of the split path
@@ -50,6 +51,11 @@ inline int values_per_thread(int num_cols)
     return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
 }
 
+//! @brief Whether the kernels sum squares plainly before scaling them (thread_squares()): for bf16 rows read 16 bytes
+//!        at a time, whose values bring half an fp32 value's bytes and so leave half its instructions.
+template <typename T, int Width>
+constexpr bool plain_squares = sizeof(T) == 2 && Width > 1;
+
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T>
@@ -64,6 +70,35 @@ template <typename T, int Width>
 struct alignas(sizeof(T) * Width) Chunk {
     T v[Width];
 };
+
+//! @brief The `Width` values of a chunk, in fp32. A bf16 is the upper half of the fp32 it widens to: one shift or one
+//!        mask a value, on the 32-bit words that hold two.
+template <int Width>
+__device__ __forceinline__ void widen(const Chunk<float, Width>& chunk, float (&out)[Width])
+{
+#pragma unroll
+    for (int i = 0; i < Width; ++i) {
+        out[i] = chunk.v[i];
+    }
+}
+template <int Width>
+__device__ __forceinline__ void widen(const Chunk<__nv_bfloat16, Width>& chunk, float (&out)[Width])
+{
+    if constexpr (Width % 2 == 0) {
+#pragma unroll
+        for (int i = 0; i < Width; i += 2) {
+            std::uint32_t word;
+            std::memcpy(&word, &chunk.v[i], sizeof(word));
+            out[i] = __uint_as_float(word << 16);
+            out[i + 1] = __uint_as_float(word & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+            out[i] = __bfloat162float(chunk.v[i]);
+        }
+    }
+}
 
 constexpr float smallest_scale = 0x1p-126f;  //!< the scale of no values: any other is at least as large
 
@@ -100,6 +135,11 @@ struct Moments {
     Squares m2;
 };
 
+//! @brief Blocks of a cluster kernel per SM that its registers must leave room for: one block's turn hides the
+//!        others' waits (LayerNorm's larger statistics take more registers).
+template <typename Stats>
+constexpr int cluster_min_blocks = std::is_same_v<Stats, Moments> ? 3 : 4;
+
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
 constexpr int row_parameters = std::is_same_v<Stats, Moments> ? 2 : 1;
@@ -133,10 +173,24 @@ __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
 }
 
 //! @brief The squares of the first `count` values' differences from `center`, scaled by a power of two of the
-//!        largest.
-template <int Values>
+//!        largest. `Plain`: summed as they are first (two instructions a value, not four), then scaled by a power
+//!        of two of the sum's root, unless a square may have overflowed or vanished.
+template <bool Plain, int Values>
 __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], int count, float center)
 {
+    if constexpr (Plain) {
+        float plain = 0.0f;
+#pragma unroll
+        for (int i = 0; i < Values; ++i) {
+            const float d = x[i] - center;
+            plain += i < count ? d * d : 0.0f;
+        }
+        if (plain >= 0x1p-90f && plain <= 0x1p126f) {  // squares below 2^-126 are negligible beside it; NaN fails
+            const float scale = power_of_two_above(sqrtf(plain));
+            const float inverse = inverse_power_of_two(scale);
+            return {scale, plain * inverse * inverse};  // exact: a power of two
+        }
+    }
     float largest = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
@@ -182,6 +236,9 @@ __device__ __forceinline__ Stats merge_lanes(Stats s, int width)
     }
     return s;
 }
+
+//! @brief The power of two of lanes that a merge of `n` values (1 to 32), one a lane, takes.
+__device__ __forceinline__ int lanes_for(int n) { return n <= 1 ? 1 : 1 << (32 - __clz(n - 1)); }
 
 //! @brief Merges the statistics of every thread of the block; every thread gets the result.
 template <typename Stats>
@@ -285,17 +342,17 @@ struct GroupScratch {
 };
 
 //! @brief RMSNorm's statistics of the group's values (those past the row are 0): their sum of squares.
-template <int Values>
+template <bool Plain, int Values>
 __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
                                                     GroupScratch& scratch, Squares)
 {
-    return reduce_group(thread_squares(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
+    return reduce_group(thread_squares<Plain>(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
 //! @brief LayerNorm's statistics of the group's `group_count` values (0 or more), the thread's first `count`, in two
 //!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
 //!        then the squares of the deviations from it, in the thread's registers.
-template <int Values>
+template <bool Plain, int Values>
 __device__ __forceinline__ Moments group_statistics(const float (&x)[Values], int count, int group_count, float shift,
                                                     int group_threads, GroupScratch& scratch, Moments)
 {
@@ -306,7 +363,7 @@ __device__ __forceinline__ Moments group_statistics(const float (&x)[Values], in
     }
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
-    const Squares m2 = reduce_group(thread_squares(x, count, mean), group_threads, scratch.squares,
+    const Squares m2 = reduce_group(thread_squares<Plain>(x, count, mean), group_threads, scratch.squares,
                                     Squares{smallest_scale, 0.0f});
     return {static_cast<float>(group_count), mean, m2};
 }
@@ -358,9 +415,11 @@ __device__ __forceinline__ int load_slice(float (&x)[Values], const T* d_row, co
             chunk = *reinterpret_cast<const Chunk<T, Width>*>(d_row + col);
             count += Width;
         }
+        float values[Width];
+        widen(chunk, values);
 #pragma unroll
         for (int i = 0; i < Width; ++i) {
-            x[a * Width + i] = to_float(chunk.v[i]);
+            x[a * Width + i] = values[i];
         }
     }
     return count;
@@ -380,11 +439,13 @@ __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args
             if constexpr (WithBeta) {
                 beta = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
             }
+            float g[Width], b[Width];
+            widen(gamma, g);
+            widen(beta, b);
             Chunk<T, Width> y;
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
-                const float shift = WithBeta ? to_float(beta.v[i]) : 0.0f;
-                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * to_float(gamma.v[i]) + shift);
+                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * g[i] + b[i]);
             }
             *reinterpret_cast<Chunk<T, Width>*>(args.d_out + row_offset + col) = y;
         }
@@ -421,7 +482,8 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
-    const Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
+    const Stats s = group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch,
+                                                              Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     store_slice<T, std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
     if (row_valid && at.lane == 0) {
@@ -436,7 +498,8 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
 //!        barrier, nor for a load of a later row. The block's slices of gamma and beta stay in shared memory for
 //!        every row. Rows are 16-byte aligned (`Width` values per access).
 template <typename T, typename Stats, int Width, int Values>
-static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_kernel(Args<T> args)
+static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_blocks<Stats>)
+    cluster_norm_kernel(Args<T> args)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(Width * sizeof(T) == vector_bytes, "bulk copies move whole 16-byte accesses");
@@ -503,14 +566,19 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
                 chunk = *reinterpret_cast<const Chunk<T, Width>*>(stage(s) + offset(a));
                 thread_count += Width;
             }
+            float values[Width];
+            widen(chunk, values);
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
-                x[a * Width + i] = to_float(chunk.v[i]);
+                x[a * Width + i] = values[i];
             }
         }
         const float shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
-        const Stats block =
-            group_statistics(x, thread_count, count, shift, static_cast<int>(blockDim.x), scratch[half], Stats{});
+        const int threads = static_cast<int>(blockDim.x);
+        constexpr bool plain = plain_squares<T, Width>;
+        const Stats block = count == slice  // every slice but a row's last: all the thread's values lie in the row
+                                ? group_statistics<plain>(x, Values, count, shift, threads, scratch[half], Stats{})
+                                : group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
@@ -521,8 +589,9 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
             push(&block_stats[half][rank], &stats_landed[half], threadIdx.x, block);
         }
         wait_barrier(&stats_landed[half], (turn / 2) % 2);
-        const Row r = row_of(merge_lanes(lane < blocks ? block_stats[half][lane] : no_values<Stats>(), 32),
-                             args.num_cols, args.epsilon);
+        const int width = lanes_for(blocks);
+        const Stats mine = lane % width < blocks ? block_stats[half][lane % width] : no_values<Stats>();
+        const Row r = row_of(merge_lanes(mine, width), args.num_cols, args.epsilon);
         T* d_slice = args.d_out + row * args.num_cols + first;
 #pragma unroll
         for (int a = 0; a < Values / Width; ++a) {
@@ -532,11 +601,13 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
                 if constexpr (with_beta) {
                     b = *reinterpret_cast<const Chunk<T, Width>*>(beta + offset(a));
                 }
+                float gamma_values[Width], beta_values[Width];
+                widen(g, gamma_values);
+                widen(b, beta_values);
                 Chunk<T, Width> y;
 #pragma unroll
                 for (int i = 0; i < Width; ++i) {
-                    const float shift = with_beta ? to_float(b.v[i]) : 0.0f;
-                    y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * to_float(g.v[i]) + shift);
+                    y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * gamma_values[i] + beta_values[i]);
                 }
                 *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) = y;
             }
@@ -563,7 +634,8 @@ static __global__ void __launch_bounds__(split_block_threads)
     const int count = load_slice<T, Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
     const int slice_count = static_cast<int>(
         max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * split_values)));
-    const Stats block = group_statistics(x, count, slice_count, to_float(args.d_in[row_offset]), at.threads, scratch, Stats{});
+    const Stats block = group_statistics<plain_squares<T, Width>>(x, count, slice_count, to_float(args.d_in[row_offset]),
+                                                                  at.threads, scratch, Stats{});
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }

@@ -36,7 +36,7 @@ constexpr int short_rows_block = 256;     //!< threads of a block of rows that e
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
-constexpr int cluster_stages = 2;            //!< rows whose slices a cluster's blocks load ahead into shared memory
+constexpr int cluster_stages = 1;            //!< rows a block loads ahead (a second costs blocks per SM: slower)
 constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;          //!< values per thread of the split path
@@ -86,6 +86,9 @@ __device__ __forceinline__ Partial merge_lanes(Partial p, int width)
     }
     return p;
 }
+
+//! @brief The power of two of lanes that a merge of `n` partials (1 to 32), one a lane, takes.
+__device__ __forceinline__ int lanes_for(int n) { return n <= 1 ? 1 : 1 << (32 - __clz(n - 1)); }
 
 //! @brief Merges the partials of every thread of the block; every thread gets the result.
 __device__ __forceinline__ Partial merge_block(Partial p, Partial* warp_partials)
@@ -325,7 +328,9 @@ static __global__ void __launch_bounds__(cluster_block_threads)
             push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
         }
         wait_barrier(&partials_landed[half], (turn / 2) % 2);
-        const Partial whole = merge_lanes(lane < blocks ? block_partials[half][lane] : Partial{-INFINITY, 0.0f}, 32);
+        const int width = lanes_for(blocks);
+        const Partial whole =
+            merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
         float* d_slice = d_out + row * num_cols + first;
 #pragma unroll

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -30,21 +31,25 @@ constexpr int short_rows_block = 256;     //!< threads of a block of rows that e
 constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU with clusters takes
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
-constexpr int cluster_stages = 2;            //!< rows whose slices a cluster's blocks load ahead into shared memory
+constexpr int cluster_stages = 1;            //!< rows a block loads ahead (a second costs blocks per SM: slower)
 constexpr int split_block_threads = 256;  //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;          //!< values per thread of the split path
 
 //! @brief The most threads of a block whose threads hold `Values` values each.
 template <int Values>
-constexpr int max_block_threads = block_values / Values;
+constexpr int max_block_threads = std::min(1024, block_values / Values);
 
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
 //!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
-//!        per row). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
+//!        per row), and 8 in rows of up to 256 values (twice the lanes a row: twice the loads in flight). Rows read
+//!        2 or 4 bytes at a time keep 16: more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
 {
+    if (sizeof(T) == 4 && num_cols <= 256) {
+        return 8;
+    }
     return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
 }
 
@@ -63,6 +68,35 @@ template <typename T, int Width>
 struct alignas(sizeof(T) * Width) Chunk {
     T v[Width];
 };
+
+//! @brief The `Width` values of a chunk, in fp32. A bf16 is the upper half of the fp32 it widens to: one shift or one
+//!        mask a value, on the 32-bit words that hold two.
+template <int Width>
+__device__ __forceinline__ void widen(const Chunk<float, Width>& chunk, float (&out)[Width])
+{
+#pragma unroll
+    for (int i = 0; i < Width; ++i) {
+        out[i] = chunk.v[i];
+    }
+}
+template <int Width>
+__device__ __forceinline__ void widen(const Chunk<__nv_bfloat16, Width>& chunk, float (&out)[Width])
+{
+    if constexpr (Width % 2 == 0) {
+#pragma unroll
+        for (int i = 0; i < Width; i += 2) {
+            std::uint32_t word;
+            std::memcpy(&word, &chunk.v[i], sizeof(word));
+            out[i] = __uint_as_float(word << 16);
+            out[i + 1] = __uint_as_float(word & 0xffff0000u);
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < Width; ++i) {
+            out[i] = __bfloat162float(chunk.v[i]);
+        }
+    }
+}
 
 //! @brief The softmax of part of a row: its maximum and the sum of exp(x - max) over it.
 struct Partial {
@@ -94,6 +128,9 @@ __device__ __forceinline__ Partial merge_lanes(Partial p, int width)
     }
     return p;
 }
+
+//! @brief The power of two of lanes that a merge of `n` partials (1 to 32), one a lane, takes.
+__device__ __forceinline__ int lanes_for(int n) { return n <= 1 ? 1 : 1 << (32 - __clz(n - 1)); }
 
 //! @brief Merges the partials of every thread of the block; every thread gets the result.
 __device__ __forceinline__ Partial merge_block(Partial p, Partial* warp_partials)
@@ -182,9 +219,11 @@ __device__ __forceinline__ void load_slice(float (&x)[Values], const T* d_row, c
         if (row_valid && col < num_cols) {
             chunk = *reinterpret_cast<const Chunk<T, Width>*>(d_row + col);
         }
+        float values[Width];
+        widen(chunk, values);
 #pragma unroll
         for (int i = 0; i < Width; ++i) {
-            x[a * Width + i] = row_valid && col < num_cols ? to_float(chunk.v[i]) : -INFINITY;
+            x[a * Width + i] = row_valid && col < num_cols ? values[i] : -INFINITY;
         }
     }
 }
@@ -316,9 +355,11 @@ static __global__ void __launch_bounds__(cluster_block_threads)
             if (offset(a) < count) {
                 chunk = *reinterpret_cast<const Chunk<T, Width>*>(stage(s) + offset(a));
             }
+            float values[Width];
+            widen(chunk, values);
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
-                x[a * Width + i] = offset(a) < count ? to_float(chunk.v[i]) : -INFINITY;
+                x[a * Width + i] = offset(a) < count ? values[i] : -INFINITY;
             }
         }
         const Partial thread = exponentiate(x);
@@ -333,7 +374,9 @@ static __global__ void __launch_bounds__(cluster_block_threads)
             push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
         }
         wait_barrier(&partials_landed[half], (turn / 2) % 2);
-        const Partial whole = merge_lanes(lane < blocks ? block_partials[half][lane] : Partial{-INFINITY, 0.0f}, 32);
+        const int width = lanes_for(blocks);
+        const Partial whole =
+            merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
         T* d_slice = d_out + row * num_cols + first;
 #pragma unroll
@@ -594,9 +637,10 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
         return cudaErrorInvalidValue;
     }
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
-        return values_per_thread<T>(num_cols) == 16
-                   ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-                   : launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+        const int values = values_per_thread<T>(num_cols);
+        return values == 8    ? launch<T, width, 8>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+               : values == 16 ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+                              : launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
     return launch<T, 1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
