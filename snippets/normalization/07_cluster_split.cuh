@@ -641,7 +641,7 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
 }
 
 //! @brief The launch of clusters of `cluster_blocks` blocks of `block_threads` threads, each with its shared memory
-//!        for `cluster_stages` slices; its grid is one cluster.
+//!        for `cluster_stages` slices of x and its slices of gamma (and beta); its grid is one cluster.
 template <typename Stats, int Width, int Values>
 inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& cluster, int cluster_blocks,
                            int block_threads, cudaStream_t stream)

@@ -9,7 +9,11 @@
 //! 64 bytes in flight, as an fp32 thread's 16. Every value is widened to
 //! fp32 as it is read; the statistics and the arithmetic are fp32 (LayerNorm's
 //! mean and rstd are written in fp32), and only y is rounded (to nearest
-//! even) back to bf16.
+//! even) back to bf16. With half the bytes a value, bf16 leaves half the
+//! instructions a value: widening works on 32-bit words (one shift or mask a
+//! value), the squares are summed plainly before they are scaled, and the
+//! LayerNorm cluster kernel's registers leave room for three blocks an SM.
+//! fp32 rows of up to 64 values hold 8 values a thread, not 16.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -40,14 +44,18 @@ constexpr int split_values = 32;             //!< values per thread of the split
 
 //! @brief The most threads of a block whose threads hold `Values` values each.
 template <int Values>
-constexpr int max_block_threads = block_values / Values;
+constexpr int max_block_threads = std::min(1024, block_values / Values);
 
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
 //!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
-//!        per row). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
+//!        per row), and 8 in rows of up to 64 values (more lanes a row: more loads in flight). Rows read 2 or 4
+//!        bytes at a time keep 16: more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
 {
+    if (sizeof(T) == 4 && num_cols <= 64) {
+        return 8;
+    }
     return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
 }
 
@@ -718,7 +726,7 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
 }
 
 //! @brief The launch of clusters of `cluster_blocks` blocks of `block_threads` threads, each with its shared memory
-//!        for `cluster_stages` slices; its grid is one cluster.
+//!        for `cluster_stages` slices of x and its slices of gamma (and beta); its grid is one cluster.
 template <typename T, typename Stats, int Width, int Values>
 inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& cluster, int cluster_blocks,
                            int block_threads, cudaStream_t stream)
@@ -867,9 +875,10 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
         return cudaErrorInvalidValue;
     }
     if (args.num_cols % width == 0 && vector_aligned) {
-        return values_per_thread<T>(args.num_cols) == 16
-                   ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
-                   : launch<T, Stats, width, 32>(d_temp_storage, temp_storage_bytes, args, stream);
+        const int values = values_per_thread<T>(args.num_cols);
+        return values == 8    ? launch<T, Stats, width, 8>(d_temp_storage, temp_storage_bytes, args, stream)
+               : values == 16 ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
+                              : launch<T, Stats, width, 32>(d_temp_storage, temp_storage_bytes, args, stream);
     }
     return launch<T, Stats, 1, 16>(d_temp_storage, temp_storage_bytes, args, stream);
 }

@@ -6,9 +6,10 @@
 //! now templates over the element type `T`; loads and stores stay 16 bytes
 //! wide, 8 bf16 values. A bf16 thread holds 32 values wherever a row is
 //! longer than a warp's 512: 64 bytes in flight, as an fp32 thread's 16.
-//! Every value is widened to fp32 as it is read; the maximum, the sum and the
-//! exponentials are fp32, and only the result is rounded (to nearest even)
-//! back to bf16.
+//! Every value is widened to fp32 as it is read, by 32-bit words (one shift or
+//! mask a value); the maximum, the sum and the exponentials are fp32, and
+//! only the result is rounded (to nearest even) back to bf16. fp32 rows of up
+//! to 256 values hold 8 values a thread, not 16: twice the loads in flight.
 #pragma once
 
 #include <cooperative_groups.h>
