@@ -8,8 +8,11 @@
 //! longer than a warp's 512: 64 bytes in flight, as an fp32 thread's 16.
 //! Every value is widened to fp32 as it is read, by 32-bit words (one shift or
 //! mask a value); the maximum, the sum and the exponentials are fp32, and
-//! only the result is rounded (to nearest even) back to bf16. fp32 rows of up
-//! to 256 values hold 8 values a thread, not 16: twice the loads in flight.
+//! only the result is rounded (to nearest even) back to bf16. bf16 rows longer
+//! than a block hold 64 values a thread, so that a cluster block's turn
+//! carries as many bytes as in fp32 (rows of up to 262144 values on the
+//! H100). fp32 rows of up to 256 values hold 8 values a thread, not 16: twice
+//! the loads in flight.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -42,14 +45,18 @@ template <int Values>
 constexpr int max_block_threads = std::min(1024, block_values / Values);
 
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
-//!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
-//!        per row), and 8 in rows of up to 256 values (twice the lanes a row: twice the loads in flight). Rows read
-//!        2 or 4 bytes at a time keep 16: more threads, more loads in flight.
+//!        values), else 32 for bf16 (64 bytes), and 64 in bf16 rows longer than a block (a cluster block's turn
+//!        then carries as many bytes as an fp32 block's); fp32 keeps 16 up to 4096 values, 32 beyond (fewer,
+//!        fuller threads per row), and 8 in rows of up to 256 values (twice the lanes a row: twice the loads in
+//!        flight). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
 {
     if (sizeof(T) == 4 && num_cols <= 256) {
         return 8;
+    }
+    if (sizeof(T) == 2 && num_cols > block_values) {
+        return 64;
     }
     return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
 }
@@ -574,8 +581,8 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
                           int num_rows, int num_cols, cudaStream_t stream)
 {
     static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
-    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 values a thread.
-    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values == split_values;
+    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 or 64 values a thread.
+    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values >= split_values;
     int limit = 0;
     if constexpr (bulk_copies) {
         limit = num_cols > block_values ? cluster_limit<T, Width, Values>() : 0;
@@ -641,7 +648,8 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
         const int values = values_per_thread<T>(num_cols);
         return values == 8    ? launch<T, width, 8>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
                : values == 16 ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-                              : launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+               : values == 32 ? launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
+                              : launch<T, width, 64>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
     }
     return launch<T, 1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }
