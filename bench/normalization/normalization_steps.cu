@@ -54,7 +54,7 @@ std::vector<KernelEntry> cluster_split_kernels()
 }
 
 //! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
-//! values with 16 and 32 values a thread, and element-wide accesses with 16.
+//! values with 16 and 32 values a thread (and 8 in short fp32 rows), and element-wide accesses with 16.
 template <typename T>
 void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -69,6 +69,10 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16>", s::norm_rows_kernel<T, s::Squares, w, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16>", s::norm_rows_kernel<T, s::Squares, 1, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32>", s::norm_rows_kernel<T, s::Squares, w, 32>, rows32));
+    if constexpr (sizeof(T) == 4) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8>", s::norm_rows_kernel<T, s::Moments, w, 8>, rows16));
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8>", s::norm_rows_kernel<T, s::Squares, w, 8>, rows16));
+    }
     const dim3 cluster(s::cluster_block_threads);
     out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", s::cluster_norm_kernel<T, s::Moments, w, 32>,
                                cluster, configured_shared_bytes(s::cluster_config<T, s::Moments, w, 32>, s::cluster_block_threads)));
