@@ -54,7 +54,8 @@ std::vector<KernelEntry> cluster_split_kernels()
 }
 
 //! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
-//! values with 16 and 32 values a thread (and 8 in short fp32 rows), and element-wide accesses with 16.
+//! values with 16 and 32 values a thread (and 8 in short fp32 rows, 64 in bf16 rows longer than 65536), and
+//! element-wide accesses with 16.
 template <typename T>
 void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -78,6 +79,12 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
                                cluster, configured_shared_bytes(s::cluster_config<T, s::Moments, w, 32>, s::cluster_block_threads)));
     out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", s::cluster_norm_kernel<T, s::Squares, w, 32>,
                                cluster, configured_shared_bytes(s::cluster_config<T, s::Squares, w, 32>, s::cluster_block_threads)));
+    if constexpr (sizeof(T) == 2) {
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 64>", s::cluster_norm_kernel<T, s::Moments, w, 64>,
+                                   cluster, configured_shared_bytes(s::cluster_config<T, s::Moments, w, 64>, s::cluster_block_threads)));
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 64>", s::cluster_norm_kernel<T, s::Squares, w, 64>,
+                                   cluster, configured_shared_bytes(s::cluster_config<T, s::Squares, w, 64>, s::cluster_block_threads)));
+    }
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ">", s::split_partials_kernel<T, s::Moments, w>, split));
     out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", s::split_partials_kernel<T, s::Squares, w>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", s::split_merge_kernel<T, s::Moments>, split));

@@ -13,7 +13,9 @@
 //! instructions a value: widening works on 32-bit words (one shift or mask a
 //! value), the squares are summed plainly before they are scaled, and the
 //! LayerNorm cluster kernel's registers leave room for three blocks an SM.
-//! fp32 rows of up to 64 values hold 8 values a thread, not 16.
+//! fp32 rows of up to 64 values hold 8 values a thread, not 16; bf16 rows
+//! longer than 65536 values hold 64, so that clusters of 8 blocks take rows
+//! of up to 131072; RMSNorm's bf16 rows of up to 4096 values hold 16.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -48,15 +50,23 @@ constexpr int max_block_threads = std::min(1024, block_values / Values);
 
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
 //!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
-//!        per row), and 8 in rows of up to 64 values (more lanes a row: more loads in flight). Rows read 2 or 4
-//!        bytes at a time keep 16: more threads, more loads in flight.
-template <typename T>
+//!        per row), and 8 in rows of up to 64 values (more lanes a row: more loads in flight). bf16 rows longer
+//!        than 65536 values (8 blocks of 256 threads of 32) hold 64: clusters of 8 blocks, not 16, each merging
+//!        fewer partials. RMSNorm keeps 16 in bf16 rows of up to 4096 (twice the threads a row: its cheap merges
+//!        pay for them; LayerNorm's do not). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads
+//!        in flight.
+struct Squares;  // RMSNorm's statistics, below
+template <typename T, typename Stats>
 inline int values_per_thread(int num_cols)
 {
     if (sizeof(T) == 4 && num_cols <= 64) {
         return 8;
     }
-    return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
+    if (sizeof(T) == 2 && num_cols > 65536) {
+        return 64;
+    }
+    const int sixteen_up_to = sizeof(T) == 4 || std::is_same_v<Stats, Squares> ? 4096 : 512;
+    return num_cols <= sixteen_up_to ? 16 : 32;
 }
 
 //! @brief Whether the kernels sum squares plainly before scaling them (thread_squares()): for bf16 rows read 16 bytes
@@ -144,9 +154,9 @@ struct Moments {
 };
 
 //! @brief Blocks of a cluster kernel per SM that its registers must leave room for: one block's turn hides the
-//!        others' waits (LayerNorm's larger statistics take more registers).
-template <typename Stats>
-constexpr int cluster_min_blocks = std::is_same_v<Stats, Moments> ? 3 : 4;
+//!        others' waits (LayerNorm's larger statistics take more registers; threads of 64 values leave room for 2).
+template <typename Stats, int Values>
+constexpr int cluster_min_blocks = Values > split_values ? 2 : std::is_same_v<Stats, Moments> ? 3 : 4;
 
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
@@ -506,7 +516,7 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
 //!        barrier, nor for a load of a later row. The block's slices of gamma and beta stay in shared memory for
 //!        every row. Rows are 16-byte aligned (`Width` values per access).
 template <typename T, typename Stats, int Width, int Values>
-static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_blocks<Stats>)
+static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_blocks<Stats, Values>)
     cluster_norm_kernel(Args<T> args)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -812,8 +822,8 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
 {
     static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
     constexpr bool with_beta = std::is_same_v<Stats, Moments>;
-    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 values a thread.
-    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values == split_values;
+    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 or 64 values a thread.
+    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values >= split_values;
     int limit = 0;
     if constexpr (bulk_copies) {
         limit = args.num_cols > block_values ? cluster_limit<T, Stats, Width, Values>() : 0;
@@ -875,9 +885,10 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
         return cudaErrorInvalidValue;
     }
     if (args.num_cols % width == 0 && vector_aligned) {
-        const int values = values_per_thread<T>(args.num_cols);
+        const int values = values_per_thread<T, Stats>(args.num_cols);
         return values == 8    ? launch<T, Stats, width, 8>(d_temp_storage, temp_storage_bytes, args, stream)
                : values == 16 ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
+               : values == 64 ? launch<T, Stats, width, 64>(d_temp_storage, temp_storage_bytes, args, stream)
                               : launch<T, Stats, width, 32>(d_temp_storage, temp_storage_bytes, args, stream);
     }
     return launch<T, Stats, 1, 16>(d_temp_storage, temp_storage_bytes, args, stream);

@@ -12,7 +12,9 @@
 //! than a block hold 64 values a thread, so that a cluster block's turn
 //! carries as many bytes as in fp32 (rows of up to 262144 values on the
 //! H100). fp32 rows of up to 256 values hold 8 values a thread, not 16: twice
-//! the loads in flight.
+//! the loads in flight. fp32 rows longer than 2048 values take the cluster
+//! kernel where the GPU has clusters, a cluster of one block for rows of up
+//! to 8192: persistent blocks, each row's next arriving by bulk copy.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -40,14 +42,20 @@ constexpr int split_block_threads = 256;  //!< blocks of the split path (rows lo
 constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;          //!< values per thread of the split path
 
+//! @brief Rows longer than this take the cluster kernel where the GPU has clusters (with clusters of one block while a
+//!        row fits one): fp32 rows from 2049 values, where it beats a block per row (a block's next row arrives while
+//!        it writes this one); bf16 rows only beyond a block, where a block per row is as fast.
+template <typename T>
+constexpr int cluster_cols = sizeof(T) == 4 ? 2048 : block_values;
+
 //! @brief The most threads of a block whose threads hold `Values` values each.
 template <int Values>
 constexpr int max_block_threads = std::min(1024, block_values / Values);
 
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
 //!        values), else 32 for bf16 (64 bytes), and 64 in bf16 rows longer than a block (a cluster block's turn
-//!        then carries as many bytes as an fp32 block's); fp32 keeps 16 up to 4096 values, 32 beyond (fewer,
-//!        fuller threads per row), and 8 in rows of up to 256 values (twice the lanes a row: twice the loads in
+//!        then carries as many bytes as an fp32 block's); fp32 keeps 16 up to 2048 values, 32 beyond (the cluster
+//!        kernel's bulk copies take 32 or 64), and 8 in rows of up to 256 values (twice the lanes a row: twice the loads in
 //!        flight). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
@@ -58,7 +66,7 @@ inline int values_per_thread(int num_cols)
     if (sizeof(T) == 2 && num_cols > block_values) {
         return 64;
     }
-    return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= 4096) ? 16 : 32;
+    return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= cluster_cols<T>) ? 16 : 32;
 }
 
 
@@ -461,7 +469,7 @@ struct Layout {
 };
 
 //! @brief The layout of rows of `num_cols` values, `values` per thread; clusters of up to `cluster_limit` blocks
-//!        (0: none).
+//!        (0: none; otherwise rows longer than a warp's take a cluster, of one block where a block holds them).
 inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_limit)
 {
     const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values - 1) / values;
@@ -476,10 +484,10 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
         l.block_threads = short_rows_block;
         const int rows_per_block = short_rows_block / l.group_threads;
         l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
-    } else if (threads <= max_threads) {  // a block per row
+    } else if (threads <= max_threads && cluster_limit == 0) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
-    } else if (threads <= std::int64_t{cluster_limit} * cluster_block_threads) {  // a cluster per row
+    } else if (threads <= std::int64_t{cluster_limit} * cluster_block_threads) {  // a cluster (of one block up) per row
         l.cluster_blocks = static_cast<int>(
             std::min<std::int64_t>(cluster_limit, (threads + cluster_block_threads - 1) / cluster_block_threads));
         const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
@@ -585,7 +593,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values >= split_values;
     int limit = 0;
     if constexpr (bulk_copies) {
-        limit = num_cols > block_values ? cluster_limit<T, Width, Values>() : 0;
+        limit = num_cols > cluster_cols<T> ? cluster_limit<T, Width, Values>() : 0;
     }
     const Layout l = choose_layout(num_rows, num_cols, Values, limit);
     if (l.blocks > INT32_MAX) {

@@ -30,7 +30,8 @@ struct Shape {
 };
 
 //! Every layout of the launchers: rows of a few lanes, a warp, a block (up to 16384 values), a cluster (up to 131072
-//! values: 16 blocks of 256 threads where the GPU takes them, else 8) and longer (the split path); lengths that are
+//! values: 16 blocks of 256 threads where the GPU takes them, else 8; of one block for fp32 rows of 2049 to 8192
+//! values in the final step) and longer (the split path); lengths that are
 //! multiples of 4 and 8 (16-byte accesses) and not. 300 x 20000: more rows than clusters, so that each cluster takes
 //! several in turn.
 const std::vector<Shape> shapes = {{1, 1},     {1, 7},      {7, 3},       {100000, 3},  {257, 16},   {129, 100},
