@@ -316,7 +316,8 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
 //!        the grid's clusters take rows in turn (persistent). A block's slices of its next `cluster_stages` rows
 //!        arrive in shared memory by bulk copy while it works on this one; it pushes its partial into every block
 //!        of the cluster (st.async), whose barrier completes when all have landed. No block waits for a cluster-wide
-//!        barrier, nor for a load of a later row. Rows are 16-byte aligned (`Width` values per access).
+//!        barrier, nor for a load of a later row; a cluster of one block exchanges nothing. Rows are 16-byte aligned
+//!        (`Width` values per access).
 template <typename T, int Width, int Values>
 static __global__ void __launch_bounds__(cluster_block_threads)
     cluster_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols)
@@ -384,15 +385,20 @@ static __global__ void __launch_bounds__(cluster_block_threads)
             if (row + cluster_stages * clusters < num_rows) {
                 load_row(row + cluster_stages * clusters, s);
             }
-            arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
+            if (blocks > 1) {
+                arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
+            }
         }
-        if (threadIdx.x < blocks) {
-            push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
+        Partial whole = block;  // a cluster of one block holds the whole row
+        if (blocks > 1) {
+            if (threadIdx.x < blocks) {
+                push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
+            }
+            wait_barrier(&partials_landed[half], (turn / 2) % 2);
+            const int width = lanes_for(blocks);
+            whole = merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f},
+                                width);
         }
-        wait_barrier(&partials_landed[half], (turn / 2) % 2);
-        const int width = lanes_for(blocks);
-        const Partial whole =
-            merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
         T* d_slice = d_out + row * num_cols + first;
 #pragma unroll
