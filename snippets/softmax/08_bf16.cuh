@@ -389,16 +389,15 @@ static __global__ void __launch_bounds__(cluster_block_threads)
                 arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
             }
         }
-        Partial whole = block;  // a cluster of one block holds the whole row
-        if (blocks > 1) {
-            if (threadIdx.x < blocks) {
-                push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
-            }
-            wait_barrier(&partials_landed[half], (turn / 2) % 2);
-            const int width = lanes_for(blocks);
-            whole = merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f},
-                                width);
+        if (blocks > 1 && threadIdx.x < blocks) {
+            push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
         }
+        if (blocks > 1) {
+            wait_barrier(&partials_landed[half], (turn / 2) % 2);
+        }
+        const int width = lanes_for(blocks);
+        const Partial whole = blocks == 1 ? block :  // a cluster of one block holds the whole row
+            merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
         T* d_slice = d_out + row * num_cols + first;
 #pragma unroll
