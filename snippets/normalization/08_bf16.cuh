@@ -158,6 +158,27 @@ struct Moments {
 template <typename Stats, int Values>
 constexpr int cluster_min_blocks = Values > split_values ? 2 : std::is_same_v<Stats, Moments> ? 3 : 4;
 
+//! @brief Whether the row kernel runs LayerNorm's bf16 rows of up to 512 values (16 a thread, blocks of rows).
+template <typename T, typename Stats, int Width, int Values>
+constexpr bool short_bf16_layer_norm =
+    sizeof(T) == 2 && std::is_same_v<Stats, Moments> && Width > 1 && Values == 16;
+
+//! @brief Blocks per SM that the registers of those must leave room for: at the compiler's 4 (57 registers) too few
+//!        loads are in flight, so 5 (48 registers, no spills) where an SM holds 1280 threads (sm_80 and newer).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr int short_rows_min_blocks = 0;  // the compiler's choice
+#else
+constexpr int short_rows_min_blocks = 5;
+#endif
+
+template <typename T, typename Stats, int Width, int Values>
+constexpr int row_min_blocks = short_bf16_layer_norm<T, Stats, Width, Values> ? short_rows_min_blocks : 0;
+
+//! @brief The most threads of a block of the row kernel: a block of short rows' where it asks for blocks per SM.
+template <typename T, typename Stats, int Width, int Values>
+constexpr int row_max_threads =
+    short_bf16_layer_norm<T, Stats, Width, Values> ? short_rows_block : max_block_threads<Values>;
+
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
 constexpr int row_parameters = std::is_same_v<Stats, Moments> ? 2 : 1;
@@ -484,8 +505,9 @@ __device__ __forceinline__ void write_row(const Args<T>& args, std::int64_t row,
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
 //!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
 template <typename T, typename Stats, int Width, int Values>
-static __global__ void __launch_bounds__(max_block_threads<Values>)
-    norm_rows_kernel(Args<T> args, int group_threads)
+static __global__ void
+    __launch_bounds__(row_max_threads<T, Stats, Width, Values>, row_min_blocks<T, Stats, Width, Values>)
+        norm_rows_kernel(Args<T> args, int group_threads)
 {
     __shared__ GroupScratch scratch;
     const Place at = group_threads <= 32
@@ -857,6 +879,9 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
         if (l.cluster_blocks > 0) {
             return launch_clusters<T, Stats, Width, Values>(l, args, stream);
         }
+    }
+    if (l.block_threads > row_max_threads<T, Stats, Width, Values>) {  // the layout outgrew the kernel's bounds
+        return cudaErrorInvalidConfiguration;
     }
     norm_rows_kernel<T, Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
     return cudaGetLastError();

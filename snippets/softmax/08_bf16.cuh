@@ -11,10 +11,11 @@
 //! only the result is rounded (to nearest even) back to bf16. bf16 rows longer
 //! than a block hold 64 values a thread, so that a cluster block's turn
 //! carries as many bytes as in fp32 (rows of up to 262144 values on the
-//! H100). fp32 rows of up to 256 values hold 8 values a thread, not 16: twice
-//! the loads in flight. fp32 rows longer than 2048 values take the cluster
-//! kernel where the GPU has clusters, a cluster of one block for rows of up
-//! to 8192: persistent blocks, each row's next arriving by bulk copy.
+//! H100). Short fp32 rows hold fewer values a thread (4 up to 128, 8 up to
+//! 256): more lanes a row, more loads in flight. A row held in registers
+//! needs no online merge: its maximum, then its sum, are two plain
+//! reductions (a merge costs two exponentials a step), and fp32 rows of up to
+//! 8192 values then run fastest with a block per row.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -42,11 +43,10 @@ constexpr int split_block_threads = 256;  //!< blocks of the split path (rows lo
 constexpr int block_values = 16384;      //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;          //!< values per thread of the split path
 
-//! @brief Rows longer than this take the cluster kernel where the GPU has clusters (with clusters of one block while a
-//!        row fits one): fp32 rows from 2049 values, where it beats a block per row (a block's next row arrives while
-//!        it writes this one); bf16 rows only beyond a block, where a block per row is as fast.
+//! @brief Rows longer than this take the cluster kernel where the GPU has clusters: fp32 rows beyond 8192 values (a
+//!        block per row of 512 or 1024 threads is slower there), bf16 rows beyond a block.
 template <typename T>
-constexpr int cluster_cols = sizeof(T) == 4 ? 2048 : block_values;
+constexpr int cluster_cols = sizeof(T) == 4 ? 8192 : block_values;
 
 //! @brief The most threads of a block whose threads hold `Values` values each.
 template <int Values>
@@ -54,14 +54,15 @@ constexpr int max_block_threads = std::min(1024, block_values / Values);
 
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
 //!        values), else 32 for bf16 (64 bytes), and 64 in bf16 rows longer than a block (a cluster block's turn
-//!        then carries as many bytes as an fp32 block's); fp32 keeps 16 up to 2048 values, 32 beyond (the cluster
-//!        kernel's bulk copies take 32 or 64), and 8 in rows of up to 256 values (twice the lanes a row: twice the loads in
-//!        flight). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads in flight.
+//!        then carries as many bytes as an fp32 block's); fp32 keeps 16 in a block per row (512 threads at 8192
+//!        values: faster than 256 of 32), 32 in the cluster kernel (its bulk copies take 32 or 64), and fewer in
+//!        short rows: 4 up to 128 values, 8 up to 256 (more lanes a row: more loads in flight). Rows read 2 or 4
+//!        bytes at a time keep 16: more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
 {
     if (sizeof(T) == 4 && num_cols <= 256) {
-        return 8;
+        return num_cols <= 128 ? 4 : 8;
     }
     if (sizeof(T) == 2 && num_cols > block_values) {
         return 64;
@@ -69,9 +70,6 @@ inline int values_per_thread(int num_cols)
     return num_cols <= 512 || (sizeof(T) == 4 && num_cols <= cluster_cols<T>) ? 16 : 32;
 }
 
-
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
@@ -147,6 +145,31 @@ __device__ __forceinline__ Partial merge_lanes(Partial p, int width)
 
 //! @brief The power of two of lanes that a merge of `n` partials (1 to 32), one a lane, takes.
 __device__ __forceinline__ int lanes_for(int n) { return n <= 1 ? 1 : 1 << (32 - __clz(n - 1)); }
+
+//! @brief The maximum (`Max`) or the sum of `v` over the thread's group: its `group_threads` lanes (<= 32), or its
+//!        whole block, through `warp_values` (32 floats of shared memory); every thread of the group gets it.
+template <bool Max>
+__device__ __forceinline__ float reduce_group(float v, int group_threads, float* warp_values)
+{
+    const auto op = [](float a, float b) { return Max ? fmaxf(a, b) : a + b; };
+    const int width = min(group_threads, 32);
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, offset, width));
+    }
+    if (group_threads <= 32) {
+        return v;
+    }
+    const int lane = threadIdx.x % 32;
+    if (lane == 0) {
+        warp_values[threadIdx.x / 32] = v;
+    }
+    __syncthreads();
+    v = lane < static_cast<int>(blockDim.x / 32) ? warp_values[lane] : (Max ? -INFINITY : 0.0f);
+    for (int offset = 16; offset > 0; offset /= 2) {
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    return v;
+}
 
 //! @brief Merges the partials of every thread of the block; every thread gets the result.
 __device__ __forceinline__ Partial merge_block(Partial p, Partial* warp_partials)
@@ -292,12 +315,13 @@ __device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
-//!        (`group_threads == blockDim.x`).
+//!        (`group_threads == blockDim.x`). The whole row in registers, its maximum and then its sum are plain
+//!        reductions. A NaN or +inf makes the row NaN (through x - max), a row of -inf values 0 / 0.
 template <typename T, int Width, int Values>
 static __global__ void __launch_bounds__(max_block_threads<Values>)
     softmax_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols, int group_threads)
 {
-    __shared__ Partial warp_partials[32];
+    __shared__ float warp_maxima[32], warp_sums[32];  // one array a reduction: the second waits for no reader
     const Place at = group_threads <= 32
                          ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) +
                                      threadIdx.x / group_threads,
@@ -307,17 +331,29 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
     float x[Values];
     load_slice<T, Width, Values>(x, d_in + row_offset, at, num_cols, row_valid);
-    const Partial thread = exponentiate(x);
-    const Partial row = group_threads <= 32 ? merge_lanes(thread, group_threads) : merge_block(thread, warp_partials);
-    store_slice<T, Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, scale_to_row(thread, row));
+    float max = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        max = fmaxf(max, x[i]);
+    }
+    max = reduce_group<true>(max, group_threads, warp_maxima);
+    const float shift = max == -INFINITY ? 0.0f : max;
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        x[i] = exp2f((x[i] - shift) * log2e);
+        sum += x[i];
+    }
+    sum = reduce_group<false>(sum, group_threads, warp_sums);
+    store_slice<T, Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, 1.0f / sum);
 }
 
 //! @brief Rows split over the blocks of a cluster, each block a slice of `blockDim.x * Values` values of every row;
 //!        the grid's clusters take rows in turn (persistent). A block's slices of its next `cluster_stages` rows
 //!        arrive in shared memory by bulk copy while it works on this one; it pushes its partial into every block
 //!        of the cluster (st.async), whose barrier completes when all have landed. No block waits for a cluster-wide
-//!        barrier, nor for a load of a later row; a cluster of one block exchanges nothing. Rows are 16-byte aligned
-//!        (`Width` values per access).
+//!        barrier, nor for a load of a later row. Rows are 16-byte aligned (`Width` values per access); clusters
+//!        have 2 blocks or more (st.async does not address a cluster of one).
 template <typename T, int Width, int Values>
 static __global__ void __launch_bounds__(cluster_block_threads)
     cluster_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols)
@@ -385,18 +421,14 @@ static __global__ void __launch_bounds__(cluster_block_threads)
             if (row + cluster_stages * clusters < num_rows) {
                 load_row(row + cluster_stages * clusters, s);
             }
-            if (blocks > 1) {
-                arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
-            }
+            arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
         }
-        if (blocks > 1 && threadIdx.x < blocks) {
+        if (threadIdx.x < blocks) {
             push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
         }
-        if (blocks > 1) {
-            wait_barrier(&partials_landed[half], (turn / 2) % 2);
-        }
+        wait_barrier(&partials_landed[half], (turn / 2) % 2);
         const int width = lanes_for(blocks);
-        const Partial whole = blocks == 1 ? block :  // a cluster of one block holds the whole row
+        const Partial whole =
             merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
         T* d_slice = d_out + row * num_cols + first;
@@ -474,7 +506,8 @@ struct Layout {
 };
 
 //! @brief The layout of rows of `num_cols` values, `values` per thread; clusters of up to `cluster_limit` blocks
-//!        (0: none; otherwise rows longer than a warp's take a cluster, of one block where a block holds them).
+//!        (0: none). Rows that one block of the cluster kernel would hold take a block per row: a cluster has 2 blocks
+//!        or more.
 inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_limit)
 {
     const std::int64_t threads = (static_cast<std::int64_t>(num_cols) + values - 1) / values;
@@ -489,10 +522,10 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
         l.block_threads = short_rows_block;
         const int rows_per_block = short_rows_block / l.group_threads;
         l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
-    } else if (threads <= max_threads && cluster_limit == 0) {  // a block per row
+    } else if (threads <= max_threads && (cluster_limit == 0 || threads <= cluster_block_threads)) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
-    } else if (threads <= std::int64_t{cluster_limit} * cluster_block_threads) {  // a cluster (of one block up) per row
+    } else if (threads <= std::int64_t{cluster_limit} * cluster_block_threads) {  // a cluster per row
         l.cluster_blocks = static_cast<int>(
             std::min<std::int64_t>(cluster_limit, (threads + cluster_block_threads - 1) / cluster_block_threads));
         const std::int64_t per_block = (threads + l.cluster_blocks - 1) / l.cluster_blocks;
@@ -634,6 +667,19 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     return cudaGetLastError();
 }
 
+//! @brief launch() with `values` values a thread, one of `Candidates` (values_per_thread() chooses among them).
+template <typename T, int Width, int... Candidates>
+inline cudaError_t launch_values(int values, void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in,
+                                 T* d_out, int num_rows, int num_cols, cudaStream_t stream)
+{
+    cudaError_t result = cudaErrorInvalidValue;
+    (void)((values == Candidates && (result = launch<T, Width, Candidates>(d_temp_storage, temp_storage_bytes, d_in,
+                                                                           d_out, num_rows, num_cols, stream),
+                                     true)) ||
+           ...);
+    return result;
+}
+
 //! @brief y = softmax(x) along each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in
 //!        fp32). Two phases, as CUB: with `d_temp_storage == nullptr` it only sets `temp_storage_bytes`.
 //! @param[in] d_temp_storage device workspace of `temp_storage_bytes` (rows longer than a cluster keep their
@@ -659,10 +705,13 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
     }
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
         const int values = values_per_thread<T>(num_cols);
-        return values == 8    ? launch<T, width, 8>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-               : values == 16 ? launch<T, width, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-               : values == 32 ? launch<T, width, 32>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream)
-                              : launch<T, width, 64>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
+        if constexpr (sizeof(T) == 4) {
+            return launch_values<T, width, 4, 8, 16, 32>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
+                                                         num_rows, num_cols, stream);
+        } else {
+            return launch_values<T, width, 16, 32, 64>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
+                                                       num_rows, num_cols, stream);
+        }
     }
     return launch<T, 1, 16>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols, stream);
 }

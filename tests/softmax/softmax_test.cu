@@ -29,13 +29,13 @@ struct Shape {
     int rows, cols;
 };
 
-//! Every layout of the launchers: rows of a few lanes, a warp, a block (up to 16384 values), a cluster (up to 131072
-//! values: 16 blocks of 256 threads where the GPU takes them, else 8; of one block for fp32 rows of 2049 to 8192
-//! values in the final step) and longer (the split path); lengths that are
+//! Every layout of the launchers: rows of a few lanes, a warp, a block (up to 16384 values; 8192 for fp32 in the final
+//! step), a cluster (up to 131072 values: 16 blocks of 256 threads where the GPU takes them, else 8) and longer (the
+//! split path); lengths that are
 //! multiples of 4 and 8 (16-byte accesses) and not. 300 x 20000: more rows than clusters, so that each cluster takes
 //! several in turn.
 const std::vector<Shape> shapes = {{1, 1},     {1, 7},      {7, 3},       {100000, 3},  {257, 16},   {129, 100},
-                                   {64, 128},  {33, 513},   {65, 1024},   {31, 1025},   {16, 4096},  {9, 8191},
+                                   {64, 128},  {33, 513},   {65, 1024},   {31, 1025},   {16, 4096},  {3, 8192},   {9, 8191},
                                    {1000, 1000}, {5, 16384}, {3, 16385},  {3, 100000},  {2, 32768},  {300, 20000},
                                    {2, 131072}, {2, 131073}, {1, 262144}, {2, 300001}};
 //! Shapes left out under compute-sanitizer (slow there), beyond the above; 700 x 40000: many turns of each cluster.
