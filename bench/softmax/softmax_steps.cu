@@ -37,8 +37,8 @@ std::vector<KernelEntry> cluster_split_kernels()
     return out;
 }
 
-//! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and for bf16 (of 8 values), with 4 or 8
-//! values a thread in short fp32 rows and 64 in bf16 rows longer than a block.
+//! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and for bf16 (of 8 values), with 8 values a
+//! thread in short fp32 rows and 64 in bf16 rows longer than a block.
 std::vector<KernelEntry> bf16_kernels()
 {
     namespace s = bf16_in_out;
@@ -52,7 +52,6 @@ std::vector<KernelEntry> bf16_kernels()
                          configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
             kernel_entry("cluster_rows_kernel<" + b + ", 8, 64>", s::cluster_rows_kernel<bf16, 8, 64>, cluster,
                          configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),
-            kernel_entry("softmax_rows_kernel<float, 4, 4>", s::softmax_rows_kernel<float, 4, 4>, rows16),
             kernel_entry("softmax_rows_kernel<float, 4, 8>", s::softmax_rows_kernel<float, 4, 8>, rows16),
             kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
             kernel_entry("softmax_rows_kernel<float, 1, 16>", s::softmax_rows_kernel<float, 1, 16>, rows16),

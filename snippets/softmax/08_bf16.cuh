@@ -11,11 +11,12 @@
 //! only the result is rounded (to nearest even) back to bf16. bf16 rows longer
 //! than a block hold 64 values a thread, so that a cluster block's turn
 //! carries as many bytes as in fp32 (rows of up to 262144 values on the
-//! H100). Short fp32 rows hold fewer values a thread (4 up to 128, 8 up to
-//! 256): more lanes a row, more loads in flight. A row held in registers
-//! needs no online merge: its maximum, then its sum, are two plain
-//! reductions (a merge costs two exponentials a step), and fp32 rows of up to
-//! 8192 values then run fastest with a block per row.
+//! H100). Short fp32 rows hold 8 values a thread, up to 256: more lanes a
+//! row, more loads in flight. A row held in registers needs no online
+//! merge: its maximum, then its sum, are two plain reductions (a merge costs
+//! two exponentials a step). And a thread whose accesses all lie in its row
+//! loads them unchecked: checked ones, each with its select of -inf, shared
+//! their registers in ptxas's code, one load in flight a thread, not four.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -55,14 +56,14 @@ constexpr int max_block_threads = std::min(1024, block_values / Values);
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
 //!        values), else 32 for bf16 (64 bytes), and 64 in bf16 rows longer than a block (a cluster block's turn
 //!        then carries as many bytes as an fp32 block's); fp32 keeps 16 in a block per row (512 threads at 8192
-//!        values: faster than 256 of 32), 32 in the cluster kernel (its bulk copies take 32 or 64), and fewer in
-//!        short rows: 4 up to 128 values, 8 up to 256 (more lanes a row: more loads in flight). Rows read 2 or 4
-//!        bytes at a time keep 16: more threads, more loads in flight.
+//!        values: faster than 256 of 32), 32 in the cluster kernel (its bulk copies take 32 or 64), and 8 in short
+//!        rows, up to 256 values (more lanes a row: more loads in flight). Rows read 2 or 4 bytes at a time keep 16:
+//!        more threads, more loads in flight.
 template <typename T>
 inline int values_per_thread(int num_cols)
 {
     if (sizeof(T) == 4 && num_cols <= 256) {
-        return num_cols <= 128 ? 4 : 8;
+        return 8;
     }
     if (sizeof(T) == 2 && num_cols > block_values) {
         return 64;
@@ -246,45 +247,76 @@ struct Place {
     int threads;         //!< threads of the slice
 };
 
-//! @brief Loads the thread's values of the slice as floats (`-inf` past the row's end), `Width` values per access.
-template <typename T, int Width, int Values>
-__device__ __forceinline__ void load_slice(float (&x)[Values], const T* d_row, const Place& at,
-                                           int num_cols, bool row_valid)
+//! @brief Loads the thread's values of the slice as floats (`-inf` past the row's end), `Width` values per access;
+//!        each access checked against the row's end where `Checked`.
+template <bool Checked, typename T, int Width, int Values>
+__device__ __forceinline__ void load_chunks(float (&x)[Values], const T* d_row, const Place& at, int num_cols,
+                                            bool row_valid)
 {
 #pragma unroll
     for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        const bool inside = !Checked || (row_valid && col < num_cols);
         Chunk<T, Width> chunk;
-        if (row_valid && col < num_cols) {
+        if (inside) {
             chunk = *reinterpret_cast<const Chunk<T, Width>*>(d_row + col);
         }
         float values[Width];
         widen(chunk, values);
 #pragma unroll
         for (int i = 0; i < Width; ++i) {
-            x[a * Width + i] = row_valid && col < num_cols ? values[i] : -INFINITY;
+            x[a * Width + i] = inside ? values[i] : -INFINITY;
         }
     }
 }
 
-//! @brief Replaces each value x by exp(x - m), m the thread's maximum (0 where that is -inf: -inf values give 0, a
-//!        NaN stays NaN); returns the thread's partial: m and the sum of the new values.
+//! @brief load_chunks() unchecked where all the thread's accesses lie in the row: checked ones, each followed by its
+//!        select of -inf, land in the same registers (ptxas's choice), so that each waits for the one before it.
+template <typename T, int Width, int Values>
+__device__ __forceinline__ void load_slice(float (&x)[Values], const T* d_row, const Place& at,
+                                           int num_cols, bool row_valid)
+{
+    const std::int64_t end = at.first + (static_cast<std::int64_t>(Values / Width - 1) * at.threads + at.lane + 1) * Width;
+    if (row_valid && end <= num_cols) {
+        load_chunks<false, T, Width, Values>(x, d_row, at, num_cols, row_valid);
+    } else {
+        load_chunks<true, T, Width, Values>(x, d_row, at, num_cols, row_valid);
+    }
+}
+
+//! @brief The largest of the thread's values.
 template <int Values>
-__device__ __forceinline__ Partial exponentiate(float (&x)[Values])
+__device__ __forceinline__ float thread_max(const float (&x)[Values])
 {
     float max = -INFINITY;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
         max = fmaxf(max, x[i]);
     }
-    const float shift = max == -INFINITY ? 0.0f : max;
+    return max;
+}
+
+//! @brief Replaces each value x by exp(x - m) (m taken as 0 where it is -inf: -inf values give 0, a NaN stays NaN);
+//!        returns the sum of the new values.
+template <int Values>
+__device__ __forceinline__ float exponentiate_from(float (&x)[Values], float m)
+{
+    const float shift = m == -INFINITY ? 0.0f : m;
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
         x[i] = exp2f((x[i] - shift) * log2e);
         sum += x[i];
     }
-    return {max, sum};
+    return sum;
+}
+
+//! @brief exponentiate_from() the thread's own maximum; returns the thread's partial: that maximum and the sum.
+template <int Values>
+__device__ __forceinline__ Partial exponentiate(float (&x)[Values])
+{
+    const float max = thread_max(x);
+    return {max, exponentiate_from(x, max)};
 }
 
 //! @brief Writes `scale` times each value the thread holds.
@@ -331,20 +363,8 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
     float x[Values];
     load_slice<T, Width, Values>(x, d_in + row_offset, at, num_cols, row_valid);
-    float max = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        max = fmaxf(max, x[i]);
-    }
-    max = reduce_group<true>(max, group_threads, warp_maxima);
-    const float shift = max == -INFINITY ? 0.0f : max;
-    float sum = 0.0f;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        x[i] = exp2f((x[i] - shift) * log2e);
-        sum += x[i];
-    }
-    sum = reduce_group<false>(sum, group_threads, warp_sums);
+    const float max = reduce_group<true>(thread_max(x), group_threads, warp_maxima);
+    const float sum = reduce_group<false>(exponentiate_from(x, max), group_threads, warp_sums);
     store_slice<T, Width, Values>(x, d_out + row_offset, at, num_cols, row_valid, 1.0f / sum);
 }
 
@@ -373,6 +393,7 @@ static __global__ void __launch_bounds__(cluster_block_threads)
     const int count = static_cast<int>(min(std::int64_t{slice}, max(std::int64_t{0}, num_cols - first)));
     const unsigned slice_bytes = static_cast<unsigned>(count * sizeof(T));
     const auto stage = [&](int s) { return reinterpret_cast<T*>(stages) + s * slice; };
+    const Place staged{0, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};  // in the block's slice
     const auto offset = [&](int a) { return (a * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * Width; };
     const auto load_row = [&](std::int64_t row, int s) {  // by thread 0
         arrive_expecting(&slice_landed[s], slice_bytes);
@@ -402,19 +423,7 @@ static __global__ void __launch_bounds__(cluster_block_threads)
         const int s = turn % cluster_stages, half = turn % 2;
         wait_barrier(&slice_landed[s], (turn / cluster_stages) % 2);
         float x[Values];
-#pragma unroll
-        for (int a = 0; a < Values / Width; ++a) {
-            Chunk<T, Width> chunk{};
-            if (offset(a) < count) {
-                chunk = *reinterpret_cast<const Chunk<T, Width>*>(stage(s) + offset(a));
-            }
-            float values[Width];
-            widen(chunk, values);
-#pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                x[a * Width + i] = offset(a) < count ? values[i] : -INFINITY;
-            }
-        }
+        load_slice<T, Width, Values>(x, stage(s), staged, count, true);  // -inf past the row's end
         const Partial thread = exponentiate(x);
         const Partial block = merge_block(thread, warp_partials[half]);  // past its barrier, no thread reads stage s
         if (threadIdx.x == 0) {
@@ -706,8 +715,8 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
     if (num_cols % width == 0 && aligned(d_in, vector_bytes) && aligned(d_out, vector_bytes)) {
         const int values = values_per_thread<T>(num_cols);
         if constexpr (sizeof(T) == 4) {
-            return launch_values<T, width, 4, 8, 16, 32>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
-                                                         num_rows, num_cols, stream);
+            return launch_values<T, width, 8, 16, 32>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
+                                                      num_rows, num_cols, stream);
         } else {
             return launch_values<T, width, 16, 32, 64>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
                                                        num_rows, num_cols, stream);
