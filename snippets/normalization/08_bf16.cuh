@@ -11,8 +11,10 @@
 //! mean and rstd are written in fp32), and only y is rounded (to nearest
 //! even) back to bf16. With half the bytes a value, bf16 leaves half the
 //! instructions a value: widening works on 32-bit words (one shift or mask a
-//! value), the squares are summed plainly before they are scaled, and the
-//! LayerNorm cluster kernel's registers leave room for three blocks an SM.
+//! value), the squares are summed plainly before they are scaled, values
+//! past the row are set once to what adds nothing to LayerNorm's sums
+//! (pad(), not a select a value in each sum), and the LayerNorm cluster
+//! kernel's registers leave room for three blocks an SM.
 //! fp32 rows of up to 64 values hold 8 values a thread, not 16; bf16 rows
 //! longer than 65536 values hold 64, so that clusters of 8 blocks take rows
 //! of up to 131072; RMSNorm's bf16 rows of up to 4096 values hold 16.
@@ -388,21 +390,37 @@ __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], in
     return reduce_group(thread_squares<Plain>(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
+//! @brief Sets the thread's values past its first `count` to `value`: one branch where it holds none past the row,
+//!        not a select a value in every sum.
+template <int Values>
+__device__ __forceinline__ void pad(float (&x)[Values], int count, float value)
+{
+    if (count < Values) {
+#pragma unroll
+        for (int i = 0; i < Values; ++i) {
+            x[i] = i < count ? x[i] : value;
+        }
+    }
+}
+
 //! @brief LayerNorm's statistics of the group's `group_count` values (0 or more), the thread's first `count`, in two
 //!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
-//!        then the squares of the deviations from it, in the thread's registers.
+//!        then the squares of the deviations from it, in the thread's registers. The values past the row count as
+//!        `shift`, then as the mean (pad()): no difference, no deviation.
 template <bool Plain, int Values>
-__device__ __forceinline__ Moments group_statistics(const float (&x)[Values], int count, int group_count, float shift,
+__device__ __forceinline__ Moments group_statistics(float (&x)[Values], int count, int group_count, float shift,
                                                     int group_threads, GroupScratch& scratch, Moments)
 {
+    pad(x, count, shift);
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
-        sum += i < count ? x[i] - shift : 0.0f;
+        sum += x[i] - shift;
     }
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
-    const Squares m2 = reduce_group(thread_squares<Plain>(x, count, mean), group_threads, scratch.squares,
+    pad(x, count, mean);
+    const Squares m2 = reduce_group(thread_squares<Plain>(x, Values, mean), group_threads, scratch.squares,
                                     Squares{smallest_scale, 0.0f});
     return {static_cast<float>(group_count), mean, m2};
 }
@@ -616,9 +634,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         const float shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
         const int threads = static_cast<int>(blockDim.x);
         constexpr bool plain = plain_squares<T, Width>;
-        const Stats block = count == slice  // every slice but a row's last: all the thread's values lie in the row
-                                ? group_statistics<plain>(x, Values, count, shift, threads, scratch[half], Stats{})
-                                : group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
+        const Stats block = group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
