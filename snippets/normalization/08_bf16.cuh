@@ -14,7 +14,8 @@
 //! value), the squares are summed plainly before they are scaled, values
 //! past the row are set once to what adds nothing to LayerNorm's sums
 //! (pad(), not a select a value in each sum), and the LayerNorm cluster
-//! kernel's registers leave room for three blocks an SM.
+//! kernel's registers leave room for three blocks an SM. Each cluster block
+//! reserves LayerNorm's shared memory, RMSNorm's too: two fp32 blocks an SM.
 //! fp32 rows of up to 64 values hold 8 values a thread, not 16; bf16 rows
 //! longer than 65536 values hold 64, so that clusters of 8 blocks take rows
 //! of up to 131072; RMSNorm's bf16 rows of up to 4096 values hold 16.
@@ -42,6 +43,10 @@ constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU wit
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
 constexpr int cluster_stages = 1;            //!< rows a block loads ahead (a second costs blocks per SM: slower)
+//! @brief Shared memory a block of the cluster kernel reserves, in slices: its stages of x, gamma's and beta's.
+//!        RMSNorm's blocks leave the last one unused: two fp32 blocks an SM, not three, were faster in rows of
+//!        131072 values.
+constexpr int cluster_block_slices = cluster_stages + 2;
 constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;             //!< values per thread of the split path
@@ -213,18 +218,17 @@ __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
     return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
 }
 
-//! @brief The squares of the first `count` values' differences from `center`, scaled by a power of two of the
-//!        largest. `Plain`: summed as they are first (two instructions a value, not four), then scaled by a power
+//! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest. `Plain`: summed as they are first (two instructions a value, not four), then scaled by a power
 //!        of two of the sum's root, unless a square may have overflowed or vanished.
 template <bool Plain, int Values>
-__device__ __forceinline__ Squares thread_squares(const float (&x)[Values], int count, float center)
+__device__ __forceinline__ Squares thread_squares(const float (&x)[Values], float center)
 {
     if constexpr (Plain) {
         float plain = 0.0f;
 #pragma unroll
         for (int i = 0; i < Values; ++i) {
             const float d = x[i] - center;
-            plain += i < count ? d * d : 0.0f;
+            plain += d * d;
         }
         if (plain >= 0x1p-90f && plain <= 0x1p126f) {  // squares below 2^-126 are negligible beside it; NaN fails
             const float scale = power_of_two_above(sqrtf(plain));
@@ -235,7 +239,7 @@ __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], int 
     float largest = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
-        largest = fmaxf(largest, i < count ? fabsf(x[i] - center) : 0.0f);
+        largest = fmaxf(largest, fabsf(x[i] - center));
     }
     const float scale = power_of_two_above(largest);
     const float inverse = inverse_power_of_two(scale);
@@ -243,7 +247,7 @@ __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], int 
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
         const float d = (x[i] - center) * inverse;
-        sum += i < count ? d * d : 0.0f;
+        sum += d * d;
     }
     return {scale, sum};
 }
@@ -387,7 +391,7 @@ template <bool Plain, int Values>
 __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
                                                     GroupScratch& scratch, Squares)
 {
-    return reduce_group(thread_squares<Plain>(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
+    return reduce_group(thread_squares<Plain>(x, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
 //! @brief Sets the thread's values past its first `count` to `value`: one branch where it holds none past the row,
@@ -420,7 +424,7 @@ __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int coun
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
     pad(x, count, mean);
-    const Squares m2 = reduce_group(thread_squares<Plain>(x, Values, mean), group_threads, scratch.squares,
+    const Squares m2 = reduce_group(thread_squares<Plain>(x, mean), group_threads, scratch.squares,
                                     Squares{smallest_scale, 0.0f});
     return {static_cast<float>(group_count), mean, m2};
 }
@@ -774,7 +778,7 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
 }
 
 //! @brief The launch of clusters of `cluster_blocks` blocks of `block_threads` threads, each with its shared memory
-//!        for `cluster_stages` slices of x and its slices of gamma (and beta); its grid is one cluster.
+//!        for `cluster_block_slices` slices (x's stages, gamma's and beta's); its grid is one cluster.
 template <typename T, typename Stats, int Width, int Values>
 inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& cluster, int cluster_blocks,
                            int block_threads, cudaStream_t stream)
@@ -782,7 +786,7 @@ inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& clus
     config = {};
     config.gridDim = dim3(cluster_blocks);
     config.blockDim = dim3(block_threads);
-    config.dynamicSmemBytes = std::size_t{cluster_stages + row_parameters<Stats>} * block_threads * Values * sizeof(T);
+    config.dynamicSmemBytes = std::size_t{cluster_block_slices} * block_threads * Values * sizeof(T);
     config.stream = stream;
     cluster = {};
     cluster.id = cudaLaunchAttributeClusterDimension;
@@ -811,7 +815,7 @@ inline int active_clusters(int cluster_blocks, int block_threads)
     }
     const auto kernel = cluster_norm_kernel<T, Stats, Width, Values>;
     const int largest_shared =
-        (cluster_stages + row_parameters<Stats>) * cluster_block_threads * Values * static_cast<int>(sizeof(T));
+        cluster_block_slices * cluster_block_threads * Values * static_cast<int>(sizeof(T));
     int cluster_launch = 0;
     cudaFuncAttributes attributes{};
     cudaLaunchConfig_t config;
