@@ -16,6 +16,8 @@
 //! (pad(), not a select a value in each sum), and the LayerNorm cluster
 //! kernel's registers leave room for three blocks an SM. Each cluster block
 //! reserves LayerNorm's shared memory, RMSNorm's too: two fp32 blocks an SM.
+//! Threads of short rows find their row by shifts: an integer division put
+//! some 40 instructions before a warp's first load.
 //! fp32 rows of up to 64 values hold 8 values a thread, not 16; bf16 rows
 //! longer than 65536 values hold 64, so that clusters of 8 blocks take rows
 //! of up to 131072; RMSNorm's bf16 rows of up to 4096 values hold 16.
@@ -532,10 +534,11 @@ static __global__ void
         norm_rows_kernel(Args<T> args, int group_threads)
 {
     __shared__ GroupScratch scratch;
+    const int lanes_log2 = __ffs(group_threads) - 1;  // rows of a power of two of lanes: shifts, not a division
     const Place at = group_threads <= 32
-                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) +
-                                     threadIdx.x / group_threads,
-                                 0, static_cast<int>(threadIdx.x) % group_threads, group_threads}
+                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> lanes_log2) +
+                                     (threadIdx.x >> lanes_log2),
+                                 0, static_cast<int>(threadIdx.x) & (group_threads - 1), group_threads}
                          : Place{blockIdx.x, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const bool row_valid = at.row < args.num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * args.num_cols;
