@@ -175,12 +175,14 @@ REGISTRY_SCHEMA: dict = {
                                             "n": {"type": "integer"},
                                             "problem": {"type": "string"},
                                             "shape": {
-                                                "type": "array", "minItems": 2, "maxItems": 3,
+                                                "type": "array", "minItems": 2, "maxItems": 4,
                                                 "items": {"type": "integer", "minimum": 1},
-                                                "description": "a GEMM's M, N, K where they differ, or "
-                                                               "a matrix's rows, columns: n is then a "
-                                                               "key, not a size (left out of plots "
-                                                               "against n; cited as #MxNxK or #RxC)",
+                                                "description": "a GEMM's M, N, K where they differ, "
+                                                               "a matrix's rows, columns, or an "
+                                                               "attention problem's batch, heads, seq, "
+                                                               "head dim: n is then a key, not a size "
+                                                               "(left out of plots against n; cited as "
+                                                               "#MxNxK, #RxC or #BxHxSxD)",
                                             },
                                         },
                                     },

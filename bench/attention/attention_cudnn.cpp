@@ -1,0 +1,236 @@
+#include "attention/attention_cudnn.hpp"
+
+#include "core/cudnn_library.hpp"
+
+#include <string>
+
+#if STEPWISE_CUDNN_HEADER && STEPWISE_CUDNN_FRONTEND
+#ifndef NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
+#error "cudnn-frontend must open cuDNN at run time (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): nothing links libcudnn"
+#endif
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
+
+#include <cudnn_frontend.h>
+
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#endif
+
+namespace stepwise::attention {
+
+#if STEPWISE_CUDNN_HEADER && STEPWISE_CUDNN_FRONTEND
+
+namespace fe = cudnn_frontend;
+using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+//! One problem's graph (built, with its execution plan), its tensors and its workspace.
+struct CudnnSdpa::Plan {
+    fe::graph::Graph graph;
+    Tensor q, k, v, o, lse;
+    DeviceBuffer<unsigned char> workspace;
+};
+
+//! The cuDNN functions the baseline calls itself, the handle and the kept plans.
+struct CudnnSdpa::Api {
+    cudnnHandle_t handle = nullptr;
+    decltype(&cudnnGetErrorString) error_string = nullptr;
+    decltype(&cudnnCreate) create = nullptr;
+    decltype(&cudnnDestroy) destroy = nullptr;
+    decltype(&cudnnSetStream) set_stream = nullptr;
+    //! By batch, heads, kv_heads, seq, head_dim, causal and the scale's bits.
+    std::map<std::tuple<int, int, int, int, int, bool, std::uint32_t>, std::unique_ptr<Plan>> plans;
+
+    ~Api()
+    {
+        plans.clear();
+        if (handle != nullptr) {
+            destroy(handle);
+        }
+    }
+};
+
+namespace {
+
+std::string one_line(const char* step, const std::string& message)
+{
+    return std::string(step) + ": " + message.substr(0, message.find('\n'));
+}
+
+}  // namespace
+
+CudnnSdpa::CudnnSdpa() : api_(std::make_unique<Api>())
+{
+    const CudnnLibrary& library = cudnn_library();
+    version_ = library.version;
+    if (!library.available()) {
+        reason_ = library.reason;
+        return;
+    }
+    std::string missing;
+    Api& a = *api_;
+    const bool found = library.find_symbol("cudnnGetErrorString", a.error_string, missing) &
+                       library.find_symbol("cudnnCreate", a.create, missing) &
+                       library.find_symbol("cudnnDestroy", a.destroy, missing) &
+                       library.find_symbol("cudnnSetStream", a.set_stream, missing);
+    if (!found) {
+        reason_ = library.path + " has no " + missing;
+        return;
+    }
+    fe::cudnn_dlhandle = library.handle;  // defined once, beside the normalization chapter's baseline
+    if (const cudnnStatus_t s = a.create(&a.handle); s != CUDNN_STATUS_SUCCESS) {
+        a.handle = nullptr;
+        reason_ = version_ + ": cudnnCreate failed: " + a.error_string(s);
+    }
+}
+
+CudnnSdpa::~CudnnSdpa() = default;
+
+CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& status)
+{
+    status = cudaErrorNotSupported;
+    if (!available()) {
+        last_status_ = reason_;
+        return nullptr;
+    }
+    std::uint32_t scale_bits = 0;
+    std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
+    const auto key = std::make_tuple(pr.batch, pr.heads, pr.kv_heads, pr.seq, pr.head_dim, pr.causal, scale_bits);
+    if (const auto kept = api_->plans.find(key); kept != api_->plans.end()) {
+        status = cudaSuccess;
+        return kept->second.get();
+    }
+    int device = 0, major = 0, minor = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+        status = e;
+        last_status_ = std::string("cudaGetDevice: ") + cudaGetErrorString(e);
+        return nullptr;
+    }
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    const auto failed = [this](const char* step, fe::error_t e) {
+        if (e.is_good()) {
+            return false;
+        }
+        last_status_ = one_line(step, e.get_message());
+        return true;
+    };
+    try {
+        auto p = std::make_unique<Plan>();
+        fe::graph::Graph& g = p->graph;
+        g.set_io_data_type(fe::DataType_t::BFLOAT16)
+            .set_intermediate_data_type(fe::DataType_t::FLOAT)
+            .set_compute_data_type(fe::DataType_t::FLOAT)
+            .set_sm_version(major * 10 + minor);
+        const std::int64_t b = pr.batch, h = pr.heads, hk = pr.kv_heads, s = pr.seq, d = pr.head_dim;
+        const auto bshd = [&](const char* name, std::int64_t heads) {
+            return g.tensor(fe::graph::Tensor_attributes()
+                                .set_name(name)
+                                .set_dim({b, heads, s, d})
+                                .set_stride({heads * s * d, s * d, d, 1}));
+        };
+        p->q = bshd("Q", h);
+        p->k = bshd("K", hk);
+        p->v = bshd("V", hk);
+        auto [o, lse] = g.sdpa(p->q, p->k, p->v,
+                               fe::graph::SDPA_attributes()
+                                   .set_name("sdpa")
+                                   .set_generate_stats(true)
+                                   .set_attn_scale(scale)
+                                   .set_causal_mask(pr.causal));
+        o->set_output(true).set_dim({b, h, s, d}).set_stride({h * s * d, s * d, d, 1});
+        lse->set_output(true).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride({h * s, s, 1, 1});
+        p->o = o;
+        p->lse = lse;
+        std::int64_t workspace_bytes = 0;
+        if (failed("validate", g.validate()) ||
+            failed("build_operation_graph", g.build_operation_graph(api_->handle)) ||
+            failed("create_execution_plans", g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})) ||
+            failed("check_support", g.check_support()) || failed("build_plans", g.build_plans()) ||
+            failed("get_workspace_size", g.get_workspace_size(workspace_bytes))) {
+            return nullptr;
+        }
+        p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
+        fe::detail::has_current_context();
+        status = cudaSuccess;
+        last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
+        return (api_->plans[key] = std::move(p)).get();
+    } catch (const CudaError& e) {
+        status = e.code();
+        last_status_ = e.what();
+    } catch (const std::exception& e) {
+        last_status_ = one_line("cudnn-frontend", e.what());
+    } catch (...) {
+        last_status_ = "cudnn-frontend: an exception that is no std::exception";
+    }
+    return nullptr;
+}
+
+cudaError_t CudnnSdpa::prepare(const Problem& p, float scale)
+{
+    cudaError_t status = cudaSuccess;
+    plan(p, scale, status);
+    return status;
+}
+
+cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, void* d_o, float* d_lse,
+                           const Problem& pr, float scale, cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(pr, scale, status);
+    if (p == nullptr) {
+        return status;
+    }
+    Api& a = *api_;
+    if (const cudnnStatus_t s = a.set_stream(a.handle, stream); s != CUDNN_STATUS_SUCCESS) {
+        last_status_ = std::string("cudnnSetStream: ") + a.error_string(s);
+        return cudaErrorNotSupported;
+    }
+    try {
+        std::unordered_map<Tensor, void*> pack = {{p->q, const_cast<void*>(d_q)},
+                                                  {p->k, const_cast<void*>(d_k)},
+                                                  {p->v, const_cast<void*>(d_v)},
+                                                  {p->o, d_o},
+                                                  {p->lse, d_lse}};
+        if (fe::error_t e = p->graph.execute(a.handle, pack, p->workspace.data()); e.is_bad()) {
+            last_status_ = one_line("execute", e.get_message());
+            return cudaErrorNotSupported;
+        }
+    } catch (const std::exception& e) {
+        last_status_ = one_line("cudnn-frontend", e.what());
+        return cudaErrorNotSupported;
+    } catch (...) {
+        last_status_ = "cudnn-frontend: an exception that is no std::exception";
+        return cudaErrorNotSupported;
+    }
+    last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
+    return cudaSuccess;
+}
+
+#else  // built without cudnn.h or without cudnn-frontend's headers
+
+struct CudnnSdpa::Api {};
+struct CudnnSdpa::Plan {};
+
+CudnnSdpa::CudnnSdpa() : reason_("the build found no cudnn.h or no cudnn_frontend.h (see the normalization baseline)") {}
+CudnnSdpa::~CudnnSdpa() = default;
+
+cudaError_t CudnnSdpa::prepare(const Problem&, float)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+cudaError_t CudnnSdpa::run(const void*, const void*, const void*, void*, float*, const Problem&, float, cudaStream_t)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+#endif
+
+}  // namespace stepwise::attention

@@ -1,0 +1,60 @@
+#include "attention/attention_steps.hpp"
+
+#include "core/cuda_check.hpp"
+
+#include "../../snippets/attention/01_three_kernels.cuh"
+#include "../../snippets/attention/02_fused_online_softmax.cuh"
+#include "../../snippets/attention/03_mma_registers.cuh"
+
+namespace stepwise::attention {
+namespace {
+
+//! A step's launcher, which takes the step's own `Shape`, called with the chapter's Problem.
+template <typename Shape, cudaError_t (*Launcher)(void*, std::size_t&, const bf16*, const bf16*, const bf16*, bf16*,
+                                                  float*, const Shape&, float, cudaStream_t)>
+cudaError_t on_problem(void* d_temp_storage, std::size_t& temp_storage_bytes, const bf16* d_q, const bf16* d_k,
+                       const bf16* d_v, bf16* d_o, float* d_lse, const Problem& p, float scale, cudaStream_t stream)
+{
+    const Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
+    return Launcher(d_temp_storage, temp_storage_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
+}
+
+}  // namespace
+
+const std::vector<Step>& steps()
+{
+    namespace tk = three_kernels;
+    namespace fo = fused_online_softmax;
+    namespace mr = mma_registers;
+    static const std::vector<Step> all = {
+        {{"01_three_kernels", "Three kernels: S and P through global memory", "snippets/attention/01_three_kernels.cuh",
+          "stepwise::attention::three_kernels"},
+         tk::requirement,
+         tk::requirement_met,
+         on_problem<tk::Shape, tk::attention>,
+         {kernel_entry("scores_kernel<128>", tk::scores_kernel<128>, dim3(tk::gemm_threads)),
+          kernel_entry("scores_kernel<64>", tk::scores_kernel<64>, dim3(tk::gemm_threads)),
+          kernel_entry("softmax_kernel", tk::softmax_kernel, dim3(tk::softmax_threads)),
+          kernel_entry("output_kernel<128>", tk::output_kernel<128>, dim3(tk::gemm_threads)),
+          kernel_entry("output_kernel<64>", tk::output_kernel<64>, dim3(tk::gemm_threads))}},
+        {{"02_fused_online_softmax", "One fused kernel with the online softmax (WMMA, S and P in shared memory)",
+          "snippets/attention/02_fused_online_softmax.cuh", "stepwise::attention::fused_online_softmax"},
+         fo::requirement,
+         fo::requirement_met,
+         on_problem<fo::Shape, fo::attention>,
+         {kernel_entry("attention_kernel<128>", fo::attention_kernel<128>, dim3(fo::threads), fo::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64>", fo::attention_kernel<64>, dim3(fo::threads), fo::Layout<64>::bytes)}},
+        {{"03_mma_registers", "mma.sync and ldmatrix: scores, P and O in registers",
+          "snippets/attention/03_mma_registers.cuh", "stepwise::attention::mma_registers"},
+         mr::requirement,
+         mr::requirement_met,
+         on_problem<mr::Shape, mr::attention>,
+         {kernel_entry("attention_kernel<128>", mr::attention_kernel<128>, dim3(mr::threads)),
+          kernel_entry("attention_kernel<64>", mr::attention_kernel<64>, dim3(mr::threads))}},
+    };
+    return all;
+}
+
+std::string unsupported_reason(const Step& step) { return stepwise::unsupported_reason(step.needs, step.needs_met()); }
+
+}  // namespace stepwise::attention
