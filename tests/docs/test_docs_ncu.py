@@ -509,6 +509,33 @@ def test_tensor_pipe_dram_throughput_and_wgmma_conflicts(tmp_path, divergence):
         assert metric in ncu.METRICS and metric in ncu.LATE_METRICS
 
 
+XU = "smsp__inst_executed_pipe_xu.sum"
+
+
+def test_xu_instructions_and_their_share_of_all(tmp_path, divergence):
+    rows = launch_rows(0, DIV_KERNEL, "(256, 1, 1)", "(4096, 1, 1)", {XU: "300", "smsp__inst_executed.sum": "1000"})
+    rows += launch_rows(1, DIV_KERNEL, "(256, 1, 1)", "(1024, 1, 1)", {XU: "100", "smsp__inst_executed.sum": "3000"})
+    path = write_csv(tmp_path, rows)
+    counts = ncu.step_counts(divergence, ncu.load_csv(path), path)[0]
+    # both summed over the launches, then divided: 400 of 4000
+    assert counts.value("xu_instructions") == 400
+    assert counts.value("xu_share") == pytest.approx(0.1)
+    assert ncu.format_field(counts, "xu_instructions") == "400"
+    assert ncu.format_field(counts, "xu_share") == "10.0 %"
+    assert XU in ncu.METRICS and XU in ncu.LATE_METRICS
+
+
+def test_a_file_recorded_before_the_xu_metric_fails_only_its_fields(tmp_path, divergence):
+    path = write_csv(tmp_path, launch_rows(0, DIV_KERNEL, "(256, 1, 1)", "(4, 1, 1)",
+                                           {"smsp__inst_executed.sum": "100"}, leave_out=(XU,)))
+    counts = ncu.step_counts(divergence, ncu.load_csv(path), path)[0]
+    assert counts.value("instructions") == 100
+    for name in ("xu_instructions", "xu_share"):
+        with pytest.raises(ncu.NcuError) as exc:
+            ncu.format_field(counts, name)
+        assert_error(exc, path.name, "launch 0", f"has no {XU}", "re-run make profile")
+
+
 @pytest.mark.parametrize("name, metric", [
     ("tensor_active", TENSOR), ("dram_throughput", DRAM_PCT), ("wgmma_bank_conflicts", GMMA_CONFLICTS)])
 def test_a_file_recorded_before_the_tensor_metrics_fails_only_their_fields(tmp_path, divergence, name, metric):

@@ -71,6 +71,8 @@ NCU_EXTRA_COLUMNS = [
     ("tensor_active", "tensor pipe active"),
     ("dram_throughput", "DRAM throughput"),
     ("wgmma_bank_conflicts", "bank conflicts (wgmma)"),
+    ("xu_instructions", "XU (MUFU) instructions"),
+    ("xu_share", "XU share of instructions"),
 ]
 
 

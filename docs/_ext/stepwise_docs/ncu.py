@@ -67,6 +67,7 @@ METRICS = {
         "tensor pipe active (HMMA and HGMMA)",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum": "shared-memory bank conflicts (wgmma reads)",
+    "smsp__inst_executed_pipe_xu.sum": "warp instructions of the XU pipe (MUFU: exponentials, reciprocals)",
 }
 #: Metrics added after files were recorded: a launch may lack them, and only a field that needs
 #: one fails (naming the file and launch; re-run ``make profile``).
@@ -79,6 +80,7 @@ LATE_METRICS = (
     "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",
+    "smsp__inst_executed_pipe_xu.sum",
 )
 #: Units accepted as they are; anything else (Kbyte, Msector, ...) means ncu scaled the value.
 #: ``branches`` is the unit ncu (CUDA 13.0, on an H100) prints for the branch-target counts,
@@ -113,6 +115,9 @@ FIELDS = {
     "dram_throughput": "DRAM throughput (share of its peak over the launches' elapsed time, averaged over "
                        "the step's launches weighted by their warps)",
     "wgmma_bank_conflicts": "shared-memory bank conflicts of the tensor cores' wgmma reads",
+    "xu_instructions": "warp instructions of the XU pipe (the special-function unit, MUFU: exponentials, "
+                       "reciprocals, conversions)",
+    "xu_share": "share of the warp instructions executed that went to the XU pipe",
 }
 
 #: The fields that are a sum over the step's launches of the metrics named.
@@ -130,10 +135,12 @@ SUMMED_FIELDS = {
     "branch_targets": ("smsp__sass_branch_targets.sum",),
     "divergent_branches": ("smsp__sass_branch_targets_threads_divergent.sum",),
     "wgmma_bank_conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",),
+    "xu_instructions": ("smsp__inst_executed_pipe_xu.sum",),
 }
 #: The fields that are one field over another (NaN where the second is 0).
 RATIO_FIELDS = {"sectors_per_request": ("ld_sectors", "ld_requests"),
-                "st_sectors_per_request": ("st_sectors", "st_requests")}
+                "st_sectors_per_request": ("st_sectors", "st_requests"),
+                "xu_share": ("xu_instructions", "instructions")}
 #: The fields that are a per-launch percentage, averaged over the launches weighted by their warps.
 WARP_WEIGHTED_FIELDS = {
     "achieved_occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -450,7 +457,8 @@ def format_field(counts: StepCounts, name: str) -> str:
         return sig(value)
     if name == "instructions_per_warp":
         return sig(value, 4)
-    if name in ("warp_efficiency", "branch_uniformity", "achieved_occupancy", "tensor_active", "dram_throughput"):
+    if name in ("warp_efficiency", "branch_uniformity", "achieved_occupancy", "tensor_active", "dram_throughput",
+                "xu_share"):
         return f"{sig(100.0 * value)} %"
     if name in ("dram_bytes", "dram_read_bytes", "dram_write_bytes"):
         return format_bytes(int(value))
