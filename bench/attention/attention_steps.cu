@@ -5,6 +5,7 @@
 #include "../../snippets/attention/01_three_kernels.cuh"
 #include "../../snippets/attention/02_fused_online_softmax.cuh"
 #include "../../snippets/attention/03_mma_registers.cuh"
+#include "../../snippets/attention/04_cp_async_double_buffer.cuh"
 
 namespace stepwise::attention {
 namespace {
@@ -26,6 +27,7 @@ const std::vector<Step>& steps()
     namespace tk = three_kernels;
     namespace fo = fused_online_softmax;
     namespace mr = mma_registers;
+    namespace cd = cp_async_double_buffer;
     static const std::vector<Step> all = {
         {{"01_three_kernels", "Three kernels: S and P through global memory", "snippets/attention/01_three_kernels.cuh",
           "stepwise::attention::three_kernels"},
@@ -51,6 +53,13 @@ const std::vector<Step>& steps()
          on_problem<mr::Shape, mr::attention>,
          {kernel_entry("attention_kernel<128>", mr::attention_kernel<128>, dim3(mr::threads)),
           kernel_entry("attention_kernel<64>", mr::attention_kernel<64>, dim3(mr::threads))}},
+        {{"04_cp_async_double_buffer", "cp.async: the next tile of K and V copied while this one is computed on",
+          "snippets/attention/04_cp_async_double_buffer.cuh", "stepwise::attention::cp_async_double_buffer"},
+         cd::requirement,
+         cd::requirement_met,
+         on_problem<cd::Shape, cd::attention>,
+         {kernel_entry("attention_kernel<128>", cd::attention_kernel<128>, dim3(cd::threads), cd::shared_bytes<128>),
+          kernel_entry("attention_kernel<64>", cd::attention_kernel<64>, dim3(cd::threads), cd::shared_bytes<64>)}},
     };
     return all;
 }
