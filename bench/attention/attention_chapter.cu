@@ -110,7 +110,7 @@ Reference make_reference(const at::Problem& p, float scale, const Inputs& in)
 class AttentionChapter final : public ChapterBase {
 public:
     AttentionChapter()
-        : ChapterBase("attention", "Attention: from three kernels to one fused kernel in registers", "tensor_peak",
+        : ChapterBase("attention", "Attention: from three kernels to TMA and wgmma", "tensor_peak",
                       "Attention")
     {
         entry_.profile = {"AttentionProfile.*", "regex:attention_kernel|scores_kernel|softmax_kernel|output_kernel", ""};

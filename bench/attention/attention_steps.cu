@@ -6,6 +6,7 @@
 #include "../../snippets/attention/02_fused_online_softmax.cuh"
 #include "../../snippets/attention/03_mma_registers.cuh"
 #include "../../snippets/attention/04_cp_async_double_buffer.cuh"
+#include "../../snippets/attention/05_tma_wgmma.cuh"
 
 namespace stepwise::attention {
 namespace {
@@ -28,6 +29,7 @@ const std::vector<Step>& steps()
     namespace fo = fused_online_softmax;
     namespace mr = mma_registers;
     namespace cd = cp_async_double_buffer;
+    namespace tw = tma_wgmma;
     static const std::vector<Step> all = {
         {{"01_three_kernels", "Three kernels: S and P through global memory", "snippets/attention/01_three_kernels.cuh",
           "stepwise::attention::three_kernels"},
@@ -60,6 +62,14 @@ const std::vector<Step>& steps()
          on_problem<cd::Shape, cd::attention>,
          {kernel_entry("attention_kernel<128>", cd::attention_kernel<128>, dim3(cd::threads), cd::shared_bytes<128>),
           kernel_entry("attention_kernel<64>", cd::attention_kernel<64>, dim3(cd::threads), cd::shared_bytes<64>)}},
+        {{"05_tma_wgmma", "TMA loads and wgmma for both products, P from registers",
+          "snippets/attention/05_tma_wgmma.cuh", "stepwise::attention::tma_wgmma"},
+         tw::requirement,
+         tw::requirement_met,
+         on_problem<tw::Shape, tw::attention>,
+         {kernel_entry("attention_kernel<128>", tw::attention_kernel<128>, dim3(tw::threads),
+                       tw::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64>", tw::attention_kernel<64>, dim3(tw::threads), tw::Layout<64>::bytes)}},
     };
     return all;
 }

@@ -24,7 +24,7 @@ using AttentionFunction = cudaError_t (*)(void* d_temp_storage, std::size_t& tem
 
 //! @brief One step of the chapter.
 struct Step : StepSource {
-    const char* needs;    //!< what the GPU and the build must offer ("sm_80")
+    const char* needs;    //!< what the GPU and the build must offer ("sm_80", "sm_90a")
     bool (*needs_met)();  //!< whether the code the driver loaded for the current GPU has it
     AttentionFunction attention;
     std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes

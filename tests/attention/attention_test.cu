@@ -8,7 +8,7 @@
 #include "support/gpu_test_support.hpp"
 #include "support/large_problem.hpp"
 
-#include "../../snippets/attention/04_cp_async_double_buffer.cuh"
+#include "../../snippets/attention/05_tma_wgmma.cuh"
 
 #include <gtest/gtest.h>
 
@@ -411,9 +411,8 @@ TEST_F(AttentionFinalStepTest, ItsOwnLauncherRejectsInvalidArguments)
     expect_rejects_invalid_arguments([](void* d_temp, std::size_t& temp_bytes, const bf16* d_q, const bf16* d_k,
                                         const bf16* d_v, bf16* d_o, float* d_lse, const Problem& p, float scale,
                                         cudaStream_t stream) {
-        const cp_async_double_buffer::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
-        return cp_async_double_buffer::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale,
-                                                 stream);
+        const tma_wgmma::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
+        return tma_wgmma::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
     });
 }
 
@@ -436,7 +435,7 @@ TEST_F(AttentionFinalStepTest, UsageWithGroupedHeadsAndTheCausalMask)
     std::vector<__nv_bfloat16> h_o(h_q.size());
     std::vector<float> h_lse(h_q.size() / head_dim);
     // example-begin attention-usage
-    namespace fa = stepwise::attention::cp_async_double_buffer;
+    namespace fa = stepwise::attention::tma_wgmma;
     const fa::Shape shape{batch, heads, kv_heads, seq, head_dim, causal};  // heads / kv_heads heads share K and V
     const std::size_t q_bytes = h_q.size() * sizeof(__nv_bfloat16), kv_bytes = h_k.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16 *d_q = nullptr, *d_k = nullptr, *d_v = nullptr, *d_o = nullptr;  // 16-byte aligned
