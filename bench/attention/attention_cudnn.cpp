@@ -9,6 +9,7 @@
 #error "cudnn-frontend must open cuDNN at run time (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): nothing links libcudnn"
 #endif
 #include "core/cuda_check.hpp"
+#include "core/cudnn_calls.hpp"
 #include "core/device_buffer.hpp"
 
 #include <cudnn_frontend.h>
@@ -35,56 +36,20 @@ struct CudnnSdpa::Plan {
     DeviceBuffer<unsigned char> workspace;
 };
 
-//! The cuDNN functions the baseline calls itself, the handle and the kept plans.
-struct CudnnSdpa::Api {
-    cudnnHandle_t handle = nullptr;
-    decltype(&cudnnGetErrorString) error_string = nullptr;
-    decltype(&cudnnCreate) create = nullptr;
-    decltype(&cudnnDestroy) destroy = nullptr;
-    decltype(&cudnnSetStream) set_stream = nullptr;
+//! The handle, the cuDNN functions the baseline calls itself (core/cudnn_calls.hpp) and the kept plans (destroyed
+//! before the handle).
+struct CudnnSdpa::Api : CudnnCalls {
     //! By batch, heads, kv_heads, seq, head_dim, causal and the scale's bits.
     std::map<std::tuple<int, int, int, int, int, bool, std::uint32_t>, std::unique_ptr<Plan>> plans;
-
-    ~Api()
-    {
-        plans.clear();
-        if (handle != nullptr) {
-            destroy(handle);
-        }
-    }
 };
-
-namespace {
-
-std::string one_line(const char* step, const std::string& message)
-{
-    return std::string(step) + ": " + message.substr(0, message.find('\n'));
-}
-
-}  // namespace
 
 CudnnSdpa::CudnnSdpa() : api_(std::make_unique<Api>())
 {
     const CudnnLibrary& library = cudnn_library();
     version_ = library.version;
-    if (!library.available()) {
-        reason_ = library.reason;
-        return;
-    }
-    std::string missing;
-    Api& a = *api_;
-    const bool found = library.find_symbol("cudnnGetErrorString", a.error_string, missing) &
-                       library.find_symbol("cudnnCreate", a.create, missing) &
-                       library.find_symbol("cudnnDestroy", a.destroy, missing) &
-                       library.find_symbol("cudnnSetStream", a.set_stream, missing);
-    if (!found) {
-        reason_ = library.path + " has no " + missing;
-        return;
-    }
-    fe::cudnn_dlhandle = library.handle;  // defined once, beside the normalization chapter's baseline
-    if (const cudnnStatus_t s = a.create(&a.handle); s != CUDNN_STATUS_SUCCESS) {
-        a.handle = nullptr;
-        reason_ = version_ + ": cudnnCreate failed: " + a.error_string(s);
+    reason_ = api_->open(library);
+    if (reason_.empty()) {
+        fe::cudnn_dlhandle = library.handle;  // defined once, beside the normalization chapter's baseline
     }
 }
 
@@ -116,7 +81,7 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         if (e.is_good()) {
             return false;
         }
-        last_status_ = one_line(step, e.get_message());
+        last_status_ = first_line(step, e.get_message());
         return true;
     };
     try {
@@ -163,7 +128,7 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         status = e.code();
         last_status_ = e.what();
     } catch (const std::exception& e) {
-        last_status_ = one_line("cudnn-frontend", e.what());
+        last_status_ = first_line("cudnn-frontend", e.what());
     } catch (...) {
         last_status_ = "cudnn-frontend: an exception that is no std::exception";
     }
@@ -197,11 +162,11 @@ cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, vo
                                                   {p->o, d_o},
                                                   {p->lse, d_lse}};
         if (fe::error_t e = p->graph.execute(a.handle, pack, p->workspace.data()); e.is_bad()) {
-            last_status_ = one_line("execute", e.get_message());
+            last_status_ = first_line("execute", e.get_message());
             return cudaErrorNotSupported;
         }
     } catch (const std::exception& e) {
-        last_status_ = one_line("cudnn-frontend", e.what());
+        last_status_ = first_line("cudnn-frontend", e.what());
         return cudaErrorNotSupported;
     } catch (...) {
         last_status_ = "cudnn-frontend: an exception that is no std::exception";

@@ -1,4 +1,4 @@
-// cuDNN 9, opened at run time (dlopen), once per process, for the chapters' cuDNN baselines (softmax,
+// cuDNN 9, opened at run time (dlopen), once per process, for the chapters' cuDNN baselines (softmax, attention,
 // normalization): nothing links it, so that a build or a machine without it runs everything else, those baselines
 // left out with the reason.
 #pragma once

@@ -9,6 +9,7 @@
 #error "cudnn-frontend must open cuDNN at run time (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): nothing links libcudnn"
 #endif
 #include "core/cuda_check.hpp"
+#include "core/cudnn_calls.hpp"
 #include "core/device_buffer.hpp"
 
 #include <cudnn_frontend.h>
@@ -41,59 +42,20 @@ struct CudnnNorm::Plan {
     DeviceBuffer<unsigned char> workspace;
 };
 
-//! The cuDNN functions the baseline calls itself, looked up in the process's cuDNN (core/cudnn_library.hpp), the
-//! handle and the kept plans.
-struct CudnnNorm::Api {
-    cudnnHandle_t handle = nullptr;
-    decltype(&cudnnGetErrorString) error_string = nullptr;
-    decltype(&cudnnCreate) create = nullptr;
-    decltype(&cudnnDestroy) destroy = nullptr;
-    decltype(&cudnnSetStream) set_stream = nullptr;
+//! The handle, the cuDNN functions the baseline calls itself (core/cudnn_calls.hpp) and the kept plans (destroyed
+//! before the handle).
+struct CudnnNorm::Api : CudnnCalls {
     //! By kind, rows, columns and bf16.
     std::map<std::tuple<Kind, int, int, bool>, std::unique_ptr<Plan>> plans;
-
-    ~Api()
-    {
-        plans.clear();  // the plans' descriptors before the handle
-        if (handle != nullptr) {
-            destroy(handle);
-        }
-    }
 };
-
-namespace {
-
-//! "<step>: <the message's first line>". The frontend's refusals go on with the engines it tried and each one's
-//! reasons, many lines of them (CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr prints them as they come).
-std::string one_line(const char* step, const std::string& message)
-{
-    return std::string(step) + ": " + message.substr(0, message.find('\n'));
-}
-
-}  // namespace
 
 CudnnNorm::CudnnNorm() : api_(std::make_unique<Api>())
 {
     const CudnnLibrary& library = cudnn_library();
     version_ = library.version;
-    if (!library.available()) {
-        reason_ = library.reason;
-        return;
-    }
-    std::string missing;
-    Api& a = *api_;
-    const bool found = library.find_symbol("cudnnGetErrorString", a.error_string, missing) &
-                       library.find_symbol("cudnnCreate", a.create, missing) &
-                       library.find_symbol("cudnnDestroy", a.destroy, missing) &
-                       library.find_symbol("cudnnSetStream", a.set_stream, missing);
-    if (!found) {
-        reason_ = library.path + " has no " + missing;
-        return;
-    }
-    fe::cudnn_dlhandle = library.handle;
-    if (const cudnnStatus_t s = a.create(&a.handle); s != CUDNN_STATUS_SUCCESS) {
-        a.handle = nullptr;
-        reason_ = version_ + ": cudnnCreate failed: " + a.error_string(s);
+    reason_ = api_->open(library);
+    if (reason_.empty()) {
+        fe::cudnn_dlhandle = library.handle;
     }
 }
 
@@ -127,7 +89,7 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         if (e.is_good()) {
             return false;
         }
-        last_status_ = one_line(step, e.get_message());
+        last_status_ = first_line(step, e.get_message());
         return true;
     };
     try {
@@ -197,7 +159,7 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         status = e.code();
         last_status_ = e.what();
     } catch (const std::exception& e) {
-        last_status_ = one_line("cudnn-frontend", e.what());
+        last_status_ = first_line("cudnn-frontend", e.what());
     } catch (...) {
         last_status_ = "cudnn-frontend: an exception that is no std::exception";
     }
@@ -223,11 +185,11 @@ cudaError_t CudnnNorm::execute(Plan& p, const void* d_in, const void* d_gamma, c
             pack.emplace(p.rstd, d_rstd);
         }
         if (fe::error_t e = p.graph.execute(a.handle, pack, p.workspace.data()); e.is_bad()) {
-            last_status_ = one_line("execute", e.get_message());
+            last_status_ = first_line("execute", e.get_message());
             return cudaErrorNotSupported;
         }
     } catch (const std::exception& e) {
-        last_status_ = one_line("cudnn-frontend", e.what());
+        last_status_ = first_line("cudnn-frontend", e.what());
         return cudaErrorNotSupported;
     } catch (...) {
         last_status_ = "cudnn-frontend: an exception that is no std::exception";

@@ -5,21 +5,17 @@
 #include <string>
 
 #if STEPWISE_CUDNN_HEADER
-#include <cudnn.h>
+#include "core/cudnn_calls.hpp"
 #endif
 
 namespace stepwise::softmax {
 
 #if STEPWISE_CUDNN_HEADER
 
-//! The cuDNN functions the baseline calls, looked up in the process's cuDNN (core/cudnn_library.hpp).
-struct CudnnSoftmax::Api {
-    cudnnHandle_t handle = nullptr;
+//! The handle and the cuDNN functions every baseline calls (core/cudnn_calls.hpp), and this one's own: its tensor
+//! descriptor is destroyed before the handle.
+struct CudnnSoftmax::Api : CudnnCalls {
     cudnnTensorDescriptor_t tensor = nullptr;
-    decltype(&cudnnGetErrorString) error_string = nullptr;
-    decltype(&cudnnCreate) create = nullptr;
-    decltype(&cudnnDestroy) destroy = nullptr;
-    decltype(&cudnnSetStream) set_stream = nullptr;
     decltype(&cudnnCreateTensorDescriptor) create_tensor = nullptr;
     decltype(&cudnnDestroyTensorDescriptor) destroy_tensor = nullptr;
     decltype(&cudnnSetTensor4dDescriptor) set_tensor = nullptr;
@@ -30,9 +26,6 @@ struct CudnnSoftmax::Api {
         if (tensor != nullptr) {
             destroy_tensor(tensor);
         }
-        if (handle != nullptr) {
-            destroy(handle);
-        }
     }
 };
 
@@ -40,27 +33,17 @@ CudnnSoftmax::CudnnSoftmax() : api_(std::make_unique<Api>())
 {
     const CudnnLibrary& library = cudnn_library();
     version_ = library.version;
-    if (!library.available()) {
-        reason_ = library.reason;
+    if (reason_ = api_->open(library); !reason_.empty()) {
         return;
     }
     std::string missing;
     Api& a = *api_;
-    const bool found = library.find_symbol("cudnnGetErrorString", a.error_string, missing) &
-                       library.find_symbol("cudnnCreate", a.create, missing) &
-                       library.find_symbol("cudnnDestroy", a.destroy, missing) &
-                       library.find_symbol("cudnnSetStream", a.set_stream, missing) &
-                       library.find_symbol("cudnnCreateTensorDescriptor", a.create_tensor, missing) &
+    const bool found = library.find_symbol("cudnnCreateTensorDescriptor", a.create_tensor, missing) &
                        library.find_symbol("cudnnDestroyTensorDescriptor", a.destroy_tensor, missing) &
                        library.find_symbol("cudnnSetTensor4dDescriptor", a.set_tensor, missing) &
                        library.find_symbol("cudnnSoftmaxForward", a.softmax_forward, missing);
     if (!found) {
         reason_ = library.path + " has no " + missing;
-        return;
-    }
-    if (const cudnnStatus_t s = a.create(&a.handle); s != CUDNN_STATUS_SUCCESS) {
-        a.handle = nullptr;
-        reason_ = version_ + ": cudnnCreate failed: " + a.error_string(s);
         return;
     }
     if (const cudnnStatus_t s = a.create_tensor(&a.tensor); s != CUDNN_STATUS_SUCCESS) {
