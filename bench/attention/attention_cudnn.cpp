@@ -69,14 +69,11 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         status = cudaSuccess;
         return kept->second.get();
     }
-    int device = 0, major = 0, minor = 0;
-    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    int sm_version = 0;
+    if (const cudaError_t e = graph_sm_version(sm_version, last_status_); e != cudaSuccess) {
         status = e;
-        last_status_ = std::string("cudaGetDevice: ") + cudaGetErrorString(e);
         return nullptr;
     }
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
     const auto failed = [this](const char* step, fe::error_t e) {
         if (e.is_good()) {
             return false;
@@ -90,7 +87,7 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         g.set_io_data_type(fe::DataType_t::BFLOAT16)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
             .set_compute_data_type(fe::DataType_t::FLOAT)
-            .set_sm_version(major * 10 + minor);
+            .set_sm_version(sm_version);
         const std::int64_t b = pr.batch, h = pr.heads, hk = pr.kv_heads, s = pr.seq, d = pr.head_dim;
         const auto bshd = [&](const char* name, std::int64_t heads) {
             return g.tensor(fe::graph::Tensor_attributes()

@@ -30,6 +30,19 @@ std::string CudnnCalls::open(const CudnnLibrary& library)
     return "";
 }
 
+cudaError_t graph_sm_version(int& sm_version, std::string& why)
+{
+    int device = 0, major = 0, minor = 0;
+    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+        why = std::string("cudaGetDevice: ") + cudaGetErrorString(e);
+        return e;
+    }
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    sm_version = major * 10 + minor;
+    return cudaSuccess;
+}
+
 std::string first_line(const char* step, const std::string& message)
 {
     return std::string(step) + ": " + message.substr(0, message.find('\n'));

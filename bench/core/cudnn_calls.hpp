@@ -5,6 +5,7 @@
 
 #include "core/cudnn_library.hpp"
 
+#include <cuda_runtime.h>
 #include <cudnn.h>
 
 #include <string>
@@ -30,6 +31,12 @@ struct CudnnCalls {
     //!         "<version>: cudnnCreate failed: <status>"
     std::string open(const CudnnLibrary& library);
 };
+
+//! @brief The current device's compute capability as cudnn-frontend's graphs take it, major * 10 + minor. A graph
+//!        given none asks a libcudart the frontend opens itself (this program links the runtime statically; a machine
+//!        may have no shared one).
+//! @return cudaSuccess, or cudaGetDevice's error, with `why` saying so in one line
+cudaError_t graph_sm_version(int& sm_version, std::string& why);
 
 //! @brief "<step>: <the message's first line>". cudnn-frontend's refusals go on with the engines it tried and each
 //!        one's reasons, many lines of them (CUDNN_FRONTEND_LOG_INFO=1 CUDNN_FRONTEND_LOG_FILE=stderr prints them).

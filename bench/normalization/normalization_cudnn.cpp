@@ -73,17 +73,12 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         status = cudaSuccess;
         return kept->second.get();
     }
-    // check_support() asks for the GPU's compute capability where the graph has none, through a libcudart the
-    // frontend opens itself (this program links the runtime statically; a machine may have no shared one): the graph
-    // is given it from this program's runtime.
-    int device = 0, major = 0, minor = 0;
-    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    // check_support() asks for the GPU's compute capability where the graph has none: it is given this program's.
+    int sm_version = 0;
+    if (const cudaError_t e = graph_sm_version(sm_version, last_status_); e != cudaSuccess) {
         status = e;
-        last_status_ = std::string("cudaGetDevice: ") + cudaGetErrorString(e);
         return nullptr;
     }
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
 
     const auto failed = [this](const char* step, fe::error_t e) {
         if (e.is_good()) {
@@ -99,7 +94,7 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         g.set_io_data_type(io)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
             .set_compute_data_type(fe::DataType_t::FLOAT)
-            .set_sm_version(major * 10 + minor);
+            .set_sm_version(sm_version);
         const std::int64_t rows = num_rows, cols = num_cols;
         p->x = g.tensor(fe::graph::Tensor_attributes()
                             .set_name("x")
