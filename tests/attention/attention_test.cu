@@ -28,6 +28,7 @@ void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
 namespace {
 
 using stepwise::testing::fresh_seed;
+using stepwise::testing::launch_with_poisoned_workspace;
 using stepwise::testing::under_sanitizer;
 
 constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after each buffer
@@ -136,20 +137,10 @@ StepRun run_step(const Step& step, const Problem& p, const Inputs& in)
         return step.attention(d_temp, temp_bytes, d_q.as<bf16>(), d_k.as<bf16>(), d_v.as<bf16>(), d_o.as<bf16>(),
                               d_lse.as<float>(), p, default_scale(p.head_dim), 0);
     };
-    std::size_t temp_bytes = 0;
-    r.launch = call(nullptr, temp_bytes);
+    r.launch = launch_with_poisoned_workspace(call);
     if (r.launch != cudaSuccess) {
         return r;
     }
-    EXPECT_GE(temp_bytes, 1u) << "a workspace of 0 bytes would be asked for again, not used";
-    DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
-    d_temp.fill_bytes(0xFF, 0);  // a step must not rely on a zeroed workspace
-    r.launch = call(d_temp.data(), temp_bytes);
-    if (r.launch != cudaSuccess) {
-        return r;
-    }
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     r.o = widen(d_o.read("O").data(), q_elements(p), true);
     r.lse = widen(d_lse.read("lse").data(), rows, false);
     EXPECT_TRUE(d_q.read("Q") == q) << "the step changed Q";

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cmath>
 #include <cstdlib>
@@ -28,6 +29,26 @@ inline std::uint64_t fresh_seed()
 //! Whether compute-sanitizer runs the tests (conf/measure.py sets STEPWISE_UNDER_SANITIZER): tests of timings or
 //! register counts, and the largest problems, are left out there.
 inline bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
+
+//! Calls a two-phase launcher (CUB's convention) as a program would: `call(nullptr, temp_bytes)` for the workspace's
+//! size, then `call(d_temp, temp_bytes)` with a workspace of that size (at least a byte) poisoned with 0xFF, since a
+//! step must not rely on a zeroed one; then expects no error left behind and synchronizes.
+//! @return the first phase's error, else the launch's
+template <class Call>
+cudaError_t launch_with_poisoned_workspace(const Call& call)
+{
+    std::size_t temp_bytes = 0;
+    if (const cudaError_t e = call(nullptr, temp_bytes); e != cudaSuccess) {
+        return e;
+    }
+    EXPECT_GE(temp_bytes, 1u) << "a workspace of 0 bytes would be asked for again, not used";
+    DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+    d_temp.fill_bytes(0xFF, 0);
+    const cudaError_t launch = call(d_temp.data(), temp_bytes);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    return launch;
+}
 
 //! The elements of `all` that `keep` accepts, in their order: the sizes or shapes a step's launcher takes.
 template <class T, class Keep>
