@@ -195,9 +195,6 @@ private:
         const std::int64_t flops = static_cast<std::int64_t>(at::counted_flops(p));
         const std::size_t q_count = at::q_elements(p), kv_count = at::kv_elements(p);
         const std::size_t rows = q_count / p.head_dim;
-        // Each size reads a prefix of the inputs: the reference from the same values.
-        const Inputs prefix{{in.q.begin(), in.q.begin() + q_count}, {in.k.begin(), in.k.begin() + kv_count},
-                            {in.v.begin(), in.v.begin() + kv_count}, {}, {}, {}};
         DeviceBuffer<std::uint16_t> d_q(q_count), d_k(kv_count), d_v(kv_count);
         STEPWISE_CUDA_CHECK(cudaMemcpy(d_q.data(), in.q_bits.data(), q_count * 2, cudaMemcpyHostToDevice));
         STEPWISE_CUDA_CHECK(cudaMemcpy(d_k.data(), in.k_bits.data(), kv_count * 2, cudaMemcpyHostToDevice));
@@ -216,7 +213,7 @@ private:
             add_reference_rows(chapter, "ceilings", context, entry_, entry_.ceilings[0], {peak, key, std::nullopt, flops});
         }
 
-        const Reference reference = make_reference(p, scale, prefix);
+        const Reference reference = make_reference(p, scale, in);  // from the prefix of each input this size reads
         const at::Tolerance tolerance = at::tolerance(p);
         // O and the log-sum-exp are poisoned before the checking call; the guards after them must stay so.
         const auto validate = [&](const std::function<cudaError_t()>& launch) {
