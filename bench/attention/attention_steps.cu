@@ -7,6 +7,9 @@
 #include "../../snippets/attention/03_mma_registers.cuh"
 #include "../../snippets/attention/04_cp_async_double_buffer.cuh"
 #include "../../snippets/attention/05_tma_wgmma.cuh"
+#include "../../snippets/attention/06_lean_softmax.cuh"
+#include "../../snippets/attention/07_warp_specialized_pingpong.cuh"
+#include "../../snippets/attention/08_persistent_longest_first.cuh"
 
 namespace stepwise::attention {
 namespace {
@@ -30,6 +33,9 @@ const std::vector<Step>& steps()
     namespace mr = mma_registers;
     namespace cd = cp_async_double_buffer;
     namespace tw = tma_wgmma;
+    namespace ls = lean_softmax;
+    namespace wp = warp_specialized_pingpong;
+    namespace pl = persistent_longest_first;
     static const std::vector<Step> all = {
         {{"01_three_kernels", "Three kernels: S and P through global memory", "snippets/attention/01_three_kernels.cuh",
           "stepwise::attention::three_kernels"},
@@ -70,6 +76,34 @@ const std::vector<Step>& steps()
          {kernel_entry("attention_kernel<128>", tw::attention_kernel<128>, dim3(tw::threads),
                        tw::Layout<128>::bytes),
           kernel_entry("attention_kernel<64>", tw::attention_kernel<64>, dim3(tw::threads), tw::Layout<64>::bytes)}},
+        {{"06_lean_softmax", "A softmax of few instructions a score, over tiles of 128 keys",
+          "snippets/attention/06_lean_softmax.cuh", "stepwise::attention::lean_softmax"},
+         ls::requirement,
+         ls::requirement_met,
+         on_problem<ls::Shape, ls::attention>,
+         {kernel_entry("attention_kernel<128, false>", ls::attention_kernel<128, false>, dim3(ls::threads),
+                       ls::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64, false>", ls::attention_kernel<64, false>, dim3(ls::threads),
+                       ls::Layout<64>::bytes)}},
+        {{"07_warp_specialized_pingpong",
+          "A loading warpgroup, two computing ones taking turns, the next scores issued with P V",
+          "snippets/attention/07_warp_specialized_pingpong.cuh", "stepwise::attention::warp_specialized_pingpong"},
+         wp::requirement,
+         wp::requirement_met,
+         on_problem<wp::Shape, wp::attention>,
+         {kernel_entry("attention_kernel<128, false>", wp::attention_kernel<128, false>, dim3(wp::threads),
+                       wp::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64, false>", wp::attention_kernel<64, false>, dim3(wp::threads),
+                       wp::Layout<64>::bytes)}},
+        {{"08_persistent_longest_first", "A persistent grid: one block an SM walks the work items, longest first",
+          "snippets/attention/08_persistent_longest_first.cuh", "stepwise::attention::persistent_longest_first"},
+         pl::requirement,
+         pl::requirement_met,
+         on_problem<pl::Shape, pl::attention>,
+         {kernel_entry("attention_kernel<128, false>", pl::attention_kernel<128, false>, dim3(pl::threads),
+                       pl::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64, false>", pl::attention_kernel<64, false>, dim3(pl::threads),
+                       pl::Layout<64>::bytes)}},
     };
     return all;
 }

@@ -8,7 +8,7 @@
 #include "support/gpu_test_support.hpp"
 #include "support/large_problem.hpp"
 
-#include "../../snippets/attention/05_tma_wgmma.cuh"
+#include "../../snippets/attention/08_persistent_longest_first.cuh"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,11 @@ using stepwise::testing::under_sanitizer;
 constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after each buffer
 constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 
-//! Every step multiplies whole tiles of P (64 query rows by 64 keys) by V on the tensor cores. Under the causal mask
-//! a row's P is 0 at the keys it does not see, and 0 x NaN is NaN: a NaN in row j of V also reaches the rows i < j of
-//! j's 64-row tile, [64 floor(j / 64), j), in its column (cuDNN does the same), where the reference has a number.
-constexpr int pv_tile = 64;
+//! Every step multiplies whole tiles of P by V on the tensor cores. Under the causal mask a row's P is 0 at the keys it
+//! does not see, and 0 x NaN is NaN: a NaN in row j of V also reaches the rows i < j of j's tile of keys, [t floor(j /
+//! t), j), in its column (cuDNN does the same over 128 keys), where the reference has a number. t is 64 keys up to
+//! step 5 and 128 from step 6 on (from step 7 both warpgroups of a block, 128 rows, multiply every tile it loads).
+int pv_tile(const Step& step) { return std::string(step.id) < "06" ? 64 : 128; }
 
 //! The small and odd problems every step is compared at, every row: one row; rows that are not a multiple of 64 (a
 //! partial last tile; 65: one row past a tile); two heads of Q to each K/V head, four to one, and four to each of two
@@ -53,7 +55,7 @@ constexpr int main_row_step = 97;       //!< the main shape is compared at every
 constexpr int profile_row_step = 1024;  //!< the profiling run at a few rows
 
 //! Where the NaN tests put their NaN: in head 1 of 2 (each its own K/V head) of 150 rows, column 3; row 40 of Q, row
-//! 70 of K or V (in the second tile of 64 rows, with rows of that tile before it).
+//! 70 of K or V (with rows of its tile of keys before it: 64 to 69 for tiles of 64 keys, 0 to 69 for 128).
 constexpr int nan_head = 1, nan_col = 3, nan_q_row = 40, nan_kv_row = 70;
 Problem nan_problem(bool causal) { return {1, 2, 2, 150, 64, causal}; }
 
@@ -124,9 +126,9 @@ struct StepRun {
     std::vector<float> o, lse;
 };
 
-//! Runs `step` on `p` (scale 1 / sqrt(head_dim)) into a poisoned O and lse, each followed by a poisoned guard, with a
+//! Runs `step` on `p` (with `scale`) into a poisoned O and lse, each followed by a poisoned guard, with a
 //! poisoned workspace. Checks that no error is left, that the guards were kept and that Q, K and V were not changed.
-StepRun run_step(const Step& step, const Problem& p, const Inputs& in)
+StepRun run_step(const Step& step, const Problem& p, const Inputs& in, float scale)
 {
     StepRun r;
     const std::vector<unsigned char> q = narrow(in.q, true), k = narrow(in.k, true), v = narrow(in.v, true);
@@ -135,7 +137,7 @@ StepRun run_step(const Step& step, const Problem& p, const Inputs& in)
     const Guarded d_o(q.size()), d_lse(rows * sizeof(float));
     const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
         return step.attention(d_temp, temp_bytes, d_q.as<bf16>(), d_k.as<bf16>(), d_v.as<bf16>(), d_o.as<bf16>(),
-                              d_lse.as<float>(), p, default_scale(p.head_dim), 0);
+                              d_lse.as<float>(), p, scale, 0);
     };
     r.launch = launch_with_poisoned_workspace(call);
     if (r.launch != cudaSuccess) {
@@ -147,6 +149,12 @@ StepRun run_step(const Step& step, const Problem& p, const Inputs& in)
     EXPECT_TRUE(d_k.read("K") == k) << "the step changed K";
     EXPECT_TRUE(d_v.read("V") == v) << "the step changed V";
     return r;
+}
+
+//! run_step with the usual scale, 1 / sqrt(head_dim).
+StepRun run_step(const Step& step, const Problem& p, const Inputs& in)
+{
+    return run_step(step, p, in, default_scale(p.head_dim));
 }
 
 //! The device memory `step` takes at `p`: Q, K, V, O, lse and its workspace.
@@ -164,12 +172,13 @@ std::size_t device_bytes(const Step& step, const Problem& p)
 //! Whether a step may give NaN at (batch, head, row, col) where the reference has a number.
 using NanAllowed = std::function<bool(int b, int h, int row, int col)>;
 
-//! Compares every `row_step`-th row of each head, and the last, with the reference (O and lse), and checks them. A
+//! Compares every `row_step`-th row of each head, and the last, with the reference (O and lse) at `given_scale` (else
+//! 1 / sqrt(head_dim)), and checks them. A
 //! NaN that `nan_allowed` lets pass counts as the reference's value; a number there must still match it.
 void expect_matches_reference(const Problem& p, const Inputs& in, const StepRun& r, int row_step = 1,
-                              const NanAllowed& nan_allowed = nullptr)
+                              const NanAllowed& nan_allowed = nullptr, std::optional<float> given_scale = {})
 {
-    const float scale = default_scale(p.head_dim);
+    const float scale = given_scale.value_or(default_scale(p.head_dim));
     const Tolerance t = tolerance(p);
     Comparison c;
     std::size_t let_pass = 0;
@@ -291,12 +300,29 @@ TEST_P(AttentionStepTest, NaNInVUnderTheCausalMaskAlsoReachesTheEarlierRowsOfIts
     in.v[index_of(p, nan_head, nan_kv_row, nan_col)] = nan_value;
     const StepRun r = run_step(GetParam(), p, in);
     ASSERT_EQ(r.launch, cudaSuccess) << text(p);
-    // Rows 70 and later of the head: NaN in column 3, as the reference says; rows below 64: the reference's numbers;
-    // rows 64 to 69 (0 x NaN, see pv_tile): column 3 may be NaN, their other columns and lse are the reference's.
-    const int tile_start = nan_kv_row / pv_tile * pv_tile;
+    // Rows 70 and later of the head: NaN in column 3, as the reference says; rows before its tile: the reference's;
+    // rows from the start of its tile of keys to 69 (0 x NaN, see pv_tile): column 3 may be NaN, their other columns
+    // and lse are the reference's.
+    const int tile_start = nan_kv_row / pv_tile(GetParam()) * pv_tile(GetParam());
     expect_matches_reference(p, in, r, 1, [&](int, int h, int row, int col) {
         return h == nan_head && col == nan_col && row >= tile_start && row < nan_kv_row;
     });
+}
+
+TEST_P(AttentionStepTest, ScalesOfEitherSignAndZero)
+{
+    // A negative scale turns the largest scores into the smallest (step 6 negates Q K^T in its product instead), and
+    // 0 gives every key seen the same weight (where masked keys must still weigh 0, not -inf x 0).
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Problem p{2, 2, 1, 300, 128, true};
+    const Inputs in = random_problem_inputs(p, seed);
+    for (const float scale : {-0.2f, 0.0f}) {
+        const StepRun r = run_step(GetParam(), p, in, scale);
+        ASSERT_EQ(r.launch, cudaSuccess) << text(p) << ", scale " << scale;
+        SCOPED_TRACE("scale " + std::to_string(scale));
+        expect_matches_reference(p, in, r, 1, nullptr, scale);
+    }
 }
 
 TEST_P(AttentionStepTest, MainShapeAtSampledRows)
@@ -402,8 +428,9 @@ TEST_F(AttentionFinalStepTest, ItsOwnLauncherRejectsInvalidArguments)
     expect_rejects_invalid_arguments([](void* d_temp, std::size_t& temp_bytes, const bf16* d_q, const bf16* d_k,
                                         const bf16* d_v, bf16* d_o, float* d_lse, const Problem& p, float scale,
                                         cudaStream_t stream) {
-        const tma_wgmma::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
-        return tma_wgmma::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
+        namespace fa = persistent_longest_first;
+        const fa::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
+        return fa::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
     });
 }
 
@@ -426,7 +453,7 @@ TEST_F(AttentionFinalStepTest, UsageWithGroupedHeadsAndTheCausalMask)
     std::vector<__nv_bfloat16> h_o(h_q.size());
     std::vector<float> h_lse(h_q.size() / head_dim);
     // example-begin attention-usage
-    namespace fa = stepwise::attention::tma_wgmma;
+    namespace fa = stepwise::attention::persistent_longest_first;
     const fa::Shape shape{batch, heads, kv_heads, seq, head_dim, causal};  // heads / kv_heads heads share K and V
     const std::size_t q_bytes = h_q.size() * sizeof(__nv_bfloat16), kv_bytes = h_k.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16 *d_q = nullptr, *d_k = nullptr, *d_v = nullptr, *d_o = nullptr;  // 16-byte aligned
