@@ -100,10 +100,14 @@ const std::vector<Step>& steps()
          pl::requirement,
          pl::requirement_met,
          on_problem<pl::Shape, pl::attention>,
-         {kernel_entry("attention_kernel<128, false>", pl::attention_kernel<128, false>, dim3(pl::threads),
-                       pl::Layout<128>::bytes),
-          kernel_entry("attention_kernel<64, false>", pl::attention_kernel<64, false>, dim3(pl::threads),
-                       pl::Layout<64>::bytes)}},
+         {kernel_entry("attention_kernel<128, false, false>", pl::attention_kernel<128, false, false>,
+                       dim3(pl::threads), pl::Layout<128>::bytes),
+          kernel_entry("attention_kernel<128, false, true>", pl::attention_kernel<128, false, true>,
+                       dim3(pl::threads), pl::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64, false, false>", pl::attention_kernel<64, false, false>,
+                       dim3(pl::threads), pl::Layout<64>::bytes),
+          kernel_entry("attention_kernel<64, false, true>", pl::attention_kernel<64, false, true>,
+                       dim3(pl::threads), pl::Layout<64>::bytes)}},
     };
     return all;
 }

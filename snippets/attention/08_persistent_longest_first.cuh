@@ -3,12 +3,12 @@
 //!        longest rows first.
 //!
 //! In step 7 a block takes 128 query rows and ends; the next block on the SM starts by waiting for its Q and its first
-//! tiles, and at short sequences (1024 keys: 8 tiles a block) that wait is a large share of a block's life. Under the
-//! causal mask the blocks of a head are uneven (the last rows see every key, the first few), and blocks that start
-//! last may run longest while other SMs idle. Here the grid has one block an SM, and each walks the work items
-//! gridDim.x apart: its producer loads the next item's Q as soon as both consumers have read the present one (a "Q
-//! empty" barrier), and the next item's first tiles into the buffers they free, while the consumers finish and store.
-//! The items of a head are adjacent (blocks that run together share its K and V in L2), the last rows of a head first.
+//! tiles, and at short sequences (1024 keys: 8 tiles a block) that wait is a large share of a block's life. Here the
+//! grid has one block an SM. Its producer takes the next work item from a counter in the workspace (atomicAdd: an SM
+//! done early takes more), loads its Q into the second of two buffers while the consumers still compute the present
+//! item, and its first tiles into the buffers they free; the consumers find the item's index next to its Q. The items
+//! of a head are adjacent (blocks that run together share its K and V in L2), and within a head the last rows, the
+//! longest under the causal mask, come first, so that the short ones fill the end.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap
@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 namespace stepwise::attention::persistent_longest_first {
@@ -35,6 +36,9 @@ constexpr int threads = (consumers + 1) * 128;   //!< and one warpgroup that loa
 constexpr int producer_registers = 24;           //!< setmaxnreg: 24 * 128 + 2 * 240 * 128 <= 65536
 constexpr int consumer_registers = 240;
 constexpr int stages = 2;                        //!< buffers of K and V
+//! The grid is persistent where a head has at most this many blocks of 128 rows (sequences up to 2048); longer ones
+//! run a block an item, which measured 2 to 4 % faster on an H100 at 4096 to 16384 (see the chapter's page).
+constexpr int persistent_max_row_blocks = 16;
 constexpr int chunk = 64;                        //!< head_dim values of one 128-byte swizzled row
 constexpr float log2e = 1.44269504088896340736f;
 
@@ -44,8 +48,8 @@ struct Shape {
     bool causal;  //!< query i sees keys 0..i
 };
 
-//! @brief Where the block's arrays lie in its dynamic shared memory (from a 1024-byte aligned base): Q, then the
-//!        buffers of K, then those of V, each as head_dim / 64 regions of 128-byte rows.
+//! @brief Where the block's arrays lie in its dynamic shared memory (from a 1024-byte aligned base): the two buffers of
+//!        Q, then those of K, then those of V, each as head_dim / 64 regions of 128-byte rows.
 template <int HeadDim>
 struct Layout {
     static constexpr int chunks = HeadDim / chunk;
@@ -53,7 +57,8 @@ struct Layout {
     static constexpr std::size_t kv_region = std::size_t{key_tile} * 128;   //!< one chunk of a tile's keys
     static constexpr std::size_t tile_bytes = chunks * kv_region;           //!< a tile of K (or of V)
     static constexpr std::size_t q = 0;
-    static constexpr std::size_t k = q + chunks * q_region;
+    static constexpr std::size_t q_bytes = chunks * q_region;               //!< a buffer of Q
+    static constexpr std::size_t k = q + 2 * q_bytes;
     static constexpr std::size_t v = k + stages * tile_bytes;
     static constexpr std::size_t bytes = v + stages * tile_bytes + 1024;  //!< + the base's alignment
 };
@@ -270,15 +275,17 @@ __device__ __forceinline__ WorkItem work_item(long long w, const Shape& sh, int 
     return {matrix, batch * sh.kv_heads + head / (sh.heads / sh.kv_heads), block * block_rows};
 }
 
-//! @brief One persistent block: work items blockIdx.x, + gridDim.x, ...; warpgroup 0 loads, warpgroup w = 1, 2 owns
+//! @brief One block: work item blockIdx.x, then (`Persistent`) each item it takes from the counter `d_items_taken` (0
+//!        at the launch) until none is left; warpgroup 0 loads, warpgroup w = 1, 2 owns
 //!        rows 64 (w - 1) to 64 (w - 1) + 63 of an item, its warp v rows 16 v to 16 v + 15, lane l rows g = l / 4 and
 //!        g + 8 and, in each 8 columns of S and O, columns 2 (l % 4) and 2 (l % 4) + 1. `Negate`: the scale is
-//!        negative, and Q K^T is computed as -Q K^T (an empty kernel without sm_90a code).
-template <int HeadDim, bool Negate>
+//!        negative, and Q K^T is computed as -Q K^T. Without `Persistent`, a block computes item blockIdx.x only
+//!        (the grid has one block an item) (an empty kernel without sm_90a code).
+template <int HeadDim, bool Negate, bool Persistent>
 static __global__ void __launch_bounds__(threads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                      const __grid_constant__ CUtensorMap map_v, bf16* __restrict__ d_o, float* __restrict__ d_lse,
-                     Shape sh, float scale)
+                     Shape sh, float scale, unsigned long long* __restrict__ d_items_taken)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     using L = Layout<HeadDim>;
@@ -287,7 +294,8 @@ static __global__ void __launch_bounds__(threads, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char* const smem =
         reinterpret_cast<unsigned char*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
-    __shared__ std::uint64_t q_full, q_empty;
+    __shared__ std::uint64_t q_full[2], q_empty[2];  // a buffer of Q (and its item) has landed, is read
+    __shared__ long long item_of[2];                  // the work item of a buffer of Q; -1: no more
     __shared__ std::uint64_t k_full[stages], v_full[stages], k_empty[stages], v_empty[stages];
     // The warpgroup's index through a shuffle from lane 0: the compiler then knows it is the same in the whole warp and
     // keeps what follows from it (the descriptors) in uniform registers.
@@ -303,8 +311,10 @@ static __global__ void __launch_bounds__(threads, 1)
     const auto k_buffer = [&](int s) { return smem + L::k + s * L::tile_bytes; };
     const auto v_buffer = [&](int s) { return smem + L::v + s * L::tile_bytes; };
     if (threadIdx.x == 0) {
-        mbarrier_init(&q_full, 1);
-        mbarrier_init(&q_empty, consumers * 4);
+        for (int b = 0; b < 2; ++b) {
+            mbarrier_init(&q_full[b], 1);
+            mbarrier_init(&q_empty[b], consumers * 4);
+        }
         for (int s = 0; s < stages; ++s) {
             mbarrier_init(&k_full[s], 1);
             mbarrier_init(&v_full[s], 1);
@@ -318,13 +328,26 @@ static __global__ void __launch_bounds__(threads, 1)
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
         if (t == 0) {
-            unsigned it = 0, n = 0;  // tiles and work items loaded so far
-            for (long long w = blockIdx.x; w < items; w += gridDim.x, ++n) {
+            unsigned it = 0;  // tiles loaded so far
+            long long w = blockIdx.x;
+            for (unsigned n = 0;; ++n) {  // work items
+                const int qb = Persistent ? n % 2 : 0;
+                if constexpr (Persistent) {
+                    mbarrier_wait(&q_empty[qb], (n / 2) % 2 ^ 1);  // the item before the last is read
+                    item_of[qb] = w < items ? w : -1;
+                    if (w >= items) {
+                        mbarrier_arrive(&q_full[qb]);  // no bytes: the consumers see -1 and stop
+                        break;
+                    }
+                }
                 const WorkItem item = work_item(w, sh, row_blocks);
-                mbarrier_wait(&q_empty, n % 2 ^ 1);  // the previous item's Q is read
-                mbarrier_arrive_expect_bytes(&q_full, static_cast<unsigned>(L::chunks * L::q_region));
+                mbarrier_arrive_expect_bytes(&q_full[qb], static_cast<unsigned>(L::q_bytes));
                 for (int c = 0; c < L::chunks; ++c) {
-                    tma_load(smem + L::q + c * L::q_region, &map_q, c * chunk, item.first_row, item.q_matrix, &q_full);
+                    tma_load(smem + L::q + qb * L::q_bytes + c * L::q_region, &map_q, c * chunk, item.first_row,
+                             item.q_matrix, &q_full[qb]);
+                }
+                if constexpr (Persistent) {
+                    w = gridDim.x + static_cast<long long>(atomicAdd(d_items_taken, 1ull));  // the next, taken early
                 }
                 const int tiles = tiles_of(item);
                 for (int tile = 0; tile < tiles; ++tile, ++it) {
@@ -343,6 +366,9 @@ static __global__ void __launch_bounds__(threads, 1)
                                  &v_full[s]);
                     }
                 }
+                if constexpr (!Persistent) {
+                    break;
+                }
             }
         }
         return;
@@ -353,7 +379,7 @@ static __global__ void __launch_bounds__(threads, 1)
         named_arrive(1, 256);  // the first warpgroup issues first
     }
     const unsigned char* const q_rows = smem + L::q + consumer * group_rows * 128;
-    const std::uint64_t q_desc = smem_descriptor(q_rows, 0), k_desc = smem_descriptor(smem + L::k, 0);
+    const std::uint64_t q_descs = smem_descriptor(q_rows, 0), k_desc = smem_descriptor(smem + L::k, 0);
     const std::uint64_t v_desc = smem_descriptor(smem + L::v, static_cast<unsigned>(L::kv_region));
     const float scale_log2 = fabsf(scale) * log2e;  // the sign is in the product (Negate)
     const auto release = [&](std::uint64_t* bar) {
@@ -362,10 +388,16 @@ static __global__ void __launch_bounds__(threads, 1)
         }
     };
 
-    unsigned it = 0, n = 0;  // tiles and work items computed so far
-    for (long long w = blockIdx.x; w < items; w += gridDim.x, ++n) {
+    unsigned it = 0;  // tiles computed so far
+    for (unsigned n = 0;; ++n) {  // work items
+        const int qb = Persistent ? n % 2 : 0;
+        mbarrier_wait(&q_full[qb], (n / 2) % 2);
+        const long long w = Persistent ? item_of[qb] : blockIdx.x;
+        if (w < 0) {
+            break;
+        }
         const WorkItem item = work_item(w, sh, row_blocks);
-        const bool last_item = w + gridDim.x >= items;
+        const std::uint64_t q_desc = q_descs + qb * L::q_bytes / 16;
         const int tiles = tiles_of(item);
         const int group_first = item.first_row + consumer * group_rows;
         const int group_min_keys = sh.causal ? min(group_first + 1, sh.seq) : sh.seq;  // the fewest keys a row sees
@@ -466,20 +498,17 @@ static __global__ void __launch_bounds__(threads, 1)
         };
 
         float rescale[2];
-        mbarrier_wait(&q_full, n % 2);
         {
             const int s = it % stages;
             mbarrier_wait(&k_full[s], (it / stages) % 2);
             named_sync(my_turn, 256);
             issue_scores(s);
-            if (consumer == 0 || !(last_item && tiles == 1)) {
-                named_arrive(other_turn, 256);
-            }
+            named_arrive(other_turn, 256);
             wgmma_wait<0>();
             fence_accumulators(sc);
             release(&k_empty[s]);
             if (tiles == 1) {
-                release(&q_empty);
+                release(&q_empty[qb]);
             }
             if (key_tile > group_min_keys) {
                 softmax(0, std::true_type{}, rescale);
@@ -495,14 +524,12 @@ static __global__ void __launch_bounds__(threads, 1)
             issue_scores(s);
             mbarrier_wait(&v_full[prev], ((it + tile - 1) / stages) % 2);
             issue_pv(prev);
-            if (consumer == 0 || !(last_item && tile + 1 == tiles)) {
-                named_arrive(other_turn, 256);
-            }
+            named_arrive(other_turn, 256);
             wgmma_wait<1>();
             fence_accumulators(sc);
             release(&k_empty[s]);
             if (tile + 1 == tiles) {
-                release(&q_empty);
+                release(&q_empty[qb]);
             }
             if ((tile + 1) * key_tile > group_min_keys) {  // warpgroup-uniform
                 softmax(tile * key_tile, std::true_type{}, rescale);
@@ -552,6 +579,12 @@ static __global__ void __launch_bounds__(threads, 1)
                     (max[h] * scale_log2 + log2f(sum[h])) / log2e;
             }
         }
+        if constexpr (!Persistent) {
+            break;
+        }
+    }
+    if (consumer == 0) {
+        named_sync(my_turn, 256);  // the second warpgroup's arrival after its last turn
     }
 #endif
 }
@@ -616,7 +649,7 @@ inline bool encode_rows(CUtensorMap* map, const bf16* base, int matrices, int se
 
 template <int HeadDim>
 inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf16* d_o, float* d_lse, const Shape& s,
-                          float scale, cudaStream_t stream)
+                          float scale, unsigned long long* d_items_taken, cudaStream_t stream)
 {
     CUtensorMap map_q{}, map_k{}, map_v{};
     if (!encode_rows(&map_q, d_q, s.batch * s.heads, s.seq, HeadDim, block_rows) ||
@@ -624,28 +657,42 @@ inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf1
         !encode_rows(&map_v, d_v, s.batch * s.kv_heads, s.seq, HeadDim, key_tile)) {
         return cudaErrorNotSupported;
     }
-    const auto kernel = scale < 0.0f ? attention_kernel<HeadDim, true> : attention_kernel<HeadDim, false>;
+    const int row_blocks = (s.seq + block_rows - 1) / block_rows;
+    const long long items = static_cast<long long>(row_blocks) * s.heads * s.batch;
+    const bool persistent = row_blocks <= persistent_max_row_blocks || items > std::numeric_limits<int>::max();
+    const auto kernel = persistent ? (scale < 0.0f ? attention_kernel<HeadDim, true, true>
+                                                   : attention_kernel<HeadDim, false, true>)
+                                   : (scale < 0.0f ? attention_kernel<HeadDim, true, false>
+                                                   : attention_kernel<HeadDim, false, false>);
     constexpr int bytes = static_cast<int>(Layout<HeadDim>::bytes);
     if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
         e != cudaSuccess) {
         return e;
     }
-    int device = 0, sms = 0;
-    if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
-        return e;
+    int grid = static_cast<int>(std::min<long long>(items, std::numeric_limits<int>::max()));  // a block an item
+    if (persistent) {
+        int device = 0, sms = 0;
+        if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+            return e;
+        }
+        if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+            e != cudaSuccess) {
+            return e;
+        }
+        grid = static_cast<int>(std::min<long long>(items, sms));  // one block an SM
+        if (const cudaError_t e = cudaMemsetAsync(d_items_taken, 0, sizeof(*d_items_taken), stream);
+            e != cudaSuccess) {
+            return e;
+        }
     }
-    if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
-        return e;
-    }
-    const long long items = static_cast<long long>((s.seq + block_rows - 1) / block_rows) * s.heads * s.batch;
-    const int grid = static_cast<int>(std::min<long long>(items, sms));  // persistent: one block an SM
-    kernel<<<grid, threads, bytes, stream>>>(map_q, map_k, map_v, d_o, d_lse, s, scale);
+    kernel<<<grid, threads, bytes, stream>>>(map_q, map_k, map_v, d_o, d_lse, s, scale, d_items_taken);
     return cudaGetLastError();
 }
 
 //! @brief O = softmax(scale Q K^T (+ causal mask)) V and each row's log-sum-exp, for bf16 Q, K, V, O.
-//! @param[in] d_temp_storage device workspace (this step needs none), or nullptr: only `temp_storage_bytes` is set
-//! @param[in,out] temp_storage_bytes the workspace's size (1)
+//! @param[in] d_temp_storage device workspace (the count of work items taken, set to 0 here first), or nullptr: only
+//!            `temp_storage_bytes` is set
+//! @param[in,out] temp_storage_bytes the workspace's size (8)
 //! @param[in] d_q, d_k, d_v Q [batch, heads, seq, head_dim], K and V [batch, kv_heads, seq, head_dim], contiguous
 //! @param[out] d_o O, as Q
 //! @param[out] d_lse log(sum_j exp(scale q_i k_j)) of each row (natural log), fp32 [batch, heads, seq]
@@ -653,11 +700,11 @@ inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf1
 //! @param[in] scale multiplies the scores (1 / sqrt(head_dim) in the usual attention)
 //! @param[in] stream stream to launch on
 //! @pre head_dim 64 or 128; kv_heads divides heads; every size >= 1, heads and batch <= 65535, batch * heads and
-//!      seq < 2^31; Q, K, V 16-byte aligned, O 4-byte aligned; a GPU of compute capability 9.0 and this file built
-//!      for it as `sm_90a`
-//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
-//!         (or a driver without `cuTensorMapEncodeTiled`), the error of the shared-memory opt-in, else the launch's
-//!         error
+//!      seq < 2^31; Q, K, V 16-byte aligned, O 4-byte aligned, the workspace 8-byte aligned; a GPU of compute
+//!      capability 9.0 and this file built for it as `sm_90a`
+//! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, `cudaErrorNotSupported`
+//!         without sm_90a code for this GPU (or a driver without `cuTensorMapEncodeTiled`), the error of the
+//!         shared-memory opt-in or of zeroing the workspace, else the launch's error
 inline cudaError_t attention(void* d_temp_storage, std::size_t& temp_storage_bytes, const bf16* d_q, const bf16* d_k,
                              const bf16* d_v, bf16* d_o, float* d_lse, const Shape& s, float scale,
                              cudaStream_t stream = 0)
@@ -670,15 +717,20 @@ inline cudaError_t attention(void* d_temp_storage, std::size_t& temp_storage_byt
         !aligned(d_k, 16) || !aligned(d_v, 16) || !aligned(d_o, 4) || d_o == nullptr || d_lse == nullptr) {
         return cudaErrorInvalidValue;
     }
+    using Counter = unsigned long long;
     if (d_temp_storage == nullptr) {
-        temp_storage_bytes = 1;
+        temp_storage_bytes = sizeof(Counter);
         return cudaSuccess;
+    }
+    if (temp_storage_bytes < sizeof(Counter) || !aligned(d_temp_storage, alignof(Counter))) {
+        return cudaErrorInvalidValue;
     }
     if (!requirement_met()) {
         return cudaErrorNotSupported;
     }
-    return s.head_dim == 64 ? launch<64>(d_q, d_k, d_v, d_o, d_lse, s, scale, stream)
-                            : launch<128>(d_q, d_k, d_v, d_o, d_lse, s, scale, stream);
+    Counter* const d_items_taken = static_cast<Counter*>(d_temp_storage);
+    return s.head_dim == 64 ? launch<64>(d_q, d_k, d_v, d_o, d_lse, s, scale, d_items_taken, stream)
+                            : launch<128>(d_q, d_k, d_v, d_o, d_lse, s, scale, d_items_taken, stream);
 }
 
 }  // namespace stepwise::attention::persistent_longest_first

@@ -388,14 +388,9 @@ INSTANTIATE_TEST_SUITE_P(Attention, AttentionStepTest, ::testing::ValuesIn(steps
 
 // ---- the first step's workspace, the final step's own launcher ----
 
-TEST(AttentionFirstStep, RejectsAWorkspaceOneByteShort)
+//! Checks that `step`, which needs a workspace of more than a byte, refuses one a byte short.
+void expect_rejects_a_workspace_one_byte_short(const Step& step)
 {
-    STEPWISE_SKIP_WITHOUT_GPU();
-    const Step& step = steps().front();  // S and P lie in the caller's workspace
-    ASSERT_STREQ(step.id, "01_three_kernels");
-    if (const std::string reason = unsupported_reason(step); !reason.empty()) {
-        GTEST_SKIP() << step.id << " " << reason;
-    }
     const Problem p{1, 2, 2, 100, 64, false};
     DeviceBuffer<bf16> q(q_elements(p)), k(kv_elements(p)), v(kv_elements(p)), o(q_elements(p));
     DeviceBuffer<float> lse(q_elements(p) / p.head_dim);
@@ -410,6 +405,17 @@ TEST(AttentionFirstStep, RejectsAWorkspaceOneByteShort)
     std::size_t short_bytes = temp_bytes - 1;
     EXPECT_EQ(call(d_temp.data(), short_bytes), cudaErrorInvalidValue);
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST(AttentionFirstStep, RejectsAWorkspaceOneByteShort)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const Step& step = steps().front();  // S and P lie in the caller's workspace
+    ASSERT_STREQ(step.id, "01_three_kernels");
+    if (const std::string reason = unsupported_reason(step); !reason.empty()) {
+        GTEST_SKIP() << step.id << " " << reason;
+    }
+    expect_rejects_a_workspace_one_byte_short(step);
 }
 
 class AttentionFinalStepTest : public ::testing::Test {
@@ -432,6 +438,25 @@ TEST_F(AttentionFinalStepTest, ItsOwnLauncherRejectsInvalidArguments)
         const fa::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
         return fa::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
     });
+}
+
+TEST_F(AttentionFinalStepTest, RejectsAWorkspaceOneByteShort)
+{
+    expect_rejects_a_workspace_one_byte_short(steps().back());  // its count of the work items taken
+}
+
+TEST_F(AttentionFinalStepTest, BothSchedulesAtTheirBoundary)
+{
+    // 2048 rows (16 blocks of 128 a head): the persistent grid; 2049 (17): a block an item.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Problem& p : {Problem{1, 4, 2, 2048, 64, true}, Problem{1, 4, 2, 2049, 64, true},
+                             Problem{1, 2, 1, 2049, 128, false}}) {
+        const Inputs in = random_problem_inputs(p, seed);
+        const StepRun r = run_step(steps().back(), p, in);
+        ASSERT_EQ(r.launch, cudaSuccess) << text(p);
+        expect_matches_reference(p, in, r);
+    }
 }
 
 TEST_F(AttentionFinalStepTest, UsageWithGroupedHeadsAndTheCausalMask)
