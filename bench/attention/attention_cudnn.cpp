@@ -10,6 +10,7 @@
 #endif
 #include "core/cuda_check.hpp"
 #include "core/cudnn_calls.hpp"
+#include "core/cudnn_graph.hpp"
 #include "core/device_buffer.hpp"
 
 #include <cudnn_frontend.h>
@@ -20,6 +21,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #endif
 
 namespace stepwise::attention {
@@ -74,13 +76,6 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         status = e;
         return nullptr;
     }
-    const auto failed = [this](const char* step, fe::error_t e) {
-        if (e.is_good()) {
-            return false;
-        }
-        last_status_ = first_line(step, e.get_message());
-        return true;
-    };
     try {
         auto p = std::make_unique<Plan>();
         fe::graph::Graph& g = p->graph;
@@ -109,15 +104,11 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         p->o = o;
         p->lse = lse;
         std::int64_t workspace_bytes = 0;
-        if (failed("validate", g.validate()) ||
-            failed("build_operation_graph", g.build_operation_graph(api_->handle)) ||
-            failed("create_execution_plans", g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})) ||
-            failed("check_support", g.check_support()) || failed("build_plans", g.build_plans()) ||
-            failed("get_workspace_size", g.get_workspace_size(workspace_bytes))) {
+        if (std::string why = build_graph_plans(g, api_->handle, workspace_bytes); !why.empty()) {
+            last_status_ = std::move(why);
             return nullptr;
         }
         p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
-        fe::detail::has_current_context();
         status = cudaSuccess;
         last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
         return (api_->plans[key] = std::move(p)).get();

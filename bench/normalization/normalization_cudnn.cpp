@@ -10,6 +10,7 @@
 #endif
 #include "core/cuda_check.hpp"
 #include "core/cudnn_calls.hpp"
+#include "core/cudnn_graph.hpp"
 #include "core/device_buffer.hpp"
 
 #include <cudnn_frontend.h>
@@ -19,6 +20,7 @@
 #include <map>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 
 // cudnn-frontend's dynamic loading looks every cuDNN function up in this handle (cudnn_frontend_shim.h declares it):
 // CudnnNorm sets it to the process's cuDNN before its first call into the frontend.
@@ -80,13 +82,6 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         return nullptr;
     }
 
-    const auto failed = [this](const char* step, fe::error_t e) {
-        if (e.is_good()) {
-            return false;
-        }
-        last_status_ = first_line(step, e.get_message());
-        return true;
-    };
     try {
         auto p = std::make_unique<Plan>();
         fe::graph::Graph& g = p->graph;
@@ -136,17 +131,11 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         p->y->set_output(true).set_data_type(io);
 
         std::int64_t workspace_bytes = 0;
-        if (failed("validate", g.validate()) ||
-            failed("build_operation_graph", g.build_operation_graph(api_->handle)) ||
-            failed("create_execution_plans", g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})) ||
-            failed("check_support", g.check_support()) || failed("build_plans", g.build_plans()) ||
-            failed("get_workspace_size", g.get_workspace_size(workspace_bytes))) {
+        if (std::string why = build_graph_plans(g, api_->handle, workspace_bytes); !why.empty()) {
+            last_status_ = std::move(why);
             return nullptr;
         }
         p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
-        // The frontend's one look-up at the first execution (is a CUDA context current? through a libcudart it opens
-        // where it can, and assuming so where it cannot), done here so that no timed call makes it.
-        fe::detail::has_current_context();
         status = cudaSuccess;
         last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
         return (api_->plans[key] = std::move(p)).get();
