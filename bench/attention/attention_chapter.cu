@@ -152,17 +152,8 @@ public:
                       nlohmann::json& chapter) const override
     {
         chapter["unsupported"] = nlohmann::json::array();
-        std::vector<std::string> runnable;
-        for (const at::Step& step : at::steps()) {
-            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
-                continue;
-            }
-            if (const std::string why = at::unsupported_reason(step); !why.empty()) {
-                chapter["unsupported"].push_back({{"id", step.id}, {"reason", why}});
-            } else {
-                runnable.push_back(step.id);
-            }
-        }
+        const std::vector<std::string> runnable =
+            runnable_steps(at::steps(), step_ids, at::unsupported_reason, chapter["unsupported"]);
         const std::string peak_reason = tc::unsupported_reason(tc::steps().back());
         if (!peak_reason.empty()) {
             chapter["unsupported"].push_back({{"id", "tensor_peak"}, {"reason", peak_reason}});

@@ -17,7 +17,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <exception>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -112,13 +111,8 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         status = cudaSuccess;
         last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
         return (api_->plans[key] = std::move(p)).get();
-    } catch (const CudaError& e) {
-        status = e.code();
-        last_status_ = e.what();
-    } catch (const std::exception& e) {
-        last_status_ = first_line("cudnn-frontend", e.what());
     } catch (...) {
-        last_status_ = "cudnn-frontend: an exception that is no std::exception";
+        describe_current_exception(status, last_status_);
     }
     return nullptr;
 }
@@ -153,12 +147,10 @@ cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, vo
             last_status_ = first_line("execute", e.get_message());
             return cudaErrorNotSupported;
         }
-    } catch (const std::exception& e) {
-        last_status_ = first_line("cudnn-frontend", e.what());
-        return cudaErrorNotSupported;
-    } catch (...) {
-        last_status_ = "cudnn-frontend: an exception that is no std::exception";
-        return cudaErrorNotSupported;
+    } catch (...) {  // nothing here throws a CudaError: the status stays cudaErrorNotSupported
+        cudaError_t status = cudaErrorNotSupported;
+        describe_current_exception(status, last_status_);
+        return status;
     }
     last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
     return cudaSuccess;

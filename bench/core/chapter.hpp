@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -117,6 +118,26 @@ std::vector<std::unique_ptr<Chapter>> make_chapters();
 //!        Every other ceiling and baseline measured "at every size" is pinned to the main sizes first.
 //! @throws std::logic_error for a row id the chapter does not have
 void add_sweep(ChapterEntry& chapter, Sweep sweep);
+
+//! @brief The ids of the `steps` asked for (in `step_ids`) that this GPU runs, in the steps' order; each one asked for
+//!        that it cannot run goes into `unsupported` instead, with `reason(step)` (empty: it runs).
+template <class Step, class Reason>
+std::vector<std::string> runnable_steps(const std::vector<Step>& steps, const std::vector<std::string>& step_ids,
+                                        Reason reason, nlohmann::json& unsupported)
+{
+    std::vector<std::string> runnable;
+    for (const Step& step : steps) {
+        if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
+            continue;
+        }
+        if (const std::string why = reason(step); !why.empty()) {
+            unsupported.push_back({{"id", step.id}, {"reason", why}});
+        } else {
+            runnable.push_back(step.id);
+        }
+    }
+    return runnable;
+}
 
 //! @brief Whether the registry measures the step, ceiling or baseline `id` at size `n`.
 bool measured_at(const ChapterEntry& chapter, const std::string& id, std::int64_t n);

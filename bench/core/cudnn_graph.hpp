@@ -1,13 +1,15 @@
 // What every cudnn-frontend graph baseline (the normalization and attention chapters') does once its graph is
-// described: build its plans and ask for its workspace. Include it only where the build found cudnn-frontend's
-// headers (with cudnn.h).
+// described: build its plans and ask for its workspace, and report what went wrong. Include it only where the build
+// found cudnn-frontend's headers (with cudnn.h).
 #pragma once
 
+#include "core/cuda_check.hpp"
 #include "core/cudnn_calls.hpp"
 
 #include <cudnn_frontend.h>
 
 #include <cstdint>
+#include <exception>
 #include <string>
 
 namespace stepwise {
@@ -37,6 +39,22 @@ inline std::string build_graph_plans(cudnn_frontend::graph::Graph& graph, cudnnH
     }
     fe::detail::has_current_context();
     return why;
+}
+
+//! @brief Called inside a `catch (...)` around a graph baseline's plan: the exception being handled as the baseline
+//!        reports it, a CudaError's code and message, else "cudnn-frontend: <its first line>" (`status` kept).
+inline void describe_current_exception(cudaError_t& status, std::string& why)
+{
+    try {
+        throw;
+    } catch (const CudaError& e) {
+        status = e.code();
+        why = e.what();
+    } catch (const std::exception& e) {
+        why = first_line("cudnn-frontend", e.what());
+    } catch (...) {
+        why = "cudnn-frontend: an exception that is no std::exception";
+    }
 }
 
 }  // namespace stepwise

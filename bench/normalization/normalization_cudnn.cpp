@@ -16,7 +16,6 @@
 #include <cudnn_frontend.h>
 
 #include <cstdint>
-#include <exception>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -139,13 +138,8 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
         status = cudaSuccess;
         last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
         return (api_->plans[key] = std::move(p)).get();
-    } catch (const CudaError& e) {
-        status = e.code();
-        last_status_ = e.what();
-    } catch (const std::exception& e) {
-        last_status_ = first_line("cudnn-frontend", e.what());
     } catch (...) {
-        last_status_ = "cudnn-frontend: an exception that is no std::exception";
+        describe_current_exception(status, last_status_);
     }
     return nullptr;
 }
@@ -172,12 +166,10 @@ cudaError_t CudnnNorm::execute(Plan& p, const void* d_in, const void* d_gamma, c
             last_status_ = first_line("execute", e.get_message());
             return cudaErrorNotSupported;
         }
-    } catch (const std::exception& e) {
-        last_status_ = first_line("cudnn-frontend", e.what());
-        return cudaErrorNotSupported;
-    } catch (...) {
-        last_status_ = "cudnn-frontend: an exception that is no std::exception";
-        return cudaErrorNotSupported;
+    } catch (...) {  // nothing here throws a CudaError: the status stays cudaErrorNotSupported
+        cudaError_t status = cudaErrorNotSupported;
+        describe_current_exception(status, last_status_);
+        return status;
     }
     last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
     return cudaSuccess;

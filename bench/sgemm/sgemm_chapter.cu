@@ -125,20 +125,12 @@ public:
         }
         // What this GPU cannot run is left out, and listed with the reason, once. The autotuning sweep times step 10's
         // kernel: it runs where step 10 does.
-        std::vector<std::string> runnable;
+        const std::vector<std::string> runnable =
+            runnable_steps(sgemm::steps(), step_ids, sgemm::unsupported_reason, chapter["unsupported"]);
         bool autotune_runs = true;
         for (const sgemm::Step& step : sgemm::steps()) {
-            const std::string why = sgemm::unsupported_reason(step);
             if (std::string(step.id) == "10_autotuned") {
-                autotune_runs = why.empty();
-            }
-            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
-                continue;
-            }
-            if (!why.empty()) {
-                chapter["unsupported"].push_back({{"id", step.id}, {"reason", why}});
-            } else {
-                runnable.push_back(step.id);
+                autotune_runs = sgemm::unsupported_reason(step).empty();
             }
         }
         const sgemm::CublasSgemm cublas_fp32(false);

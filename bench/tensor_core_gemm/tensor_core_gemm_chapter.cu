@@ -106,17 +106,8 @@ public:
             chapter[kind] = nlohmann::json::array();
         }
         // What this GPU cannot run is left out, and listed with the reason, once.
-        std::vector<std::string> runnable;
-        for (const tc::Step& step : tc::steps()) {
-            if (std::find(step_ids.begin(), step_ids.end(), step.id) == step_ids.end()) {
-                continue;
-            }
-            if (const std::string why = tc::unsupported_reason(step); !why.empty()) {
-                chapter["unsupported"].push_back({{"id", step.id}, {"reason", why}});
-            } else {
-                runnable.push_back(step.id);
-            }
-        }
+        const std::vector<std::string> runnable =
+            runnable_steps(tc::steps(), step_ids, tc::unsupported_reason, chapter["unsupported"]);
         const std::string peak_reason = tc::unsupported_reason(tc::steps().back());
         if (!peak_reason.empty()) {
             chapter["unsupported"].push_back({{"id", "tensor_peak"}, {"reason", peak_reason}});
