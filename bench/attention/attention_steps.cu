@@ -10,6 +10,7 @@
 #include "../../snippets/attention/06_lean_softmax.cuh"
 #include "../../snippets/attention/07_warp_specialized_pingpong.cuh"
 #include "../../snippets/attention/08_persistent_longest_first.cuh"
+#include "../../snippets/attention/09_three_consumer_groups.cuh"
 
 namespace stepwise::attention {
 namespace {
@@ -36,6 +37,7 @@ const std::vector<Step>& steps()
     namespace ls = lean_softmax;
     namespace wp = warp_specialized_pingpong;
     namespace pl = persistent_longest_first;
+    namespace tg = three_consumer_groups;
     static const std::vector<Step> all = {
         {{"01_three_kernels", "Three kernels: S and P through global memory", "snippets/attention/01_three_kernels.cuh",
           "stepwise::attention::three_kernels"},
@@ -108,6 +110,19 @@ const std::vector<Step>& steps()
                        dim3(pl::threads), pl::Layout<64>::bytes),
           kernel_entry("attention_kernel<64, false, true>", pl::attention_kernel<64, false, true>,
                        dim3(pl::threads), pl::Layout<64>::bytes)}},
+        {{"09_three_consumer_groups", "Head_dim 64: three computing warpgroups take turns, 192 rows a block",
+          "snippets/attention/09_three_consumer_groups.cuh", "stepwise::attention::three_consumer_groups"},
+         tg::requirement,
+         tg::requirement_met,
+         on_problem<tg::Shape, tg::attention>,
+         {kernel_entry("attention_kernel<128, false, false>", tg::attention_kernel<128, false, false>,
+                       dim3(tg::Block<128>::threads), tg::Layout<128>::bytes),
+          kernel_entry("attention_kernel<128, false, true>", tg::attention_kernel<128, false, true>,
+                       dim3(tg::Block<128>::threads), tg::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64, false, false>", tg::attention_kernel<64, false, false>,
+                       dim3(tg::Block<64>::threads), tg::Layout<64>::bytes),
+          kernel_entry("attention_kernel<64, false, true>", tg::attention_kernel<64, false, true>,
+                       dim3(tg::Block<64>::threads), tg::Layout<64>::bytes)}},
     };
     return all;
 }

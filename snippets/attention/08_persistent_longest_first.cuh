@@ -37,7 +37,7 @@ constexpr int producer_registers = 24;           //!< setmaxnreg: 24 * 128 + 2 *
 constexpr int consumer_registers = 240;
 constexpr int stages = 2;                        //!< buffers of K and V
 //! The grid is persistent where a head has at most this many blocks of 128 rows (sequences up to 2048); longer ones
-//! run a block an item, which measured 2 to 4 % faster on an H100 at 4096 to 16384 (see the chapter's page).
+//! run a block an item, which measured 2 to 4 % faster in trials on an H100 at 4096 to 16384 keys (see the page).
 constexpr int persistent_max_row_blocks = 16;
 constexpr int chunk = 64;                        //!< head_dim values of one 128-byte swizzled row
 constexpr float log2e = 1.44269504088896340736f;
@@ -276,11 +276,11 @@ __device__ __forceinline__ WorkItem work_item(long long w, const Shape& sh, int 
 }
 
 //! @brief One block: work item blockIdx.x, then (`Persistent`) each item it takes from the counter `d_items_taken` (0
-//!        at the launch) until none is left; warpgroup 0 loads, warpgroup w = 1, 2 owns
-//!        rows 64 (w - 1) to 64 (w - 1) + 63 of an item, its warp v rows 16 v to 16 v + 15, lane l rows g = l / 4 and
-//!        g + 8 and, in each 8 columns of S and O, columns 2 (l % 4) and 2 (l % 4) + 1. `Negate`: the scale is
-//!        negative, and Q K^T is computed as -Q K^T. Without `Persistent`, a block computes item blockIdx.x only
-//!        (the grid has one block an item) (an empty kernel without sm_90a code).
+//!        at the launch) until none is left; without `Persistent` item blockIdx.x only (a block an item). Warpgroup 0
+//!        loads; warpgroup w = 1, 2 owns rows 64 (w - 1) to 64 (w - 1) + 63 of an item, its warp v rows 16 v to
+//!        16 v + 15, lane l rows g = l / 4 and g + 8 and, in each 8 columns of S and O, columns 2 (l % 4) and
+//!        2 (l % 4) + 1. `Negate`: the scale is negative, and Q K^T is computed as -Q K^T. (An empty kernel without
+//!        sm_90a code.)
 template <int HeadDim, bool Negate, bool Persistent>
 static __global__ void __launch_bounds__(threads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,

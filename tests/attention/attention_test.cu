@@ -8,7 +8,7 @@
 #include "support/gpu_test_support.hpp"
 #include "support/large_problem.hpp"
 
-#include "../../snippets/attention/08_persistent_longest_first.cuh"
+#include "../../snippets/attention/09_three_consumer_groups.cuh"
 
 #include <gtest/gtest.h>
 
@@ -40,6 +40,17 @@ constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 //! t), j), in its column (cuDNN does the same over 128 keys), where the reference has a number. t is 64 keys up to
 //! step 5 and 128 from step 6 on (from step 7 both warpgroups of a block, 128 rows, multiply every tile it loads).
 int pv_tile(const Step& step) { return std::string(step.id) < "06_lean_softmax" ? 64 : 128; }
+
+//! The first row that a NaN in row `j` of V may reach under the causal mask: the first of j's tile of keys (pv_tile),
+//! or, from step 9 at head_dim 64, where a block's 192 rows need not start at a tile, the first row of the block that
+//! holds that tile's first key: all three warpgroups of a block multiply every tile it loads, even one that lies
+//! wholly past a warpgroup's rows.
+int nan_v_first_row(const Step& step, const Problem& p, int j)
+{
+    const int tile_start = j / pv_tile(step) * pv_tile(step);
+    const bool blocks_of_192 = std::string(step.id) >= "09_three_consumer_groups" && p.head_dim == 64;
+    return blocks_of_192 ? tile_start / 192 * 192 : tile_start;
+}
 
 //! The small and odd problems every step is compared at, every row: one row; rows that are not a multiple of 64 (a
 //! partial last tile; 65: one row past a tile); two heads of Q to each K/V head, four to one, and four to each of two
@@ -291,28 +302,33 @@ TEST_P(AttentionStepTest, NaNInVWithoutTheMaskReachesItsColumnOfEveryRow)
     expect_every_row(p, in);
 }
 
-TEST_P(AttentionStepTest, NaNInVUnderTheCausalMaskAlsoReachesTheEarlierRowsOfItsTile)
+TEST_P(AttentionStepTest, NaNInVUnderTheCausalMaskAlsoReachesEarlierRowsOfItsTileOrBlock)
 {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
-    const Problem p = nan_problem(true);
-    Inputs in = random_problem_inputs(p, seed);
-    in.v[index_of(p, nan_head, nan_kv_row, nan_col)] = nan_value;
-    const StepRun r = run_step(GetParam(), p, in);
-    ASSERT_EQ(r.launch, cudaSuccess) << text(p);
-    // Rows 70 and later of the head: NaN in column 3, as the reference says; rows before its tile: the reference's;
-    // rows from the start of its tile of keys to 69 (0 x NaN, see pv_tile): column 3 may be NaN, their other columns
-    // and lse are the reference's.
-    const int tile_start = nan_kv_row / pv_tile(GetParam()) * pv_tile(GetParam());
-    expect_matches_reference(p, in, r, 1, [&](int, int h, int row, int col) {
-        return h == nan_head && col == nan_col && row >= tile_start && row < nan_kv_row;
-    });
+    // Row 70 of 150 (in the first tile of keys) and row 200 of 400 (in the second: 128 to 255, which the first block
+    // of 192 rows loads too).
+    const std::pair<Problem, int> cases[] = {{nan_problem(true), nan_kv_row}, {{1, 2, 2, 400, 64, true}, 200}};
+    for (const auto& [p, nan_row] : cases) {
+        const int j = nan_row;  // a lambda captures a variable, not a structured binding (C++17)
+        Inputs in = random_problem_inputs(p, seed);
+        in.v[index_of(p, nan_head, j, nan_col)] = nan_value;
+        const StepRun r = run_step(GetParam(), p, in);
+        ASSERT_EQ(r.launch, cudaSuccess) << text(p);
+        // Rows j and later of the head: NaN in column 3, as the reference says; rows before nan_v_first_row: the
+        // reference's; rows from there to j - 1 (0 x NaN): column 3 may be NaN, their other columns and lse are the
+        // reference's.
+        const int first = nan_v_first_row(GetParam(), p, j);
+        expect_matches_reference(p, in, r, 1, [&](int, int h, int row, int col) {
+            return h == nan_head && col == nan_col && row >= first && row < j;
+        });
+    }
 }
 
 TEST_P(AttentionStepTest, ScalesOfEitherSignAndZero)
 {
-    // A negative scale turns the largest scores into the smallest (steps 6 to 8 negate Q K^T in the product
-    // instead), and 0 gives every key seen the same weight (where masked keys must still weigh 0, not -inf x 0).
+    // A negative scale turns the largest scores into the smallest (from step 6 on the steps negate Q K^T in the
+    // product instead), and 0 gives every key seen the same weight (where masked keys must still weigh 0, not -inf x 0).
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     const Problem p{2, 2, 1, 300, 128, true};
@@ -434,7 +450,7 @@ TEST_F(AttentionFinalStepTest, ItsOwnLauncherRejectsInvalidArguments)
     expect_rejects_invalid_arguments([](void* d_temp, std::size_t& temp_bytes, const bf16* d_q, const bf16* d_k,
                                         const bf16* d_v, bf16* d_o, float* d_lse, const Problem& p, float scale,
                                         cudaStream_t stream) {
-        namespace fa = persistent_longest_first;
+        namespace fa = three_consumer_groups;
         const fa::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
         return fa::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
     });
@@ -447,7 +463,7 @@ TEST_F(AttentionFinalStepTest, RejectsAWorkspaceOneByteShort)
 
 TEST_F(AttentionFinalStepTest, BothSchedulesAtTheirBoundary)
 {
-    // 2048 rows (16 blocks of 128 a head): the persistent grid; 2049 (17): a block an item.
+    // 2048 keys: the persistent grid; 2049: a block an item (blocks of 192 rows at head_dim 64, of 128 at 128).
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     for (const Problem& p : {Problem{1, 4, 2, 2048, 64, true}, Problem{1, 4, 2, 2049, 64, true},
@@ -478,7 +494,7 @@ TEST_F(AttentionFinalStepTest, UsageWithGroupedHeadsAndTheCausalMask)
     std::vector<__nv_bfloat16> h_o(h_q.size());
     std::vector<float> h_lse(h_q.size() / head_dim);
     // example-begin attention-usage
-    namespace fa = stepwise::attention::persistent_longest_first;
+    namespace fa = stepwise::attention::three_consumer_groups;
     const fa::Shape shape{batch, heads, kv_heads, seq, head_dim, causal};  // heads / kv_heads heads share K and V
     const std::size_t q_bytes = h_q.size() * sizeof(__nv_bfloat16), kv_bytes = h_k.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16 *d_q = nullptr, *d_k = nullptr, *d_v = nullptr, *d_o = nullptr;  // 16-byte aligned
