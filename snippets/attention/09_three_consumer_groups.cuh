@@ -284,10 +284,10 @@ __device__ __forceinline__ WorkItem work_item(long long w, const Shape& sh, int 
 
 //! @brief One block: work item blockIdx.x, then (`Persistent`) each item it takes from the counter `d_items_taken` (0
 //!        at the launch) until none is left; without `Persistent` item blockIdx.x only (a block an item). Warpgroup 0
-//!        loads; warpgroup w = 1 .. Block<HeadDim>::consumers owns rows 64 (w - 1) to 64 (w - 1) + 63 of an item, its warp v rows 16 v to
-//!        16 v + 15, lane l rows g = l / 4 and g + 8 and, in each 8 columns of S and O, columns 2 (l % 4) and
-//!        2 (l % 4) + 1. `Negate`: the scale is negative, and Q K^T is computed as -Q K^T. (An empty kernel without
-//!        sm_90a code.)
+//!        loads; warpgroup w = 1 .. Block<HeadDim>::consumers owns rows 64 (w - 1) to 64 (w - 1) + 63 of an item,
+//!        its warp v rows 16 v to 16 v + 15, lane l rows g = l / 4 and g + 8 and, in each 8 columns of S and O,
+//!        columns 2 (l % 4) and 2 (l % 4) + 1. `Negate`: the scale is negative, and Q K^T is computed as -Q K^T. (An
+//!        empty kernel without sm_90a code.)
 template <int HeadDim, bool Negate, bool Persistent>
 static __global__ void __launch_bounds__(Block<HeadDim>::threads, 1)
     attention_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,

@@ -328,7 +328,8 @@ TEST_P(AttentionStepTest, NaNInVUnderTheCausalMaskAlsoReachesEarlierRowsOfItsTil
 TEST_P(AttentionStepTest, ScalesOfEitherSignAndZero)
 {
     // A negative scale turns the largest scores into the smallest (from step 6 on the steps negate Q K^T in the
-    // product instead), and 0 gives every key seen the same weight (where masked keys must still weigh 0, not -inf x 0).
+    // product instead), and 0 gives every key seen the same weight (where masked keys must still weigh 0, not
+    // -inf x 0).
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
     const Problem p{2, 2, 1, 300, 128, true};
