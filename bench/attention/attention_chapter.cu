@@ -23,8 +23,8 @@ namespace tc = tensor_core_gemm;
 
 //! The main shape, causal and not: every step is measured there.
 constexpr at::Problem main_problems[] = {{4, 16, 16, 4096, 128, false}, {4, 16, 16, 4096, 128, true}};
-//! The final step and cuDNN, besides the sweep: head dim 64, 32 heads, grouped K/V (32 heads of Q, 8 of K and V),
-//! and sequences that are multiples of no tile.
+//! The final step, the one before it and cuDNN, besides the sweep: head dim 64, 32 heads, grouped K/V (32 heads of Q,
+//! 8 of K and V), and sequences that are multiples of no tile.
 constexpr at::Problem other_problems[] = {{8, 16, 16, 2048, 64, false},  {16, 32, 32, 1024, 128, false},
                                           {4, 32, 8, 4096, 128, false},  {16, 16, 16, 1000, 128, false},
                                           {4, 16, 16, 4095, 128, false}};
@@ -123,22 +123,25 @@ public:
         entry_.baselines = {{"cudnn_sdpa_bf16",
                              "cuDNN's SDPA forward through the cudnn-frontend graph API: bf16 Q, K, V, O, fp32 "
                              "log-sum-exp, the same layout, scale, mask and grouping"}};
-        for (const at::Step& s : at::steps()) {
+        const std::vector<at::Step>& steps = at::steps();
+        for (std::size_t i = 0; i < steps.size(); ++i) {
+            const at::Step& s = steps[i];
             StepEntry step{s.id, s.title, s.file, s.name_space, "attention", true, true, {}, s.kernels};
             step.needs = s.needs;
             for (const at::Problem& p : main_problems) {
                 step.sizes.push_back(problem_size(p));
             }
-            if (&s == &at::steps().back()) {
+            if (i + 2 >= steps.size()) {  // the last two: what the final step changed shows at head dim 64
                 for (const at::Problem& p : other_problems) {
                     step.sizes.push_back(problem_size(p));
                 }
             }
             entry_.steps.push_back(step);
         }
-        // The step before the final one too: the final step's persistent grid is what differs at short sequences.
-        const std::vector<std::string> sweep_rows = {at::steps()[at::steps().size() - 2].id, at::steps().back().id,
-                                                     "cudnn_sdpa_bf16", "tensor_peak"};
+        // The last three steps: step 8's persistent grid is what differs from step 7 at short sequences (step 9 runs
+        // step 8's code at head dim 128).
+        const std::vector<std::string> sweep_rows = {steps[steps.size() - 3].id, steps[steps.size() - 2].id,
+                                                     steps.back().id, "cudnn_sdpa_bf16", "tensor_peak"};
         Sweep sweep{{}, sweep_rows, 0, 1, 2, "sequence length (16 heads of 128, 16k tokens: batch x seq)"};
         for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
             sweep.sizes.push_back(problem_size({sweep_tokens >> k, 16, 16, 1 << k, 128, false}));
