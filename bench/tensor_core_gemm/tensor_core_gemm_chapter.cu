@@ -1,12 +1,15 @@
 // The tensor-core GEMM chapter of the timing program: registry entry, the tensor-core and copy ceilings, cuBLAS in
-// bf16, every step at 4096^3, the final step and cuBLAS over a sweep of sizes, and the autotuning sweep of step 8's
-// template at the main size and at 1024^3.
+// bf16 (its default call, cuBLASLt's fastest algorithm and CUTLASS's fastest configuration, each picked per shape),
+// every step at 4096^3, the final step and the libraries over a sweep of sizes and at a transformer layer's shapes,
+// and the autotuning sweep of step 8's template at the main size and at 1024^3.
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
 #include "core/step_loop.hpp"
 #include "sgemm/sgemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_cutlass.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_libraries.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
@@ -24,7 +27,32 @@ namespace tc = tensor_core_gemm;
 constexpr int main_size = 4096;
 //! The sweep: every power of two from 512 to 8192, and sizes that are multiples of no tile.
 constexpr int sweep_sizes[] = {512, 1000, 1024, 2048, 4095, 4097, 8192};
-const std::vector<std::string> sweep_rows = {"08_persistent", "cublas_gemm_bf16", "tensor_peak"};
+const std::vector<std::string> sweep_rows = {"08_persistent", "cublas_gemm_bf16", "cublaslt_gemm_bf16_best",
+                                             "cutlass_gemm_bf16", "tensor_peak"};
+
+//! @brief M x N x K of one product.
+struct Shape {
+    int M, N, K;
+};
+//! A transformer layer's products, tokens x outputs x inputs (an MLP's up and down projections of a model of width
+//! 4096 and 14336 hidden units, a batch of 8192 tokens through a width of 2048, and 16384 tokens into 1024 outputs).
+constexpr Shape transformer_shapes[] = {{4096, 14336, 4096}, {4096, 4096, 14336}, {8192, 8192, 2048}, {16384, 1024, 4096}};
+//! The registry's n of a shape: n itself for a cube, M * 10^10 + N * 10^5 + K for the others.
+std::int64_t key_of(const Shape& s)
+{
+    return s.M == s.N && s.N == s.K ? s.M
+                                    : s.M * std::int64_t{10000000000} + s.N * std::int64_t{100000} + s.K;
+}
+Shape shape_of(std::int64_t key)
+{
+    if (key < 100000) {
+        const int n = static_cast<int>(key);
+        return {n, n, n};
+    }
+    return {static_cast<int>(key / 10000000000), static_cast<int>(key / 100000 % 100000), static_cast<int>(key % 100000)};
+}
+//! How cuBLASLt's algorithms and CUTLASS's configurations are picked at each shape before their rows are timed.
+constexpr tc::PickRule pick_rule{2, 10};
 //! The autotuning sweep runs at these sizes: the main one and a small one, where the launcher picks another tile.
 constexpr int autotune_sizes[] = {1024, main_size};
 //! Up to this size the whole product is computed in double on the CPU; above, at sampled elements (and every element
@@ -32,7 +60,18 @@ constexpr int autotune_sizes[] = {1024, main_size};
 constexpr int full_reference_max = 1024;
 constexpr std::size_t sampled_elements = 4096;
 
-std::string size_text(int n) { return std::to_string(n) + " x " + std::to_string(n) + " x " + std::to_string(n); }
+std::string size_text(const Shape& s)
+{
+    return std::to_string(s.M) + " x " + std::to_string(s.N) + " x " + std::to_string(s.K);
+}
+ProblemSize problem_size(const Shape& s)
+{
+    ProblemSize size{key_of(s), size_text(s)};
+    if (key_of(s) != s.M) {
+        size.shape = {s.M, s.N, s.K};
+    }
+    return size;
+}
 
 std::string format_number(double value)
 {
@@ -82,20 +121,39 @@ public:
         entry_.baselines = {
             {"cublas_gemm_bf16",
              "cuBLAS cublasGemmEx: bf16 A, B and C, CUBLAS_COMPUTE_32F (fp32 accumulation), the same layouts"},
+            {"cublaslt_gemm_bf16_best",
+             "cuBLASLt cublasLtMatmul, the same operation with a 32 MiB workspace: the fastest of up to 16 algorithms "
+             "of its heuristic at each shape (each timed in turn, 10 cold launches, median)"},
+            {"cutlass_gemm_bf16",
+             "CUTLASS " + tc::cutlass_version() + " sm90 TMA warp-specialized GEMM (CollectiveBuilder): the fastest "
+             "of its configurations here at each shape (each timed in turn, 10 cold launches, median)"},
         };
         for (const tc::Step& s : tc::steps()) {
             StepEntry step{s.id, s.title, s.file, s.name_space, "gemm", true, true, {}, s.kernels};
             step.needs = s.needs;
             if (s.accepts(main_size, main_size, main_size)) {
-                step.sizes.push_back({main_size, size_text(main_size)});
+                step.sizes.push_back(problem_size({main_size, main_size, main_size}));
+            }
+            if (&s == &tc::steps().back()) {
+                for (const Shape& shape : transformer_shapes) {
+                    step.sizes.push_back(problem_size(shape));
+                }
             }
             entry_.steps.push_back(step);
         }
         Sweep sweep{{}, sweep_rows, 3 * sizeof(tc::bf16), 2};  // A, B and C: 3 n^2 bf16
         for (const int n : sweep_sizes) {
-            sweep.sizes.push_back({n, size_text(n)});
+            sweep.sizes.push_back(problem_size({n, n, n}));
         }
         add_sweep(entry_, std::move(sweep));
+        // CUTLASS's TMA epilogue needs the rows of C (N) and of A and B (K) 16 bytes apart: not at 4095 and 4097.
+        std::vector<std::int64_t>& cutlass_sizes = entry_.baselines[2].sizes;
+        cutlass_sizes.erase(std::remove_if(cutlass_sizes.begin(), cutlass_sizes.end(),
+                                           [](std::int64_t key) {
+                                               const Shape s = shape_of(key);
+                                               return s.N % 8 != 0 || s.K % 8 != 0;
+                                           }),
+                            cutlass_sizes.end());
         entry_.headline = Headline{main_size, "single_cold", entry_.steps.front().id, entry_.steps.back().id};
     }
 
@@ -112,29 +170,102 @@ public:
         if (!peak_reason.empty()) {
             chapter["unsupported"].push_back({{"id", "tensor_peak"}, {"reason", peak_reason}});
         }
-        const tc::CublasGemmBf16 cublas;
-        for (const std::int64_t n : all_sizes(entry_)) {
-            measure_size(context, runnable, static_cast<int>(n), cublas, peak_reason.empty(), chapter);
+        const std::string cutlass_reason = tc::cutlass_unavailable_reason();
+        if (!cutlass_reason.empty()) {
+            chapter["unsupported"].push_back({{"id", "cutlass_gemm_bf16"}, {"reason", cutlass_reason}});
+        }
+        Libraries libraries;
+        int device = 0, l2_bytes = 0;
+        STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
+        STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+        libraries.flush = DeviceBuffer<unsigned char>(2 * static_cast<std::size_t>(l2_bytes));
+        for (const std::int64_t key : all_sizes(entry_)) {
+            measure_size(context, runnable, key, libraries, peak_reason.empty(), cutlass_reason.empty(), chapter);
         }
     }
 
 private:
-    void measure_size(MeasureContext& context, const std::vector<std::string>& runnable, int n,
-                      const tc::CublasGemmBf16& cublas, bool peak_supported, nlohmann::json& chapter) const
+    //! The library baselines, and the buffer their picks flush L2 with.
+    struct Libraries {
+        tc::CublasGemmBf16 cublas;
+        tc::CublasLtGemmBf16Best cublaslt;
+        DeviceBuffer<unsigned char> flush;
+    };
+
+    //! A launch of CUTLASS's fastest configuration at a shape, and what was picked.
+    struct CutlassPick {
+        std::function<cudaError_t()> launch;
+        std::vector<tc::PickedCandidate> candidates;
+        std::size_t kept = 0;
+    };
+
+    //! Times the configurations that take `s` in turn and returns the fastest's launch (its workspace in `workspace`).
+    static CutlassPick pick_cutlass(const Shape& s, const tc::bf16* d_A, const tc::bf16* d_B, tc::bf16* d_C,
+                                    DeviceBuffer<unsigned char>& workspace, DeviceBuffer<unsigned char>& flush,
+                                    cudaStream_t stream)
+    {
+        std::vector<const tc::CutlassGemm*> configs;
+        std::size_t workspace_bytes = 1;
+        for (const tc::CutlassGemm& config : tc::cutlass_gemms()) {
+            if (config.accepts(s.M, s.N, s.K)) {
+                configs.push_back(&config);
+                workspace_bytes = std::max(workspace_bytes, config.workspace_bytes(s.M, s.N, s.K));
+            }
+        }
+        if (configs.empty()) {
+            throw std::runtime_error("no CUTLASS configuration takes " + size_text(s));
+        }
+        workspace = DeviceBuffer<unsigned char>(workspace_bytes);
+        std::vector<std::function<cudaError_t()>> launches;
+        for (const tc::CutlassGemm* config : configs) {
+            launches.push_back([=, &workspace] {
+                return config->gemm(s.M, s.N, s.K, d_A, d_B, d_C, workspace.data(), workspace.size(), stream);
+            });
+        }
+        const std::vector<double> medians =
+            tc::median_ms_in_turn(launches, pick_rule, flush.data(), flush.size(), stream);
+        CutlassPick pick;
+        for (std::size_t i = 0; i < configs.size(); ++i) {
+            pick.candidates.push_back({configs[i]->id + " (" + configs[i]->description + ")", medians[i]});
+        }
+        pick.kept = tc::index_of_fastest(medians);
+        pick.launch = launches[pick.kept];
+        return pick;
+    }
+
+    //! The picked configuration and every candidate's median of the pick, on the library's row.
+    static void add_pick(nlohmann::json& row, const std::vector<tc::PickedCandidate>& candidates, std::size_t kept)
+    {
+        row["config"] = candidates[kept].config;
+        row["pick_candidates"] = nlohmann::json::array();
+        for (const tc::PickedCandidate& c : candidates) {
+            row["pick_candidates"].push_back({{"config", c.config}, {"median_ms", c.median_ms}});
+        }
+        row["pick_rule"] = "each candidate " + std::to_string(pick_rule.warmup_launches) + " warm-up launches, then " +
+                           std::to_string(pick_rule.samples) +
+                           " rounds of one cold launch of each in turn (L2 flushed); the smallest median kept";
+    }
+
+    void measure_size(MeasureContext& context, const std::vector<std::string>& runnable, std::int64_t key,
+                      Libraries& libraries, bool peak_supported, bool cutlass_supported, nlohmann::json& chapter) const
     {
         const cudaStream_t stream = context.stream;
         const TimingMode& mode = entry_.timings.front();
-        const std::size_t elements = static_cast<std::size_t>(n) * n;
-        const std::int64_t flops = 2 * static_cast<std::int64_t>(n) * n * n;
-        const std::vector<tc::bf16> A = tc::random_matrix(n, n, context.seed + 3 * n);
-        const std::vector<tc::bf16> B = tc::random_matrix(n, n, context.seed + 3 * n + 1);
-        DeviceBuffer<tc::bf16> d_A(elements);
-        DeviceBuffer<tc::bf16> d_B(elements);
+        const Shape s = shape_of(key);
+        const std::size_t a_elements = static_cast<std::size_t>(s.M) * s.K;
+        const std::size_t b_elements = static_cast<std::size_t>(s.N) * s.K;
+        const std::size_t elements = static_cast<std::size_t>(s.M) * s.N;
+        const std::int64_t flops = 2 * static_cast<std::int64_t>(s.M) * s.N * s.K;
+        const std::vector<tc::bf16> A = tc::random_matrix(s.M, s.K, context.seed + 3 * key);
+        const std::vector<tc::bf16> B = tc::random_matrix(s.N, s.K, context.seed + 3 * key + 1);
+        DeviceBuffer<tc::bf16> d_A(a_elements);
+        DeviceBuffer<tc::bf16> d_B(b_elements);
         DeviceBuffer<tc::bf16> d_C(elements);
         d_A.upload(A);
         d_B.upload(B);
         const auto nothing = [] {};
 
+        const std::int64_t n = key;
         if (peak_supported && measured_at(entry_, "tensor_peak", n)) {
             DeviceBuffer<float> d_sink(tc::tensor_peak_threads());
             const auto peak = [&] { return tc::tensor_peak(static_cast<double>(flops) / 2, d_sink.data(), stream); };
@@ -142,8 +273,8 @@ private:
                                {peak, n, std::nullopt, flops});
         }
         if (measured_at(entry_, "device_copy", n)) {
-            DeviceBuffer<tc::bf16> d_copy_in(3 * elements);
-            DeviceBuffer<tc::bf16> d_copy_out(3 * elements);
+            DeviceBuffer<tc::bf16> d_copy_in(a_elements + b_elements + elements);
+            DeviceBuffer<tc::bf16> d_copy_out(a_elements + b_elements + elements);
             d_copy_in.fill_bytes(0, stream);
             const auto copy = [&] {
                 return cudaMemcpyAsync(d_copy_out.data(), d_copy_in.data(), d_copy_in.bytes(),
@@ -160,15 +291,20 @@ private:
             STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
             return tc::to_float(d_C.download());
         };
-        const auto library_call = [&] { return cublas(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream); };
-        const Reference reference = make_reference(n, A, B, context.seed);
-        const tc::Tolerance tolerance = tc::exact_tolerance(n);
+        const auto cublas_call = [&] {
+            return libraries.cublas(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), stream);
+        };
+        const auto cublaslt_call = [&] {
+            return libraries.cublaslt(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), stream);
+        };
+        const Reference reference = make_reference(s, A, B, context.seed);
+        const tc::Tolerance tolerance = tc::exact_tolerance(s.K);
         const auto validation_of = [&](const std::vector<float>& result) {
             const Check c = check(result, reference, tolerance);
             const bool sampled = !reference.where.empty();
             return Validation{c.passed(),
                               (c.passed() ? "within " : "NOT within ") + tolerance_text(tolerance) + " of " +
-                                  reference.source + "; worst " + c.at_reference.describe(sampled ? 1 : n) +
+                                  reference.source + "; worst " + c.at_reference.describe(sampled ? 1 : s.N) +
                                   (sampled ? "; " + std::to_string(c.nan_elements) + " of the " +
                                                  std::to_string(elements) + " elements NaN"
                                            : ""),
@@ -178,28 +314,53 @@ private:
                                {"over_tolerance", c.at_reference.over_tolerance}}};
         };
 
-        // The library and the steps are sampled in turn (see the timing mode), then each is validated.
+        // cuBLASLt's algorithms and CUTLASS's configurations are picked first; then the libraries and the steps are
+        // sampled in turn (see the timing mode), and each is validated.
         std::vector<Sampler::TimedCall> calls;
-        const bool library_measured = measured_at(entry_, "cublas_gemm_bf16", n);
-        if (library_measured) {
-            calls.push_back({"cublas_gemm_bf16 at " + problem_text(entry_, n), library_call});
+        std::vector<const ReferenceEntry*> timed_libraries;
+        const auto add_library = [&](const ReferenceEntry& library, std::function<cudaError_t()> launch) {
+            timed_libraries.push_back(&library);
+            calls.push_back({library.id + " at " + problem_text(entry_, n), std::move(launch)});
+        };
+        if (measured_at(entry_, "cublas_gemm_bf16", n)) {
+            add_library(entry_.baselines[0], cublas_call);
+        }
+        std::pair<std::vector<tc::PickedCandidate>, std::size_t> cublaslt_pick;
+        if (measured_at(entry_, "cublaslt_gemm_bf16_best", n)) {
+            cublaslt_pick = libraries.cublaslt.pick(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), pick_rule,
+                                                    libraries.flush.data(), libraries.flush.size(), stream);
+            add_library(entry_.baselines[1], cublaslt_call);
+        }
+        DeviceBuffer<unsigned char> cutlass_workspace;
+        CutlassPick cutlass_pick;
+        if (cutlass_supported && measured_at(entry_, "cutlass_gemm_bf16", n)) {
+            cutlass_pick = pick_cutlass(s, d_A.data(), d_B.data(), d_C.data(), cutlass_workspace, libraries.flush,
+                                        stream);
+            add_library(entry_.baselines[2], cutlass_pick.launch);
         }
         std::vector<const tc::Step*> timed_steps;
         for (const tc::Step& step : tc::steps()) {
             if (measures_step(entry_, runnable, step.id, n)) {
                 timed_steps.push_back(&step);
                 calls.push_back({std::string(step.id) + " at " + problem_text(entry_, n), [&, gemm = step.gemm] {
-                                     return gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream);
+                                     return gemm(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), stream);
                                  }});
             }
         }
         const std::vector<RowTiming> timings = context.sampler.time_in_turn(calls, mode, nothing);
         std::size_t next = 0;
-        if (library_measured) {
-            nlohmann::json row = timing_row(timings[next++], n, mode.id, std::nullopt, flops);
-            add_reference_fields(row, entry_.baselines[0]);
-            add_validation(row, validation_of(run_once(library_call)));  // the library is held to the same tolerance as the steps
+        for (const ReferenceEntry* library : timed_libraries) {
+            nlohmann::json row = timing_row(timings[next], n, mode.id, std::nullopt, flops);
+            add_reference_fields(row, *library);
+            if (library->id == "cublaslt_gemm_bf16_best") {
+                add_pick(row, cublaslt_pick.first, cublaslt_pick.second);
+            } else if (library->id == "cutlass_gemm_bf16") {
+                add_pick(row, cutlass_pick.candidates, cutlass_pick.kept);
+            }
+            // A library is held to the same tolerance as the steps.
+            add_validation(row, validation_of(run_once(calls[next].launch)));
             chapter["baselines"].push_back(row);
+            ++next;
         }
         for (const tc::Step* step : timed_steps) {
             const StepEntry& registry_step = find_step(entry_, step->id);
@@ -214,14 +375,14 @@ private:
             std::find(runnable.begin(), runnable.end(), tc::steps().back().id) != runnable.end()) {
             for (const tc::AutotuneCandidate& candidate : tc::autotune_candidates()) {
                 const auto call = [&] {
-                    return candidate.gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), stream);
+                    return candidate.gemm(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), stream);
                 };
                 const std::string what = "autotune " + candidate.id + " at " + problem_text(entry_, n);
                 nlohmann::json row = timing_row(context.sampler.time(what, mode, nothing, call), n, mode.id,
                                                 std::nullopt, flops);
                 row["id"] = candidate.id;
                 row["config"] = candidate.config;
-                row["chosen"] = candidate.chosen_for(n, n);
+                row["chosen"] = candidate.chosen_for(s.M, s.N);
                 row["used_by"] = tc::steps().back().id;
                 add_validation(row, validation_of(run_once(call)));
                 row["resources"] = nlohmann::json::array({runtime_resources_json(candidate.kernel)});
@@ -231,14 +392,15 @@ private:
     }
 
     //! The double-precision product of the bf16 inputs: whole for small sizes, at sampled elements above.
-    static Reference make_reference(int n, const std::vector<tc::bf16>& A, const std::vector<tc::bf16>& B,
+    static Reference make_reference(const Shape& s, const std::vector<tc::bf16>& A, const std::vector<tc::bf16>& B,
                                     std::uint64_t seed)
     {
-        if (n <= full_reference_max) {
-            return {{}, tc::reference_gemm(n, n, n, A, B), "the product of the bf16 inputs in double"};
+        const std::int64_t full_max = std::int64_t{full_reference_max} * full_reference_max * full_reference_max;
+        if (std::int64_t{s.M} * s.N * s.K <= full_max) {
+            return {{}, tc::reference_gemm(s.M, s.N, s.K, A, B), "the product of the bf16 inputs in double"};
         }
-        std::vector<std::size_t> where = sgemm::sample_indices(n, n, sampled_elements, seed + n);
-        std::vector<double> values = tc::reference_elements(n, n, n, A, B, where);
+        std::vector<std::size_t> where = sgemm::sample_indices(s.M, s.N, sampled_elements, seed + key_of(s));
+        std::vector<double> values = tc::reference_elements(s.M, s.N, s.K, A, B, where);
         return {std::move(where), std::move(values),
                 "the product of the bf16 inputs in double at " + std::to_string(sampled_elements) +
                     " sampled elements"};

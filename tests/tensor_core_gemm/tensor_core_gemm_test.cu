@@ -6,6 +6,8 @@
 #include "support/gpu_test_support.hpp"
 #include "sgemm/sgemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_cutlass.hpp"
+#include "tensor_core_gemm/tensor_core_gemm_libraries.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
@@ -13,8 +15,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -389,6 +393,70 @@ TEST(TensorCoreGemmCublas, MatchesTheDoubleProductInTheSameLayouts)
         ASSERT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data()), cudaSuccess);
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
         expect_matches(s, to_float(d_C.download()), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
+    }
+}
+
+// ---- the tuned libraries: cuBLASLt's picked algorithm, CUTLASS's configurations (left out of racecheck too) ----
+
+//! Runs `gemm` on fresh copies of A and B into a C poisoned with NaN and compares C with the double product.
+void expect_library_matches(Shape s, std::uint64_t seed,
+                            const std::function<cudaError_t(const bf16*, const bf16*, bf16*)>& gemm)
+{
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.M);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N);
+    DeviceBuffer<bf16> d_A(A.size());
+    DeviceBuffer<bf16> d_B(B.size());
+    DeviceBuffer<bf16> d_C(static_cast<std::size_t>(s.M) * s.N);
+    d_A.upload(A);
+    d_B.upload(B);
+    d_C.fill_bytes(0xFF, 0);
+    ASSERT_EQ(gemm(d_A.data(), d_B.data(), d_C.data()), cudaSuccess) << shape_text(s);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    expect_matches(s, to_float(d_C.download()), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
+}
+
+TEST(TensorCoreGemmCublasLt, ThePickedAlgorithmMatchesTheDoubleProduct)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    CublasLtGemmBf16Best cublaslt;
+    DeviceBuffer<unsigned char> flush(std::size_t{1} << 20);
+    for (const Shape s : {Shape{127, 129, 136}, Shape{64, 96, 40}, Shape{256, 512, 192}}) {
+        DeviceBuffer<bf16> d_A(static_cast<std::size_t>(s.M) * s.K), d_B(static_cast<std::size_t>(s.N) * s.K);
+        DeviceBuffer<bf16> d_C(static_cast<std::size_t>(s.M) * s.N);
+        EXPECT_EQ(cublaslt(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), 0), cudaErrorInvalidValue)
+            << "ran before an algorithm was picked for " << shape_text(s);
+        const auto [candidates, kept] = cublaslt.pick(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(),
+                                                      PickRule{1, 2}, flush.data(), flush.size(), 0);
+        ASSERT_FALSE(candidates.empty());
+        ASSERT_LT(kept, candidates.size());
+        expect_library_matches(s, seed, [&](const bf16* a, const bf16* b, bf16* c) {
+            return cublaslt(s.M, s.N, s.K, a, b, c, 0);
+        });
+    }
+}
+
+TEST(TensorCoreGemmCutlass, EveryConfigurationMatchesTheDoubleProduct)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    if (const std::string reason = cutlass_unavailable_reason(); !reason.empty()) {
+        GTEST_SKIP() << reason;
+    }
+    if (const std::string reason = unsupported_reason(steps().back()); !reason.empty()) {
+        GTEST_SKIP() << "CUTLASS's sm90 kernels, as step 8: " << reason;
+    }
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const CutlassGemm& config : cutlass_gemms()) {
+        for (const Shape s : {Shape{127, 136, 136}, Shape{1, 256, 64}, Shape{300, 520, 1032}}) {
+            ASSERT_TRUE(config.accepts(s.M, s.N, s.K)) << config.id << " at " << shape_text(s);
+            DeviceBuffer<unsigned char> workspace(std::max<std::size_t>(config.workspace_bytes(s.M, s.N, s.K), 1));
+            SCOPED_TRACE(config.id);
+            expect_library_matches(s, seed, [&](const bf16* a, const bf16* b, bf16* c) {
+                return config.gemm(s.M, s.N, s.K, a, b, c, workspace.data(), workspace.size(), 0);
+            });
+        }
     }
 }
 
