@@ -277,14 +277,16 @@ class Chapter:
 
     def expected_sizes(self, row_id: str) -> list[int]:
         """The sizes a row must be measured at: a step's sizes, a reference's ``sizes`` (absent: every
-        main size), and for a row of ``sweep.rows`` the sweep's sizes as well."""
+        main size), and for a row of ``sweep.rows`` the sweep's sizes as well, but where a reference's
+        ``sizes`` leave some of them out (a library that does not take a size: CUTLASS at 4095³)."""
         kind, entry = self.kind_of(row_id), self.entry(row_id)
         if kind == "steps":
             out = [size["n"] for size in entry["sizes"]]
         else:
             out = list(entry.get("sizes") or [n for n, _p in self.sizes()])
         if row_id in self.sweep.get("rows", []):
-            out += self.sweep_sizes()
+            listed = entry.get("sizes") if kind != "steps" else None
+            out += [n for n in self.sweep_sizes() if not listed or n in listed]
         return list(dict.fromkeys(out))
 
     def _footprint(self) -> dict | None:
