@@ -36,8 +36,9 @@ struct Shape {
 };
 //! A transformer layer's products, tokens x outputs x inputs (an MLP's up and down projections of a model of width
 //! 4096 and 14336 hidden units, a batch of 8192 tokens through a width of 2048, and 16384 tokens into 1024 outputs).
-constexpr Shape transformer_shapes[] = {{4096, 14336, 4096}, {4096, 4096, 14336}, {8192, 8192, 2048}, {16384, 1024, 4096}};
-//! The registry's n of a shape: n itself for a cube, M * 10^10 + N * 10^5 + K for the others.
+constexpr Shape transformer_shapes[] = {
+    {4096, 14336, 4096}, {4096, 4096, 14336}, {8192, 8192, 2048}, {16384, 1024, 4096}};
+//! The registry's n of a shape: n itself for a cube, M * 10^10 + N * 10^5 + K for the others (shape_of inverts it).
 std::int64_t key_of(const Shape& s)
 {
     return s.M == s.N && s.N == s.K ? s.M
@@ -49,7 +50,8 @@ Shape shape_of(std::int64_t key)
         const int n = static_cast<int>(key);
         return {n, n, n};
     }
-    return {static_cast<int>(key / 10000000000), static_cast<int>(key / 100000 % 100000), static_cast<int>(key % 100000)};
+    return {static_cast<int>(key / 10000000000), static_cast<int>(key / 100000 % 100000),
+            static_cast<int>(key % 100000)};
 }
 //! How cuBLASLt's algorithms and CUTLASS's configurations are picked at each shape before their rows are timed.
 constexpr tc::PickRule pick_rule{2, 10};

@@ -37,7 +37,8 @@ std::vector<double> median_ms_in_turn(const std::vector<std::function<cudaError_
     std::vector<double> medians;
     for (std::vector<double>& s : samples) {
         std::sort(s.begin(), s.end());
-        medians.push_back(s.empty() ? 0.0 : s.size() % 2 ? s[s.size() / 2] : (s[s.size() / 2 - 1] + s[s.size() / 2]) / 2);
+        const std::size_t half = s.size() / 2;
+        medians.push_back(s.empty() ? 0.0 : s.size() % 2 ? s[half] : (s[half - 1] + s[half]) / 2);
     }
     return medians;
 }
