@@ -54,7 +54,7 @@ Shape shape_of(std::int64_t key)
             static_cast<int>(key % 100000)};
 }
 //! How cuBLASLt's algorithms and CUTLASS's configurations are picked at each shape before their rows are timed.
-constexpr tc::PickRule pick_rule{2, 10};
+constexpr tc::PickRule pick_rule{2, 10, 3, 30};
 //! The autotuning sweep runs at these sizes: the main one and a small one, where the launcher picks another tile.
 constexpr int autotune_sizes[] = {1024, main_size};
 //! Up to this size the whole product is computed in double on the CPU; above, at sampled elements (and every element
@@ -125,10 +125,10 @@ public:
              "cuBLAS cublasGemmEx: bf16 A, B and C, CUBLAS_COMPUTE_32F (fp32 accumulation), the same layouts"},
             {"cublaslt_gemm_bf16_best",
              "cuBLASLt cublasLtMatmul, the same operation with a 32 MiB workspace: the fastest of up to 16 algorithms "
-             "of its heuristic at each shape (each timed in turn, 10 cold launches, median)"},
+             "of its heuristic at each shape (timed in turn: 10 cold launches each, the 3 fastest 30 more)"},
             {"cutlass_gemm_bf16",
              "CUTLASS " + tc::cutlass_version() + " sm90 TMA warp-specialized GEMM (CollectiveBuilder): the fastest "
-             "of its configurations here at each shape (each timed in turn, 10 cold launches, median)"},
+             "of its configurations here at each shape (timed in turn: 10 cold launches each, the 3 fastest 30 more)"},
         };
         for (const tc::Step& s : tc::steps()) {
             StepEntry step{s.id, s.title, s.file, s.name_space, "gemm", true, true, {}, s.kernels};
@@ -224,13 +224,13 @@ private:
                 return config->gemm(s.M, s.N, s.K, d_A, d_B, d_C, workspace.data(), workspace.size(), stream);
             });
         }
-        const std::vector<double> medians =
-            tc::median_ms_in_turn(launches, pick_rule, flush.data(), flush.size(), stream);
+        const tc::PickTimes times = tc::pick_fastest(launches, pick_rule, flush.data(), flush.size(), stream);
         CutlassPick pick;
         for (std::size_t i = 0; i < configs.size(); ++i) {
-            pick.candidates.push_back({configs[i]->id + " (" + configs[i]->description + ")", medians[i]});
+            pick.candidates.push_back({configs[i]->id + " (" + configs[i]->description + ")", times.median_ms[i],
+                                       times.final_median_ms[i]});
         }
-        pick.kept = tc::index_of_fastest(medians);
+        pick.kept = times.kept;
         pick.launch = launches[pick.kept];
         return pick;
     }
@@ -241,11 +241,17 @@ private:
         row["config"] = candidates[kept].config;
         row["pick_candidates"] = nlohmann::json::array();
         for (const tc::PickedCandidate& c : candidates) {
-            row["pick_candidates"].push_back({{"config", c.config}, {"median_ms", c.median_ms}});
+            nlohmann::json candidate = {{"config", c.config}, {"median_ms", c.median_ms}};
+            if (c.final_median_ms >= 0) {
+                candidate["final_median_ms"] = c.final_median_ms;
+            }
+            row["pick_candidates"].push_back(candidate);
         }
         row["pick_rule"] = "each candidate " + std::to_string(pick_rule.warmup_launches) + " warm-up launches, then " +
                            std::to_string(pick_rule.samples) +
-                           " rounds of one cold launch of each in turn (L2 flushed); the smallest median kept";
+                           " rounds of one cold launch of each in turn (L2 flushed); the " +
+                           std::to_string(pick_rule.finalists) + " of the smallest medians " +
+                           std::to_string(pick_rule.final_samples) + " rounds more; the smallest final median kept";
     }
 
     void measure_size(MeasureContext& context, const std::vector<std::string>& runnable, std::int64_t key,

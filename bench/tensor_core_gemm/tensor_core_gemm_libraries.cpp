@@ -51,6 +51,45 @@ std::size_t index_of_fastest(const std::vector<double>& median_ms)
     return static_cast<std::size_t>(std::min_element(median_ms.begin(), median_ms.end()) - median_ms.begin());
 }
 
+std::vector<std::size_t> fastest_indices(const std::vector<double>& median_ms, std::size_t count)
+{
+    std::vector<std::size_t> order(median_ms.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        order[i] = i;
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+        return median_ms[a] < median_ms[b];
+    });
+    order.resize(std::min(count, order.size()));
+    return order;
+}
+
+PickTimes pick_fastest(const std::vector<std::function<cudaError_t()>>& launches, const PickRule& rule, void* d_flush,
+                       std::size_t flush_bytes, cudaStream_t stream)
+{
+    if (launches.empty()) {
+        throw std::invalid_argument("pick_fastest: no candidate to time");
+    }
+    PickTimes times;
+    times.median_ms = median_ms_in_turn(launches, rule, d_flush, flush_bytes, stream);
+    times.final_median_ms.assign(launches.size(), -1.0);
+    const std::vector<std::size_t> finalists =
+        fastest_indices(times.median_ms, std::max<std::size_t>(rule.finalists, 1));
+    std::vector<std::function<cudaError_t()>> final_launches;
+    for (const std::size_t i : finalists) {
+        final_launches.push_back(launches[i]);
+    }
+    PickRule final_rule = rule;
+    final_rule.warmup_launches = 0;  // warm from the first rounds
+    final_rule.samples = rule.final_samples;
+    const std::vector<double> final_ms = median_ms_in_turn(final_launches, final_rule, d_flush, flush_bytes, stream);
+    for (std::size_t f = 0; f < finalists.size(); ++f) {
+        times.final_median_ms[finalists[f]] = final_ms[f];
+    }
+    times.kept = finalists[index_of_fastest(final_ms)];
+    return times;
+}
+
 namespace {
 
 //! "algorithm 66: tile 18, stages 23, split-K 1, swizzle 0, cluster 2" (cublasLt.h's enum values).
@@ -180,12 +219,12 @@ std::pair<std::vector<PickedCandidate>, std::size_t> CublasLtGemmBf16Best::pick(
     for (const cublasLtMatmulAlgo_t& algo : plan.algorithms) {
         launches.push_back([&, algo] { return run(plan, algo, d_A, d_B, d_C, stream); });
     }
-    const std::vector<double> medians = median_ms_in_turn(launches, rule, d_flush, flush_bytes, stream);
+    const PickTimes times = pick_fastest(launches, rule, d_flush, flush_bytes, stream);
     std::vector<PickedCandidate> candidates;
-    for (std::size_t i = 0; i < medians.size(); ++i) {
-        candidates.push_back({describe(plan.algorithms[i]), medians[i]});
+    for (std::size_t i = 0; i < launches.size(); ++i) {
+        candidates.push_back({describe(plan.algorithms[i]), times.median_ms[i], times.final_median_ms[i]});
     }
-    plan.kept = index_of_fastest(medians);
+    plan.kept = times.kept;
     return {candidates, plan.kept};
 }
 

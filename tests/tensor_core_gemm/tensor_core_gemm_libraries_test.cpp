@@ -19,6 +19,14 @@ TEST(TensorCoreGemmLibraryPick, KeepsTheSmallestMedianAndTheFirstOfEqualOnes)
 TEST(TensorCoreGemmLibraryPick, RefusesToPickFromNothing)
 {
     EXPECT_THROW(index_of_fastest({}), std::invalid_argument);
+    EXPECT_THROW(pick_fastest({}, PickRule{}, nullptr, 0, nullptr), std::invalid_argument);
+}
+
+TEST(TensorCoreGemmLibraryPick, FinalistsAreTheFastestFirstAndTheEarlierOfEqualOnes)
+{
+    EXPECT_EQ(fastest_indices({0.5, 0.2, 0.4, 0.2, 0.3}, 3), (std::vector<std::size_t>{1, 3, 4}));
+    EXPECT_EQ(fastest_indices({0.5, 0.2}, 3), (std::vector<std::size_t>{1, 0}));
+    EXPECT_TRUE(fastest_indices({}, 3).empty());
 }
 
 }  // namespace

@@ -428,7 +428,7 @@ TEST(TensorCoreGemmCublasLt, ThePickedAlgorithmMatchesTheDoubleProduct)
         EXPECT_EQ(cublaslt(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), 0), cudaErrorInvalidValue)
             << "ran before an algorithm was picked for " << shape_text(s);
         const auto [candidates, kept] = cublaslt.pick(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(),
-                                                      PickRule{1, 2}, flush.data(), flush.size(), 0);
+                                                      PickRule{1, 2, 2, 2}, flush.data(), flush.size(), 0);
         ASSERT_FALSE(candidates.empty());
         ASSERT_LT(kept, candidates.size());
         expect_library_matches(s, seed, [&](const bf16* a, const bf16* b, bf16* c) {
