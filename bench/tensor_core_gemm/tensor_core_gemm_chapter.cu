@@ -111,13 +111,14 @@ public:
         entry_.profile = {"TensorCoreGemmProfile.*", "regex:gemm_kernel", ""};
         // Under a sustained tensor-core load the card's power limit, not a passing throttle, sets the SM clock (the
         // H200's settles below 90 % of its highest at 8192^3): every sample is kept, and each row records its clocks.
-        // That clock follows what ran before, so at each size cuBLAS and the steps are sampled in turn.
+        // That clock follows what ran before, so at each size the libraries and the steps are sampled in turn.
         entry_.timings = {{"single_cold",
                            "events around one launch; L2 flushed before each sample; samples kept at any SM clock; "
-                           "at each size cuBLAS and the steps sampled in turn",
+                           "at each size the libraries and the steps sampled in turn",
                            true, 1, 0.0}};
         entry_.ceilings = {
-            {"tensor_peak", "n^3 bf16 multiply-adds by wgmma from shared memory on every SM (the tensor cores alone)"},
+            {"tensor_peak", "the product's M N K bf16 multiply-adds by wgmma from shared memory on every SM (the "
+                            "tensor cores alone)"},
             {"device_copy", "cudaMemcpyAsync device to device of the bytes of A, B and C"},
         };
         entry_.baselines = {
