@@ -1,6 +1,7 @@
 #include "tensor_core_gemm/tensor_core_gemm_libraries.hpp"
 
 #include "core/cuda_check.hpp"
+#include "core/statistics.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -35,10 +36,8 @@ std::vector<double> median_ms_in_turn(const std::vector<std::function<cudaError_
     STEPWISE_CUDA_CHECK(cudaEventDestroy(start));
     STEPWISE_CUDA_CHECK(cudaEventDestroy(stop));
     std::vector<double> medians;
-    for (std::vector<double>& s : samples) {
-        std::sort(s.begin(), s.end());
-        const std::size_t half = s.size() / 2;
-        medians.push_back(s.empty() ? 0.0 : s.size() % 2 ? s[half] : (s[half - 1] + s[half]) / 2);
+    for (const std::vector<double>& s : samples) {
+        medians.push_back(summarize(s).median_ms);
     }
     return medians;
 }
@@ -165,9 +164,7 @@ CublasLtGemmBf16Best::CublasLtGemmBf16Best()
 
 CublasLtGemmBf16Best::~CublasLtGemmBf16Best()
 {
-    for (auto& [shape, plan] : plans_) {
-        delete plan;
-    }
+    plans_.clear();  // their descriptors before the handle
     cudaFree(d_workspace_);
     cublasLtDestroy(handle_);
 }
@@ -188,7 +185,7 @@ std::pair<std::vector<PickedCandidate>, std::size_t> CublasLtGemmBf16Best::pick(
 {
     const auto key = std::make_tuple(M, N, K);
     if (plans_.count(key) == 0) {
-        plans_[key] = new Plan(M, N, K);
+        plans_[key] = std::make_unique<Plan>(M, N, K);
     }
     Plan& plan = *plans_[key];
     cublasLtMatmulPreference_t preference = nullptr;

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -43,7 +44,7 @@ struct PickTimes {
 
 //! @brief The median time of each launch, sampled in turn (`rule.samples` rounds of one cold launch of each, L2
 //!        flushed by writing `d_flush` before every sample), so that every candidate sees the same clock history.
-//! @throws CudaError when a launch or a CUDA call fails
+//! @throws CudaError when a launch or a CUDA call fails; std::invalid_argument for no rounds
 std::vector<double> median_ms_in_turn(const std::vector<std::function<cudaError_t()>>& launches, const PickRule& rule,
                                       void* d_flush, std::size_t flush_bytes, cudaStream_t stream);
 
@@ -94,7 +95,7 @@ private:
 
     cublasLtHandle_t handle_ = nullptr;
     void* d_workspace_ = nullptr;
-    std::map<std::tuple<int, int, int>, Plan*> plans_;
+    std::map<std::tuple<int, int, int>, std::unique_ptr<Plan>> plans_;
 };
 
 }  // namespace stepwise::tensor_core_gemm

@@ -371,33 +371,6 @@ TEST(TensorCoreGemmLauncher, PicksTheLargestTileThatGivesNineTenthsOfTheSmsOne)
 
 // ---- cuBLAS, the baseline, on the same operation (left out of racecheck: its own kernels report hazards there) ----
 
-TEST(TensorCoreGemmCublas, MatchesTheDoubleProductInTheSameLayouts)
-{
-    STEPWISE_SKIP_WITHOUT_GPU();
-    const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    const CublasGemmBf16 cublas;
-    for (const Shape s : {Shape{127, 129, 136}, Shape{64, 96, 40}, Shape{1, 300, 8}}) {
-        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.M);
-        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N);
-        const auto call = [&cublas](int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C) {
-            return cublas(M, N, K, d_A, d_B, d_C, 0);
-        };
-        const std::size_t c_size = static_cast<std::size_t>(s.M) * s.N;
-        DeviceBuffer<bf16> d_A(A.size());
-        DeviceBuffer<bf16> d_B(B.size());
-        DeviceBuffer<bf16> d_C(c_size);
-        d_A.upload(A);
-        d_B.upload(B);
-        d_C.fill_bytes(0xFF, 0);
-        ASSERT_EQ(call(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data()), cudaSuccess);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        expect_matches(s, to_float(d_C.download()), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
-    }
-}
-
-// ---- the tuned libraries: cuBLASLt's picked algorithm, CUTLASS's configurations (left out of racecheck too) ----
-
 //! Runs `gemm` on fresh copies of A and B into a C poisoned with NaN and compares C with the double product.
 void expect_library_matches(Shape s, std::uint64_t seed,
                             const std::function<cudaError_t(const bf16*, const bf16*, bf16*)>& gemm)
@@ -414,6 +387,21 @@ void expect_library_matches(Shape s, std::uint64_t seed,
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     expect_matches(s, to_float(d_C.download()), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
 }
+
+TEST(TensorCoreGemmCublas, MatchesTheDoubleProductInTheSameLayouts)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const CublasGemmBf16 cublas;
+    for (const Shape s : {Shape{127, 129, 136}, Shape{64, 96, 40}, Shape{1, 300, 8}}) {
+        expect_library_matches(s, seed, [&](const bf16* d_A, const bf16* d_B, bf16* d_C) {
+            return cublas(s.M, s.N, s.K, d_A, d_B, d_C, 0);
+        });
+    }
+}
+
+// ---- the tuned libraries: cuBLASLt's picked algorithm, CUTLASS's configurations (left out of racecheck too) ----
 
 TEST(TensorCoreGemmCublasLt, ThePickedAlgorithmMatchesTheDoubleProduct)
 {
