@@ -1,15 +1,14 @@
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
 #include "core/cuda_check.hpp"
 
-#include "../../snippets/tensor_core_gemm/08_persistent.cuh"
-
-#include <type_traits>
+#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
 
 namespace stepwise::tensor_core_gemm {
 namespace {
 
-namespace p = persistent;
+namespace p = ping_pong;
 
+//! @brief Whether the final step's launcher runs the configuration of `shape` for an M x N problem on this device.
 template <class Cfg>
 bool launcher_picks(int M, int N)
 {
@@ -17,22 +16,30 @@ bool launcher_picks(int M, int N)
     int sms = 0;
     STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
     STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const int picked = p::chosen_configuration(M, N, sms);
-    return (picked == 0 && std::is_same_v<Cfg, p::Large>) || (picked == 1 && std::is_same_v<Cfg, p::Medium>) ||
-           (picked == 2 && std::is_same_v<Cfg, p::Small>);
+    return p::configurations[p::chosen_configuration(M, N, sms)] == &p::gemm_with<Cfg>;
 }
 
-template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
+template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
 AutotuneCandidate candidate()
 {
-    using Cfg = p::Config<BM, BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M>;
+    using Cfg = p::Config<BM, BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M, PING_PONG>;
     AutotuneCandidate c;
-    c.id = "bm" + std::to_string(BM) + "_bn" + std::to_string(BN) + "_s" + std::to_string(STAGES) + "_c" +
-           std::to_string(CLUSTER_M) + "x" + std::to_string(CLUSTER_N) + "_g" + std::to_string(GROUP_M);
-    c.config = {{"block_m", Cfg::BM},    {"block_n", BN},         {"block_k", p::BK},
-                {"warp_m", p::WGM},      {"warp_n", BN},          {"thread_m", 0},
-                {"thread_n", 0},         {"threads", Cfg::threads}, {"stages", STAGES},
-                {"cluster_m", CLUSTER_M}, {"cluster_n", CLUSTER_N}, {"group_m", GROUP_M}};
+    c.id = std::string(PING_PONG ? "pingpong" : "coop") + "_bm" + std::to_string(BM) + "_bn" + std::to_string(BN) +
+           "_s" + std::to_string(STAGES) + "_c" + std::to_string(CLUSTER_M) + "x" + std::to_string(CLUSTER_N) + "_g" +
+           std::to_string(GROUP_M);
+    c.config = {{"schedule", PING_PONG ? "ping-pong" : "cooperative"},
+                {"block_m", Cfg::BM},
+                {"block_n", BN},
+                {"block_k", p::BK},
+                {"warp_m", Cfg::consumer_m},
+                {"warp_n", Cfg::consumer_n},
+                {"thread_m", 0},
+                {"thread_n", 0},
+                {"threads", Cfg::threads},
+                {"stages", STAGES},
+                {"cluster_m", CLUSTER_M},
+                {"cluster_n", CLUSTER_N},
+                {"group_m", GROUP_M}};
     c.gemm = [](int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream) {
         return p::gemm_with<Cfg>(M, N, K, d_A, d_B, d_C, stream);
     };
@@ -45,22 +52,22 @@ AutotuneCandidate candidate()
 
 const std::vector<AutotuneCandidate>& autotune_candidates()
 {
-    // Rows and columns of C per tile, stages, cluster (tiles along M x along N), cluster rows per group.
+    // Schedule, rows and columns of C per tile, stages, cluster (tiles along M x along N), cluster rows per group.
     static const std::vector<AutotuneCandidate> all = {
-        candidate<128, 256, 4, 2, 1, 8>(),   // Large
-        candidate<128, 256, 3, 2, 1, 8>(),
-        candidate<128, 256, 4, 1, 1, 8>(),
-        candidate<128, 256, 4, 2, 1, 4>(),
-        candidate<128, 256, 4, 2, 1, 16>(),
-        candidate<128, 128, 6, 2, 1, 8>(),   // Medium
-        candidate<128, 128, 4, 2, 1, 8>(),
-        candidate<128, 128, 6, 1, 2, 8>(),
-        candidate<64, 128, 8, 2, 1, 8>(),    // Small
-        candidate<64, 128, 6, 2, 1, 8>(),
-        candidate<64, 128, 8, 1, 2, 8>(),
-        candidate<64, 128, 8, 1, 1, 8>(),
-        candidate<128, 64, 8, 2, 1, 8>(),
-        candidate<128, 64, 8, 1, 2, 8>(),
+        candidate<128, 176, 5, 2, 1, 8, true>(),    // PingPong176
+        candidate<128, 176, 4, 2, 1, 8, true>(),
+        candidate<128, 176, 5, 1, 2, 8, true>(),
+        candidate<128, 176, 5, 2, 1, 4, true>(),
+        candidate<128, 192, 5, 2, 1, 8, true>(),    // PingPong192
+        candidate<128, 128, 6, 2, 1, 8, true>(),
+        candidate<128, 256, 4, 2, 1, 8, false>(),   // Cooperative256
+        candidate<128, 256, 4, 2, 1, 16, false>(),
+        candidate<128, 128, 6, 2, 1, 8, false>(),   // Cooperative128
+        candidate<64, 128, 8, 2, 1, 8, false>(),    // SplitColumns128
+        candidate<64, 128, 8, 1, 1, 8, false>(),
+        candidate<64, 128, 6, 2, 1, 8, false>(),
+        candidate<64, 64, 8, 1, 1, 8, false>(),     // SplitColumns64
+        candidate<64, 64, 8, 2, 1, 8, false>(),
     };
     return all;
 }

@@ -1,5 +1,5 @@
-// The tensor-core GEMM chapter's autotuning sweep: configurations of step 8's kernel template, timed in the same
-// run, at the main size and at a small one (where the launcher picks another configuration).
+// The tensor-core GEMM chapter's autotuning sweep: configurations of the final step's kernel template, timed in the
+// same run, at the main size, at a small one and at a transformer's shape (where the launcher picks others).
 #pragma once
 
 #include "core/resources.hpp"
@@ -12,17 +12,17 @@
 
 namespace stepwise::tensor_core_gemm {
 
-//! @brief One configuration of `persistent::Config`, instantiated and ready to launch.
+//! @brief One configuration of `ping_pong::Config`, instantiated and ready to launch.
 struct AutotuneCandidate {
-    std::string id;        //!< "bn256_s4_c2x1_g8"
+    std::string id;        //!< "pingpong_bm128_bn176_s5_c2x1_g8"
     nlohmann::json config; //!< block, warpgroup tiles, threads, stages, cluster and group (the page's columns)
-    GemmFunction gemm;     //!< persistent::gemm_with<Config>
+    GemmFunction gemm;     //!< ping_pong::gemm_with<Config>
     KernelEntry kernel;
-    //! @brief Whether step 8's launcher runs this configuration for an M x N problem on this device.
+    //! @brief Whether the final step's launcher runs this configuration for an M x N problem on this device.
     bool (*chosen_for)(int M, int N);
 };
 
-//! @brief Every configuration the sweep times, the launcher's three among them. To try another, add one line in
+//! @brief Every configuration the sweep times, the launcher's six among them. To try another, add one line in
 //!        tensor_core_gemm_autotune.cu; a configuration its Config's static_asserts reject does not compile.
 const std::vector<AutotuneCandidate>& autotune_candidates();
 

@@ -1,7 +1,7 @@
 // The tensor-core GEMM chapter of the timing program: registry entry, the tensor-core and copy ceilings, cuBLAS in
 // bf16 (its default call, cuBLASLt's fastest algorithm and CUTLASS's fastest configuration, each picked per shape),
-// every step at 4096^3, the final step and the libraries over a sweep of sizes and at a transformer layer's shapes,
-// and the autotuning sweep of step 8's template at the main size and at 1024^3.
+// every step at 4096^3, the last two steps and the libraries over a sweep of sizes and at a transformer layer's
+// shapes, and the autotuning sweep of the final step's template at the main size, at 1024^3 and at 8192 x 8192 x 2048.
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
@@ -27,8 +27,9 @@ namespace tc = tensor_core_gemm;
 constexpr int main_size = 4096;
 //! The sweep: every power of two from 512 to 8192, and sizes that are multiples of no tile.
 constexpr int sweep_sizes[] = {512, 1000, 1024, 2048, 4095, 4097, 8192};
-const std::vector<std::string> sweep_rows = {"08_persistent", "cublas_gemm_bf16", "cublaslt_gemm_bf16_best",
-                                             "cutlass_gemm_bf16", "tensor_peak"};
+//! The last two steps are swept, so that the final step's gain over step 8 at every size is in the same run.
+const std::vector<std::string> sweep_rows = {"08_persistent",           "09_ping_pong",      "cublas_gemm_bf16",
+                                             "cublaslt_gemm_bf16_best", "cutlass_gemm_bf16", "tensor_peak"};
 
 //! @brief M x N x K of one product.
 struct Shape {
@@ -39,7 +40,7 @@ struct Shape {
 constexpr Shape transformer_shapes[] = {
     {4096, 14336, 4096}, {4096, 4096, 14336}, {8192, 8192, 2048}, {16384, 1024, 4096}};
 //! The registry's n of a shape: n itself for a cube, M * 10^10 + N * 10^5 + K for the others (shape_of inverts it).
-std::int64_t key_of(const Shape& s)
+constexpr std::int64_t key_of(const Shape& s)
 {
     return s.M == s.N && s.N == s.K ? s.M
                                     : s.M * std::int64_t{10000000000} + s.N * std::int64_t{100000} + s.K;
@@ -55,8 +56,9 @@ Shape shape_of(std::int64_t key)
 }
 //! How cuBLASLt's algorithms and CUTLASS's configurations are picked at each shape before their rows are timed.
 constexpr tc::PickRule pick_rule{2, 10, 3, 30};
-//! The autotuning sweep runs at these sizes: the main one and a small one, where the launcher picks another tile.
-constexpr int autotune_sizes[] = {1024, main_size};
+//! The autotuning sweep runs at these sizes (registry keys): the main one, a small one and a transformer's shape,
+//! where the launcher picks other tiles.
+constexpr std::int64_t autotune_sizes[] = {1024, main_size, key_of({8192, 8192, 2048})};
 //! Up to this size the whole product is computed in double on the CPU; above, at sampled elements (and every element
 //! of a result must then be finite: C is poisoned with NaN before each validating call).
 constexpr int full_reference_max = 1024;
@@ -137,7 +139,7 @@ public:
             if (s.accepts(main_size, main_size, main_size)) {
                 step.sizes.push_back(problem_size({main_size, main_size, main_size}));
             }
-            if (&s == &tc::steps().back()) {
+            if (&s >= &tc::steps().back() - 1) {  // the last two steps
                 for (const Shape& shape : transformer_shapes) {
                     step.sizes.push_back(problem_size(shape));
                 }

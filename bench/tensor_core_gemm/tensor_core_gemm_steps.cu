@@ -9,6 +9,7 @@
 #include "../../snippets/tensor_core_gemm/06_warp_specialized.cuh"
 #include "../../snippets/tensor_core_gemm/07_cluster_multicast.cuh"
 #include "../../snippets/tensor_core_gemm/08_persistent.cuh"
+#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
 
 #include <cmath>
 #include <string>
@@ -27,6 +28,12 @@ template <class Cfg>
 KernelEntry persistent_kernel(const char* name)
 {
     return kernel_entry(name, persistent::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
+}
+
+template <class Cfg>
+KernelEntry ping_pong_kernel(const char* name)
+{
+    return kernel_entry(name, ping_pong::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
 }
 
 // ---- the tensor cores' ceiling: wgmma from shared memory, nothing else ----
@@ -140,6 +147,22 @@ const std::vector<Step>& steps()
           persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 128, 6, 2, 1, 8> >"),
           persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))}},
+        {"09_ping_pong", "Ping-pong consumers, tiles of 176 or 192 columns, split columns for small problems",
+         "snippets/tensor_core_gemm/09_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
+         ping_pong::requirement, ping_pong::requirement_met, 1, 1, 1, ping_pong::gemm,
+         {ping_pong_kernel<ping_pong::PingPong176>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 176, 5, 2, 1, 8, true> >"),
+          ping_pong_kernel<ping_pong::PingPong192>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 192, 5, 2, 1, 8, true> >"),
+          ping_pong_kernel<ping_pong::Cooperative256>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 256, 4, 2, 1, 8, false> >"),
+          ping_pong_kernel<ping_pong::Cooperative128>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 128, 6, 2, 1, 8, false> >"),
+          ping_pong_kernel<ping_pong::SplitColumns128>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 128, 8, 2, 1, 8, false> >"),
+          ping_pong_kernel<ping_pong::SplitColumns64>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 64, 8, 1, 1, 8, false> >"),
+          kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
     };
     return all;
 }

@@ -1,6 +1,7 @@
 // GPU tests of the tensor-core GEMM chapter: every step against the double product of its bf16 inputs, at shapes
-// that are multiples of no tile where a step takes them, and at 4096^3 against cuBLAS; step 8's configurations and
-// its paths for unaligned rows; cuBLAS itself against double.
+// that are multiples of no tile where a step takes them, and at 4096^3 against cuBLAS; the final step's
+// configurations, its ping-pong consumers over several tiles a block, and its paths for unaligned rows; the
+// libraries themselves against double.
 #include "core/device_buffer.hpp"
 #include "support/gemm_test_support.hpp"
 #include "support/gpu_test_support.hpp"
@@ -11,7 +12,7 @@
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
-#include "../../snippets/tensor_core_gemm/08_persistent.cuh"
+#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
 
 #include <gtest/gtest.h>
 
@@ -215,7 +216,7 @@ TEST_P(TensorCoreGemmStepTest, MatchesCublasAt4096)
 INSTANTIATE_TEST_SUITE_P(TensorCoreGemm, TensorCoreGemmStepTest, ::testing::ValuesIn(steps()),
                          [](const ::testing::TestParamInfo<Step>& info) { return std::string(info.param.id); });
 
-// ---- step 8: every configuration, every path ----
+// ---- the final step: every configuration, every path ----
 
 class TensorCoreGemmFinalStepTest : public ::testing::Test {
 protected:
@@ -254,13 +255,13 @@ TEST_F(TensorCoreGemmFinalStepTest, CopiesRowsTheTmaCannotAddressAndStoresOddRow
     const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
     const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
     const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
-    expect_matches(s, run(persistent::gemm, s, A, B), expected, exact_tolerance(s.K));
-    expect_matches(s, run(persistent::gemm, s, A, B, 1, 3), expected, exact_tolerance(s.K));
+    expect_matches(s, run(ping_pong::gemm, s, A, B), expected, exact_tolerance(s.K));
+    expect_matches(s, run(ping_pong::gemm, s, A, B, 1, 3), expected, exact_tolerance(s.K));
     const Shape aligned{257, 383, 1000};
     const std::vector<bf16> A2 = random_matrix(aligned.M, aligned.K, seed + 2);
     const std::vector<bf16> B2 = random_matrix(aligned.N, aligned.K, seed + 3);
     const std::vector<double> expected2 = reference_gemm(aligned.M, aligned.N, aligned.K, A2, B2);
-    expect_matches(aligned, run(persistent::gemm, aligned, A2, B2, 5, 0), expected2, exact_tolerance(aligned.K));
+    expect_matches(aligned, run(ping_pong::gemm, aligned, A2, B2, 5, 0), expected2, exact_tolerance(aligned.K));
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
@@ -273,7 +274,7 @@ TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
     const Shape s{4095, 4097, 1000};
     const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
     const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
-    const std::vector<float> C = run(persistent::gemm, s, A, B);
+    const std::vector<float> C = run(ping_pong::gemm, s, A, B);
     const std::vector<std::size_t> where = sgemm::sample_indices(s.M, s.N, 4096, seed + 2);
     std::vector<float> sampled;
     for (const std::size_t i : where) {
@@ -298,28 +299,28 @@ constexpr int int_max = std::numeric_limits<int>::max();
 TEST_F(TensorCoreGemmFinalStepTest, MUpToIntMax)
 {
     stepwise::testing::expect_exact_product<bf16, bf16>({int_max, 1, 8}, true, [](auto A, auto B, auto C) {
-        return persistent::gemm(int_max, 1, 8, A, B, C);
+        return ping_pong::gemm(int_max, 1, 8, A, B, C);
     });
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, NUpToIntMax)
 {
     stepwise::testing::expect_exact_product<bf16, bf16>({1, int_max, 8}, true, [](auto A, auto B, auto C) {
-        return persistent::gemm(1, int_max, 8, A, B, C);
+        return ping_pong::gemm(1, int_max, 8, A, B, C);
     });
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
 {
     // One tile and 2^25 k-tiles: seconds, the longest K the launcher takes (its padded rows count in an int).
-    stepwise::testing::expect_exact_product<bf16, bf16>({1, 1, persistent::max_k}, true, [](auto A, auto B, auto C) {
-        return persistent::gemm(1, 1, persistent::max_k, A, B, C);
+    stepwise::testing::expect_exact_product<bf16, bf16>({1, 1, ping_pong::max_k}, true, [](auto A, auto B, auto C) {
+        return ping_pong::gemm(1, 1, ping_pong::max_k, A, B, C);
     });
     DeviceBuffer<bf16> d_A(64);
     DeviceBuffer<bf16> d_C(1);
     // Rejected from their arguments alone, before anything is read: K past its limit, and a C of 2^46 tiles.
-    EXPECT_EQ(persistent::gemm(1, 1, persistent::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
-    EXPECT_EQ(persistent::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(ping_pong::gemm(1, 1, ping_pong::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(ping_pong::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
@@ -344,7 +345,7 @@ TEST_F(TensorCoreGemmFinalStepTest, UsageExample)
     if (error == cudaSuccess)
         error = cudaMemcpy(d_B, B_host.data(), B_host.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice);
     // Any M, N, K >= 1; cudaErrorNotSupported on a GPU other than compute capability 9.0 or a build without sm_90a.
-    if (error == cudaSuccess) error = stepwise::tensor_core_gemm::persistent::gemm(M, N, K, d_A, d_B, d_C);
+    if (error == cudaSuccess) error = stepwise::tensor_core_gemm::ping_pong::gemm(M, N, K, d_A, d_B, d_C);
     if (error == cudaSuccess) error = cudaDeviceSynchronize();
     std::vector<__nv_bfloat16> C_host(static_cast<std::size_t>(M) * N);
     if (error == cudaSuccess)
@@ -357,16 +358,49 @@ TEST_F(TensorCoreGemmFinalStepTest, UsageExample)
     expect_matches({M, N, K}, to_float(C_host), reference_gemm(M, N, K, A_host, B_host), exact_tolerance(K));
 }
 
-TEST(TensorCoreGemmLauncher, PicksTheLargestTileThatGivesNineTenthsOfTheSmsOne)
+TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheLargestThatGivesNineTenthsOfTheSmsOne)
 {
-    // No GPU needed: the choice is arithmetic on the shape and the SM count (132 on an H100 or H200).
-    using persistent::chosen_configuration;
-    EXPECT_EQ(chosen_configuration(4096, 4096, 132), 0);  // 32 x 16 tiles of 128 x 256
-    EXPECT_EQ(chosen_configuration(2048, 2048, 132), 0);  // 16 x 8 = 128 >= 118.8
-    EXPECT_EQ(chosen_configuration(1024, 2048, 132), 1);  // 8 x 8 = 64 of 128 x 256; 8 x 16 = 128 of 128 x 128
-    EXPECT_EQ(chosen_configuration(1024, 1024, 132), 2);  // 8 x 8 = 64 tiles of 128 x 128: 16 x 8 of 64 x 128
-    EXPECT_EQ(chosen_configuration(1, 1, 132), 2);
-    EXPECT_EQ(chosen_configuration(int_max, int_max, 132), 0);  // tiles counted without overflow
+    // No GPU needed: the choice is arithmetic on the shape and the SM count (132 on an H100 or H200, 66 clusters).
+    // Indices into ping_pong::configurations: 0 PingPong176, 1 PingPong192, 2 Cooperative256, 3 Cooperative128,
+    // 4 SplitColumns128, 5 SplitColumns64.
+    using ping_pong::chosen_configuration;
+    using ping_pong::makespan;
+    using ping_pong::tile_shapes;
+    // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
+    // 128 x 192 in 6 (1152).
+    EXPECT_EQ(makespan(tile_shapes[0], 4096, 4096, 132), 1056);
+    EXPECT_EQ(makespan(tile_shapes[1], 4096, 4096, 132), 1152);
+    EXPECT_EQ(makespan(tile_shapes[2], 4096, 4096, 132), 1024);
+    EXPECT_EQ(chosen_configuration(4096, 4096, 132), 2);
+    EXPECT_EQ(chosen_configuration(16384, 1024, 132), 2);
+    EXPECT_EQ(chosen_configuration(8192, 8192, 132), 1);   // 4048, 4032, 4096
+    EXPECT_EQ(chosen_configuration(4096, 14336, 132), 0);  // 3520, 3648, 3584
+    EXPECT_EQ(chosen_configuration(2048, 2048, 132), 2);   // 16 x 8 = 128 tiles of 128 x 256 >= 118.8: one wave
+    EXPECT_EQ(chosen_configuration(1024, 2048, 132), 3);   // 64 of 128 x 256; 8 x 16 = 128 of 128 x 128
+    EXPECT_EQ(chosen_configuration(1024, 1024, 132), 4);   // 64 of 128 x 128; 16 x 8 = 128 of 64 x 128
+    EXPECT_EQ(chosen_configuration(512, 512, 132), 5);     // 32 of 64 x 128: 64 x 64 tiles
+    EXPECT_EQ(chosen_configuration(1, 1, 132), 5);
+    EXPECT_EQ(chosen_configuration(8192, 8192, 1), 2);     // one SM, one cluster: no last wave to fill, fewest edges
+    EXPECT_EQ(chosen_configuration(int_max, int_max, 132), 2);  // places and costs counted without overflow
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesABlock)
+{
+    // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
+    // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
+    // share the staging area; N = 2901 takes the path where the threads store C themselves.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape s : {Shape{3000, 2900, 72}, Shape{3000, 2901, 72}}) {
+        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.N);
+        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N + 1);
+        const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+        for (const auto& [name, gemm] : {std::pair{"PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
+                                         std::pair{"PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>}}) {
+            SCOPED_TRACE(std::string(name) + " at " + shape_text(s));
+            expect_matches(s, run(gemm, s, A, B), expected, exact_tolerance(s.K));
+        }
+    }
 }
 
 // ---- cuBLAS, the baseline, on the same operation (left out of racecheck: its own kernels report hazards there) ----
