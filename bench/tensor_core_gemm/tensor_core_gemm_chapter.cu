@@ -384,19 +384,25 @@ private:
 
         if (std::find(std::begin(autotune_sizes), std::end(autotune_sizes), n) != std::end(autotune_sizes) &&
             std::find(runnable.begin(), runnable.end(), tc::steps().back().id) != runnable.end()) {
-            for (const tc::AutotuneCandidate& candidate : tc::autotune_candidates()) {
-                const auto call = [&] {
-                    return candidate.gemm(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), stream);
-                };
-                const std::string what = "autotune " + candidate.id + " at " + problem_text(entry_, n);
-                nlohmann::json row = timing_row(context.sampler.time(what, mode, nothing, call), n, mode.id,
-                                                std::nullopt, flops);
-                row["id"] = candidate.id;
-                row["config"] = candidate.config;
-                row["chosen"] = candidate.chosen_for(s.M, s.N);
+            // The configurations are sampled in turn, as the steps and the libraries are: one after the other, a
+            // configuration timed after a hot one would run at a lower clock than one timed after a cool one.
+            const std::vector<tc::AutotuneCandidate>& candidates = tc::autotune_candidates();
+            std::vector<Sampler::TimedCall> tuned;
+            for (const tc::AutotuneCandidate& candidate : candidates) {
+                tuned.push_back({"autotune " + candidate.id + " at " + problem_text(entry_, n),
+                                 [&, gemm = candidate.gemm] {
+                                     return gemm(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), stream);
+                                 }});
+            }
+            const std::vector<RowTiming> tuned_timings = context.sampler.time_in_turn(tuned, mode, nothing);
+            for (std::size_t i = 0; i < candidates.size(); ++i) {
+                nlohmann::json row = timing_row(tuned_timings[i], n, mode.id, std::nullopt, flops);
+                row["id"] = candidates[i].id;
+                row["config"] = candidates[i].config;
+                row["chosen"] = candidates[i].chosen_for(s.M, s.N);
                 row["used_by"] = tc::steps().back().id;
-                add_validation(row, validation_of(run_once(call)));
-                row["resources"] = nlohmann::json::array({runtime_resources_json(candidate.kernel)});
+                add_validation(row, validation_of(run_once(tuned[i].launch)));
+                row["resources"] = nlohmann::json::array({runtime_resources_json(candidates[i].kernel)});
                 chapter["autotune"].push_back(row);
             }
         }
