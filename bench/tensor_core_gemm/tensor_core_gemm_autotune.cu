@@ -8,7 +8,7 @@ namespace {
 
 namespace p = ping_pong;
 
-//! @brief Whether the final step's launcher runs the configuration of `shape` for an M x N problem on this device.
+//! @brief Whether the final step's launcher runs `Cfg` for an M x N problem on this device.
 template <class Cfg>
 bool launcher_picks(int M, int N)
 {
