@@ -17,6 +17,9 @@
 //! two exponentials a step). And a thread whose accesses all lie in its row
 //! loads them unchecked: checked ones, each with its select of -inf, shared
 //! their registers in ptxas's code, one load in flight a thread, not four.
+//! Threads of short rows find their row and lane by shifts: the group's size
+//! is a power of two, and a division by it, known only at run time, costs
+//! some 40 instructions before a warp's first load.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -354,10 +357,11 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
     softmax_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols, int group_threads)
 {
     __shared__ float warp_maxima[32], warp_sums[32];  // one array a reduction: the second waits for no reader
+    const int lanes_log2 = __ffs(group_threads) - 1;  // rows of a power of two of lanes: shifts, not a division
     const Place at = group_threads <= 32
-                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) +
-                                     threadIdx.x / group_threads,
-                                 0, static_cast<int>(threadIdx.x) % group_threads, group_threads}
+                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> lanes_log2) +
+                                     (threadIdx.x >> lanes_log2),
+                                 0, static_cast<int>(threadIdx.x) & (group_threads - 1), group_threads}
                          : Place{blockIdx.x, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const bool row_valid = at.row < num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * num_cols;
