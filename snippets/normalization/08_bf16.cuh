@@ -4,23 +4,21 @@
 //! Step 7 reads and writes fp32. A transformer keeps its activations and
 //! weights in bf16: half the bytes, so half the time of a memory-bound
 //! kernel. The kernels are now templates over the element type `T` of x, y,
-//! gamma and beta; loads and stores stay 16 bytes wide, 8 bf16 values. A
-//! bf16 thread holds 32 values wherever a row is longer than a warp's 512:
-//! 64 bytes in flight, as an fp32 thread's 16. Every value is widened to
-//! fp32 as it is read; the statistics and the arithmetic are fp32 (LayerNorm's
-//! mean and rstd are written in fp32), and only y is rounded (to nearest
-//! even) back to bf16. With half the bytes a value, bf16 leaves half the
-//! instructions a value: widening works on 32-bit words (one shift or mask a
-//! value), the squares are summed plainly before they are scaled, values
-//! past the row are set once to what adds nothing to LayerNorm's sums
-//! (pad(), not a select a value in each sum), and the LayerNorm cluster
-//! kernel's registers leave room for three blocks an SM. Each cluster block
-//! reserves LayerNorm's shared memory, RMSNorm's too: two fp32 blocks an SM.
-//! Threads of short rows find their row by shifts: an integer division put
-//! some 40 instructions before a warp's first load.
-//! fp32 rows of up to 64 values hold 8 values a thread, not 16; bf16 rows
-//! longer than 65536 values hold 64, so that clusters of 8 blocks take rows
-//! of up to 131072; RMSNorm's bf16 rows of up to 4096 values hold 16.
+//! gamma and beta; loads and stores stay 16 bytes wide, 8 bf16 values. Every
+//! value is widened to fp32 as it is read; the statistics and the arithmetic
+//! are fp32 (LayerNorm's mean and rstd are written in fp32), and only y is
+//! rounded (to nearest even) back to bf16. With half the bytes a value, bf16
+//! leaves half the instructions a value: widening works on 32-bit words (one
+//! shift or mask a value), a group sums its squares plainly and scales the
+//! sum once (step 7 scaled every square), values past the row are set once
+//! to what adds nothing to LayerNorm's sums (pad(), not a select a value in
+//! each sum), and the LayerNorm cluster kernel's registers leave room for
+//! three blocks an SM. Each cluster block reserves LayerNorm's shared memory,
+//! RMSNorm's too: two fp32 blocks an SM. Threads of short rows find their row
+//! by shifts: an integer division put some 40 instructions before a warp's
+//! first load. A thread holds 8 values in fp32 rows of up to 64 and in
+//! RMSNorm's rows of up to 1024, and 64 in rows longer than 65536 (clusters
+//! of 8 blocks take rows of up to 131072).
 #pragma once
 
 #include <cooperative_groups.h>
@@ -57,31 +55,22 @@ constexpr int split_values = 32;             //!< values per thread of the split
 template <int Values>
 constexpr int max_block_threads = std::min(1024, block_values / Values);
 
-//! @brief Values each thread holds in rows read 16 bytes at a time: 16 where a row is a warp's or less (512
-//!        values), else 32 for bf16 (64 bytes); fp32 keeps 16 up to 4096 values, 32 beyond (fewer, fuller threads
-//!        per row), and 8 in rows of up to 64 values (more lanes a row: more loads in flight). bf16 rows longer
-//!        than 65536 values (8 blocks of 256 threads of 32) hold 64: clusters of 8 blocks, not 16, each merging
-//!        fewer partials. RMSNorm keeps 16 in bf16 rows of up to 4096 (twice the threads a row: its cheap merges
-//!        pay for them; LayerNorm's do not). Rows read 2 or 4 bytes at a time keep 16: more threads, more loads
-//!        in flight.
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to 4096 values, 32 beyond (fewer, fuller
+//!        threads per row), 64 beyond 65536 (clusters of 8 blocks, not 16, each merging fewer partials); 8 in fp32
+//!        rows of up to 64 values and RMSNorm's rows of up to 1024 (more lanes a row: more loads in flight). Rows read
+//!        2 or 4 bytes at a time keep 16: more threads, more loads in flight.
 struct Squares;  // RMSNorm's statistics, below
 template <typename T, typename Stats>
 inline int values_per_thread(int num_cols)
 {
-    if (sizeof(T) == 4 && num_cols <= 64) {
+    if ((sizeof(T) == 4 && num_cols <= 64) || (std::is_same_v<Stats, Squares> && num_cols <= 1024)) {
         return 8;
     }
-    if (sizeof(T) == 2 && num_cols > 65536) {
+    if (num_cols > 65536) {
         return 64;
     }
-    const int sixteen_up_to = sizeof(T) == 4 || std::is_same_v<Stats, Squares> ? 4096 : 512;
-    return num_cols <= sixteen_up_to ? 16 : 32;
+    return num_cols <= 4096 ? 16 : 32;
 }
-
-//! @brief Whether the kernels sum squares plainly before scaling them (thread_squares()): for bf16 rows read 16 bytes
-//!        at a time, whose values bring half an fp32 value's bytes and so leave half its instructions.
-template <typename T, int Width>
-constexpr bool plain_squares = sizeof(T) == 2 && Width > 1;
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -220,24 +209,11 @@ __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
     return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
 }
 
-//! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest. `Plain`: summed as they are first (two instructions a value, not four), then scaled by a power
-//!        of two of the sum's root, unless a square may have overflowed or vanished.
-template <bool Plain, int Values>
+//! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest (no square
+//!        overflows or vanishes).
+template <int Values>
 __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], float center)
 {
-    if constexpr (Plain) {
-        float plain = 0.0f;
-#pragma unroll
-        for (int i = 0; i < Values; ++i) {
-            const float d = x[i] - center;
-            plain += d * d;
-        }
-        if (plain >= 0x1p-90f && plain <= 0x1p126f) {  // squares below 2^-126 are negligible beside it; NaN fails
-            const float scale = power_of_two_above(sqrtf(plain));
-            const float inverse = inverse_power_of_two(scale);
-            return {scale, plain * inverse * inverse};  // exact: a power of two
-        }
-    }
     float largest = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
@@ -385,15 +361,39 @@ __device__ __forceinline__ V reduce_group(V v, int group_threads, V* warp_scratc
 //!        wait for the first's readers.
 struct GroupScratch {
     float sums[32];
+    float plain_squares[32];
     Squares squares[32];
 };
 
+//! @brief The sum of the squares of the group's differences from `center`: summed plainly over the group and scaled
+//!        once, where that sum lies in [2^-60, 2^126] (then no square overflowed, and those that vanished are
+//!        negligible beside it); else, and for a NaN, the group sums thread_squares() (the whole warp or block
+//!        decides together: the sum is the same in all its threads).
+template <int Values>
+__device__ __forceinline__ Squares group_squares(const float (&x)[Values], float center, int group_threads,
+                                                 GroupScratch& scratch)
+{
+    float plain = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        const float d = x[i] - center;
+        plain += d * d;
+    }
+    const float sum = reduce_group(plain, group_threads, scratch.plain_squares, 0.0f);
+    if (__all_sync(0xffffffffu, sum >= 0x1p-60f && sum <= 0x1p126f)) {
+        const float scale = power_of_two_above(sqrtf(sum));
+        const float inverse = inverse_power_of_two(scale);
+        return {scale, sum * inverse * inverse};  // exact: a power of two
+    }
+    return reduce_group(thread_squares(x, center), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
+}
+
 //! @brief RMSNorm's statistics of the group's values (those past the row are 0): their sum of squares.
-template <bool Plain, int Values>
+template <int Values>
 __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
                                                     GroupScratch& scratch, Squares)
 {
-    return reduce_group(thread_squares<Plain>(x, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
+    return group_squares(x, 0.0f, group_threads, scratch);
 }
 
 //! @brief Sets the thread's values past its first `count` to `value`: one branch where it holds none past the row,
@@ -413,7 +413,7 @@ __device__ __forceinline__ void pad(float (&x)[Values], int count, float value)
 //!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
 //!        then the squares of the deviations from it, in the thread's registers. The values past the row count as
 //!        `shift`, then as the mean (pad()): no difference, no deviation.
-template <bool Plain, int Values>
+template <int Values>
 __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int count, int group_count, float shift,
                                                     int group_threads, GroupScratch& scratch, Moments)
 {
@@ -426,8 +426,7 @@ __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int coun
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
     pad(x, count, mean);
-    const Squares m2 = reduce_group(thread_squares<Plain>(x, mean), group_threads, scratch.squares,
-                                    Squares{smallest_scale, 0.0f});
+    const Squares m2 = group_squares(x, mean, group_threads, scratch);
     return {static_cast<float>(group_count), mean, m2};
 }
 
@@ -547,8 +546,7 @@ static __global__ void
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
-    const Stats s = group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch,
-                                                              Stats{});
+    const Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     store_slice<T, std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
     if (row_valid && at.lane == 0) {
@@ -640,8 +638,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         }
         const float shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
         const int threads = static_cast<int>(blockDim.x);
-        constexpr bool plain = plain_squares<T, Width>;
-        const Stats block = group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
+        const Stats block = group_statistics(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
@@ -697,8 +694,8 @@ static __global__ void __launch_bounds__(split_block_threads)
     const int count = load_slice<T, Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
     const int slice_count = static_cast<int>(
         max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * split_values)));
-    const Stats block = group_statistics<plain_squares<T, Width>>(x, count, slice_count, to_float(args.d_in[row_offset]),
-                                                                  at.threads, scratch, Stats{});
+    const Stats block = group_statistics(x, count, slice_count, to_float(args.d_in[row_offset]), at.threads, scratch,
+                                         Stats{});
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
