@@ -72,6 +72,11 @@ inline int values_per_thread(int num_cols)
     return num_cols <= 4096 ? 16 : 32;
 }
 
+//! @brief Whether a thread whose group's plain sum of squares was out of range tries its own plain sum (thread_squares())
+//!        before the scaled one: for bf16 rows read 16 bytes at a time.
+template <typename T, int Width>
+constexpr bool plain_squares = sizeof(T) == 2 && Width > 1;
+
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T>
@@ -209,11 +214,25 @@ __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
     return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
 }
 
-//! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest (no square
-//!        overflows or vanishes).
-template <int Values>
+//! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest. `Plain`:
+//!        summed as they are first, then scaled by a power of two of the sum's root, unless a square may have
+//!        overflowed or vanished.
+template <bool Plain, int Values>
 __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], float center)
 {
+    if constexpr (Plain) {
+        float plain = 0.0f;
+#pragma unroll
+        for (int i = 0; i < Values; ++i) {
+            const float d = x[i] - center;
+            plain += d * d;
+        }
+        if (plain >= 0x1p-90f && plain <= 0x1p126f) {  // squares below 2^-126 are negligible beside it; NaN fails
+            const float scale = power_of_two_above(sqrtf(plain));
+            const float inverse = inverse_power_of_two(scale);
+            return {scale, plain * inverse * inverse};  // exact: a power of two
+        }
+    }
     float largest = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
@@ -367,9 +386,9 @@ struct GroupScratch {
 
 //! @brief The sum of the squares of the group's differences from `center`: summed plainly over the group and scaled
 //!        once, where that sum lies in [2^-60, 2^126] (then no square overflowed, and those that vanished are
-//!        negligible beside it); else, and for a NaN, the group sums thread_squares() (the whole warp or block
-//!        decides together: the sum is the same in all its threads).
-template <int Values>
+//!        negligible beside it); else, and for a NaN, the group merges its threads' thread_squares() (the whole warp
+//!        or block decides together: the sum is the same in all its threads).
+template <bool Plain, int Values>
 __device__ __forceinline__ Squares group_squares(const float (&x)[Values], float center, int group_threads,
                                                  GroupScratch& scratch)
 {
@@ -385,15 +404,15 @@ __device__ __forceinline__ Squares group_squares(const float (&x)[Values], float
         const float inverse = inverse_power_of_two(scale);
         return {scale, sum * inverse * inverse};  // exact: a power of two
     }
-    return reduce_group(thread_squares(x, center), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
+    return reduce_group(thread_squares<Plain>(x, center), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
 //! @brief RMSNorm's statistics of the group's values (those past the row are 0): their sum of squares.
-template <int Values>
+template <bool Plain, int Values>
 __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
                                                     GroupScratch& scratch, Squares)
 {
-    return group_squares(x, 0.0f, group_threads, scratch);
+    return group_squares<Plain>(x, 0.0f, group_threads, scratch);
 }
 
 //! @brief Sets the thread's values past its first `count` to `value`: one branch where it holds none past the row,
@@ -413,7 +432,7 @@ __device__ __forceinline__ void pad(float (&x)[Values], int count, float value)
 //!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
 //!        then the squares of the deviations from it, in the thread's registers. The values past the row count as
 //!        `shift`, then as the mean (pad()): no difference, no deviation.
-template <int Values>
+template <bool Plain, int Values>
 __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int count, int group_count, float shift,
                                                     int group_threads, GroupScratch& scratch, Moments)
 {
@@ -426,7 +445,7 @@ __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int coun
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
     pad(x, count, mean);
-    const Squares m2 = group_squares(x, mean, group_threads, scratch);
+    const Squares m2 = group_squares<Plain>(x, mean, group_threads, scratch);
     return {static_cast<float>(group_count), mean, m2};
 }
 
@@ -546,7 +565,8 @@ static __global__ void
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
-    const Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
+    const Stats s = group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch,
+                                                              Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     store_slice<T, std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
     if (row_valid && at.lane == 0) {
@@ -638,7 +658,8 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         }
         const float shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
         const int threads = static_cast<int>(blockDim.x);
-        const Stats block = group_statistics(x, thread_count, count, shift, threads, scratch[half], Stats{});
+        constexpr bool plain = plain_squares<T, Width>;
+        const Stats block = group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
@@ -694,8 +715,8 @@ static __global__ void __launch_bounds__(split_block_threads)
     const int count = load_slice<T, Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
     const int slice_count = static_cast<int>(
         max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * split_values)));
-    const Stats block = group_statistics(x, count, slice_count, to_float(args.d_in[row_offset]), at.threads, scratch,
-                                         Stats{});
+    const Stats block = group_statistics<plain_squares<T, Width>>(x, count, slice_count, to_float(args.d_in[row_offset]),
+                                                                  at.threads, scratch, Stats{});
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
