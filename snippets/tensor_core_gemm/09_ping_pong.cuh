@@ -16,9 +16,13 @@
 //! staging area the consumers take in turn, which leaves room for a fifth
 //! stage. Problems of one tile an SM or less keep the cooperative schedule,
 //! but the two consumers split a 64-row tile's columns instead of one
-//! warpgroup computing it alone. The rest (TMA loads, multicast in clusters
-//! of two, the persistent schedule, padded copies of rows the TMA cannot
-//! address) is step 8's.
+//! warpgroup computing it alone. Two producer threads load, so that the
+//! halves a cluster shares start as soon as its blocks have met while the
+//! block's own tiles go out from the start; and a consumer's epilogue no
+//! longer waits on stores before it has issued any, nor works out where its
+//! tile lies (the compiler had moved those divisions there).
+//! The rest (TMA loads, multicast in clusters of two, the persistent
+//! schedule, padded copies of rows the TMA cannot address) is step 8's.
 #pragma once
 
 #include <algorithm>
@@ -584,10 +588,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                                &full[stage], both);
         }
     };
-    // The first tile's first stages: this block's own copies start before the cluster's blocks have met (their
-    // barriers are this block's), the shared ones after.
-    const int early = first_index < schedule.cluster_tiles() ? min(stages, k_tiles) : 0;
-
     if (t == 0) {
         prefetch_tensor_map(&map_a_part);  // fetched while the barriers are set up
         prefetch_tensor_map(&map_b_part);
@@ -600,51 +600,55 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
         fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
-        int m = 0, n = 0;
-        schedule.tile(first_index, rank, m, n);
-        for (int kt = 0; kt < early; ++kt) {
-            mbarrier_arrive_expect_bytes(&full[kt], Cfg::stage_bytes);
-            load(kt, kt, m, n, true, false);
-        }
     }
-    // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait after the registers
-    // changed hands, so that the two overlap.
+    // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait where needed.
     cluster_arrive_relaxed();
 
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
-        cluster_wait();
-        if (t == 0) {
+        // Two threads of different warps load, so that neither waits for the other: warp 0's the tiles this block
+        // loads alone, which need only its own barriers and so start before the cluster's blocks have met; warp 1's
+        // the halves the cluster's two blocks share, once they have met. Warp 0's also announces each stage's bytes.
+        const bool own_issuer = t == 0;
+        const bool shared_issuer = t == 32 && cluster > 1;
+        if (own_issuer || shared_issuer) {
+            int m = 0, n = 0;
+            schedule.tile(first_index, rank, m, n);
+            if (shared_issuer) {
+                cluster_wait();
+            }
             int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
-                int m = 0, n = 0;
-                schedule.tile(index, rank, m, n);
+                if (index != first_index) {
+                    schedule.tile(index, rank, m, n);
+                }
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const int stage = it % stages;
-                    if (it < early) {  // its own copies started above
-                        load(stage, kt, m, n, false, true);
-                        continue;
-                    }
                     mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
-                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
-                    load(stage, kt, m, n, true, true);
+                    if (own_issuer) {
+                        mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    }
+                    load(stage, kt, m, n, own_issuer, shared_issuer);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
             // then no multicast into, or arrival on, this block's shared memory is still on its way.
-            for (int tail = 0; tail < stages; ++tail, ++it) {
-                mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
+            if (own_issuer) {
+                for (int tail = 0; tail < stages; ++tail, ++it) {
+                    mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
+                }
             }
+        }
+        if (!shared_issuer) {
+            cluster_wait();
         }
     } else {
         setmaxnreg_inc<consumer_registers>();
         cluster_wait();
         const int consumer = group - 1;
-        const auto release = [&](int stage) {  // every producer of the cluster writes this stage
-            if (t % 32 == 0) {
-                for (unsigned cta = 0; cta < cluster; ++cta) {
-                    mbarrier_arrive_cluster(&empty[stage], cta);
-                }
+        const auto release = [&](int stage) {  // every block of the cluster writes this stage: lane c tells block c
+            if (t % 32 < cluster) {
+                mbarrier_arrive_cluster(&empty[stage], t % 32);
             }
         };
         // This consumer's part of a stage, as wgmma descriptors' offsets (16-byte units; the descriptor of a tile's
@@ -662,6 +666,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         constexpr int staging_elems = Cfg::out_buffers * WGM * Cfg::round_cols;
         bf16* out = smem + stages * Cfg::stage_elems + (Cfg::ping_pong ? 0 : consumer * staging_elems);
         const bool issuer = t % 128 == 0;
+        bool stored = false;  // this consumer has started stores that may still read its staging area
         float acc[CM / WGM][CN / 2] = {};
         RingPosition ring;
         if (Cfg::ping_pong && consumer == 1) {
@@ -671,6 +676,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
              index += tile_step) {
             int m = 0, n = 0;
             schedule.tile(index, rank, m, n);
+            asm volatile("" : "+r"(m), "+r"(n));  // computed now, not where the epilogue first needs them
             if (Cfg::ping_pong && index != first_index) {
                 turn_wait(my_turn);  // the other consumer has issued its tile's k-loop
             }
@@ -723,7 +729,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 #pragma unroll
                 for (int round = 0; round < CN / Cfg::round_cols; ++round) {
                     bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::round_cols;
-                    if (issuer) {
+                    if (issuer && stored) {
                         bulk_wait_read<Cfg::out_buffers - 1>();  // the stores that last read `box` are done reading
                     }
                     warpgroup_sync(consumer);
@@ -737,6 +743,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                         }
                         bulk_commit();
                     }
+                    stored = true;
                 }
             }
             if (Cfg::ping_pong && tma_stores && other_has_next) {
