@@ -16,7 +16,7 @@
 //! staging area the consumers take in turn, which leaves room for a fifth
 //! stage. Problems of one tile an SM or less keep the cooperative schedule,
 //! but the two consumers split a 64-row tile's columns instead of one
-//! warpgroup computing it alone. Two producer threads load, so that the
+//! warpgroup computing it alone. Two producer warps load, so that the
 //! halves a cluster shares start as soon as its blocks have met while the
 //! block's own tiles go out from the start; and a consumer's epilogue no
 //! longer waits on stores before it has issued any, nor works out where its
@@ -606,15 +606,16 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
-        // Two threads of different warps load, so that neither waits for the other: warp 0's the tiles this block
-        // loads alone, which need only its own barriers and so start before the cluster's blocks have met; warp 1's
-        // the halves the cluster's two blocks share, once they have met. Warp 0's also announces each stage's bytes.
-        const bool own_issuer = t == 0;
-        const bool shared_issuer = t == 32 && cluster > 1;
-        if (own_issuer || shared_issuer) {
+        // Two warps load, so that neither waits for the other: warp 0 the tiles this block loads alone, which need
+        // only its own barriers and so start before the cluster's blocks have met (it also announces each stage's
+        // bytes); warp 1 the halves the cluster's two blocks share, once they have met. Lane 0 of each issues.
+        const int warp = t / 32;
+        const bool own_loader = warp == 0;
+        const bool shared_loader = warp == 1 && cluster > 1;
+        if (own_loader || shared_loader) {
             int m = 0, n = 0;
             schedule.tile(first_index, rank, m, n);
-            if (shared_issuer) {
+            if (shared_loader) {
                 cluster_wait();
             }
             int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
@@ -625,21 +626,23 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const int stage = it % stages;
                     mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
-                    if (own_issuer) {
-                        mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    if (t % 32 == 0) {
+                        if (own_loader) {
+                            mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                        }
+                        load(stage, kt, m, n, own_loader, shared_loader);
                     }
-                    load(stage, kt, m, n, own_issuer, shared_issuer);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
             // then no multicast into, or arrival on, this block's shared memory is still on its way.
-            if (own_issuer) {
+            if (own_loader) {
                 for (int tail = 0; tail < stages; ++tail, ++it) {
                     mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
                 }
             }
         }
-        if (!shared_issuer) {
+        if (!shared_loader) {
             cluster_wait();
         }
     } else {
