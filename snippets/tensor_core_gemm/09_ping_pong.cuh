@@ -16,9 +16,9 @@
 //! staging area the consumers take in turn, which leaves room for a fifth
 //! stage. Problems of one tile an SM or less keep the cooperative schedule,
 //! but the two consumers split a 64-row tile's columns instead of one
-//! warpgroup computing it alone. Two producer warps load, so that the
-//! halves a cluster shares start as soon as its blocks have met while the
-//! block's own tiles go out from the start; and a consumer's epilogue no
+//! warpgroup computing it alone. Two producer threads load, one the block's
+//! own tiles and one the halves its cluster shares, so that neither's
+//! copies wait for the other's to be issued; and a consumer's epilogue no
 //! longer waits on stores before it has issued any, nor works out where its
 //! tile lies (the compiler had moved those divisions there).
 //! The rest (TMA loads, multicast in clusters of two, the persistent
@@ -601,23 +601,22 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
         fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
     }
-    // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait where needed.
+    // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait after the registers
+    // changed hands, so that the two overlap.
     cluster_arrive_relaxed();
 
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
-        // Two warps load, so that neither waits for the other: warp 0 the tiles this block loads alone, which need
-        // only its own barriers and so start before the cluster's blocks have met (it also announces each stage's
-        // bytes); warp 1 the halves the cluster's two blocks share, once they have met. Lane 0 of each issues.
-        const int warp = t / 32;
-        const bool own_loader = warp == 0;
-        const bool shared_loader = warp == 1 && cluster > 1;
+        // Two threads of different warps load, so that neither waits for the other: thread 0 the tiles this block
+        // loads alone (it also announces each stage's bytes), thread 32 the halves the cluster's two blocks share.
+        const bool own_loader = t == 0;
+        const bool shared_loader = t == 32 && cluster > 1;
+        int m = 0, n = 0;
         if (own_loader || shared_loader) {
-            int m = 0, n = 0;
-            schedule.tile(first_index, rank, m, n);
-            if (shared_loader) {
-                cluster_wait();
-            }
+            schedule.tile(first_index, rank, m, n);  // before the wait
+        }
+        cluster_wait();
+        if (own_loader || shared_loader) {
             int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
                 if (index != first_index) {
@@ -626,12 +625,10 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                 for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                     const int stage = it % stages;
                     mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
-                    if (t % 32 == 0) {
-                        if (own_loader) {
-                            mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
-                        }
-                        load(stage, kt, m, n, own_loader, shared_loader);
+                    if (own_loader) {
+                        mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
                     }
+                    load(stage, kt, m, n, own_loader, shared_loader);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
@@ -641,9 +638,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                     mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
                 }
             }
-        }
-        if (!shared_loader) {
-            cluster_wait();
         }
     } else {
         setmaxnreg_inc<consumer_registers>();
