@@ -267,6 +267,24 @@ def test_headline_without_a_row_or_a_headline(project):
     assert fmt.headline(load(project).primary.chapter("gemm")) is None
 
 
+def test_headline_flags_a_ratio_whose_samples_spread(project):
+    """A library row (or the final step's) whose median lies well above its fastest sample, as
+    cuBLAS's at 4096^3 in some H100 runs, marks the front page's ratio as one a rerun may not give."""
+    h = fmt.headline(load(project).primary.chapter("gemm"))
+    assert fmt.median_over_fastest(h.final) == pytest.approx(1 / 0.95 - 1)  # the fixture's ordinary spread
+    assert h.spread() == [None]
+
+    def slow_median(data):
+        gemm = next(c for c in data["chapters"] if c["id"] == "gemm")
+        for row in gemm["baselines"]:
+            if row["id"] == "cublas_sgemm" and row["n"] == h.n:
+                row["min_ms"] = row["median_ms"] / 1.11  # two speeds: the median 11 % above the fastest
+    edit(project / "measurements" / "fixture-gpu.json", slow_median)
+    flagged = fmt.headline(load(project).primary.chapter("gemm"))
+    assert flagged.spread() == [("cublas_sgemm", pytest.approx(0.11))]
+    assert flagged.vs()[0][2] == pytest.approx(h.vs()[0][2])  # the ratio itself is unchanged
+
+
 def test_short_labels():
     from types import SimpleNamespace
 

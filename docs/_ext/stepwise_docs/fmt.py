@@ -222,6 +222,16 @@ def ratio(numerator_row: dict | None, denominator_row: dict | None) -> float | N
     return numerator_row["median_ms"] / denominator_row["median_ms"]
 
 
+#: A row whose median lies more than this share above its fastest sample has samples that spread
+#: (two speeds, or a drift) rather than noise around one speed: a rerun may put its median elsewhere.
+SPREAD_LIMIT = 0.06
+
+
+def median_over_fastest(row: dict) -> float:
+    """How far a row's median lies above its fastest sample: ``median / min - 1``."""
+    return row["median_ms"] / row["min_ms"] - 1
+
+
 def share_of_mark(mark_row: dict | None, row: dict | None) -> float | None:
     """A row's share of the ceiling row, as the timing program computes ``share_of_ceiling``.
 
@@ -599,6 +609,20 @@ class Headline:
     def vs(self) -> list[tuple[str, str, float | None]]:
         """Per baseline: (id, label, its median time over the final step's; above 1: faster)."""
         return [(bid, label, ratio(row, self.final)) for bid, label, row in self.baselines]
+
+    def spread(self) -> list[tuple[str, float] | None]:
+        """Per baseline: the row (its id, how far its median lies above its fastest sample) of the
+        two that the ratio divides, the baseline's or the final step's, whose samples spread most,
+        where that is more than SPREAD_LIMIT; else None (or where a row is missing)."""
+        out: list[tuple[str, float] | None] = []
+        for bid, _label, row in self.baselines:
+            if row is None or self.final is None:
+                out.append(None)
+                continue
+            worst = max(((bid, median_over_fastest(row)), (self.final_id, median_over_fastest(self.final))),
+                        key=lambda pair: pair[1])
+            out.append(worst if worst[1] > SPREAD_LIMIT else None)
+        return out
 
 
 def headline(chapter: Chapter) -> Headline | None:

@@ -248,8 +248,10 @@ class SummaryDirective(_Base):
             "is); speedup: the first step\u2019s time over the final one\u2019s; share of ceiling: the "
             "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
             "vs library: the chapter\u2019s library baseline\u2019s time over the final step\u2019s "
-            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; n/a: not "
-            "measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why)."),
+            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; samples "
+            "spread: the library\u2019s or the final step\u2019s median lies more than "
+            f"{fmt.sig(100 * fmt.SPREAD_LIMIT, 2)} % above its fastest sample, so a rerun may not give the same "
+            "ratio; n/a: not measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why)."),
             classes=["stepwise-legend"])
         return [out]
 
@@ -287,7 +289,7 @@ class SummaryDirective(_Base):
             cells.append(_cell(fmt.DASH))
         else:
             entry = nodes.entry(classes=["stepwise-num"])
-            for (bid, label, value), (_b, _l, row) in zip(h.vs(), h.baselines):
+            for (bid, label, value), (_b, _l, row), spread in zip(h.vs(), h.baselines, h.spread()):
                 if value is None:
                     para = na(final, (bid, row))
                 else:
@@ -296,6 +298,13 @@ class SummaryDirective(_Base):
                         f"{bid}\u2019s median time over {h.final_id}\u2019s, same GPU, size and timing "
                         f"(above 1\u00d7: faster than {label})"))
                 para += nodes.inline("", " " + label, classes=["stepwise-summary-label"])
+                if spread is not None:
+                    spread_id, over = spread
+                    para += nodes.inline("", " ")
+                    para += tooltip("samples spread", (
+                        f"{spread_id}\u2019s median is {fmt.sig(100 * over, 2)} % above its fastest sample: "
+                        f"its samples spread in this run, and a rerun may give another ratio (the "
+                        f"chapter\u2019s page compares runs)"), ["stepwise-warning", "stepwise-summary-label"])
                 entry += para
             cells.append(entry)
         return cells
