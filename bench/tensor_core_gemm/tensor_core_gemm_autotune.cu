@@ -16,7 +16,7 @@ bool launcher_picks(int M, int N)
     int sms = 0;
     STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
     STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return p::configurations[p::chosen_configuration(M, N, sms)] == &p::gemm_with<Cfg>;
+    return p::configurations[p::chosen_configuration(M, N, sms)].gemm == &p::gemm_with<Cfg>;
 }
 
 template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>

@@ -495,7 +495,8 @@ __device__ __forceinline__ void stage_rows(const float (&d)[N / 2], int first_co
     }
 }
 
-//! @brief Where a consumer's next k-tile is in the ring of stages, and the parity of that stage's phase.
+//! @brief Where a loader's or a consumer's next k-tile is in the ring of stages, and the parity of that stage's
+//!        phase.
 struct RingPosition {
     int stage = 0;
     unsigned phase = 0;
@@ -617,25 +618,27 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
         cluster_wait();
         if (own_loader || shared_loader) {
-            int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
+            RingPosition ring;
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
                 if (index != first_index) {
                     schedule.tile(index, rank, m, n);
                 }
-                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-                    const int stage = it % stages;
-                    mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
+                for (int kt = 0; kt < k_tiles; ++kt) {
+                    const int stage = ring.stage;
+                    mbarrier_wait(&empty[stage], ring.phase ^ 1);  // first pass: completes at once
                     if (own_loader) {
                         mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
                     }
                     load(stage, kt, m, n, own_loader, shared_loader);
+                    ring.advance(stages);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
             // then no multicast into, or arrival on, this block's shared memory is still on its way.
             if (own_loader) {
-                for (int tail = 0; tail < stages; ++tail, ++it) {
-                    mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
+                for (int tail = 0; tail < stages; ++tail) {
+                    mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);
+                    ring.advance(stages);
                 }
             }
         }
@@ -1028,19 +1031,23 @@ struct TileShape {
     int bm, bn, cluster_m, cluster_n;
 };
 
-//! @brief The configurations gemm() chooses from, in the order of `configurations`.
-constexpr TileShape tile_shapes[] = {
-    {PingPong176::BM, PingPong176::BN, PingPong176::cluster_m, PingPong176::cluster_n},
-    {PingPong192::BM, PingPong192::BN, PingPong192::cluster_m, PingPong192::cluster_n},
-    {Cooperative256::BM, Cooperative256::BN, Cooperative256::cluster_m, Cooperative256::cluster_n},
-    {Cooperative128::BM, Cooperative128::BN, Cooperative128::cluster_m, Cooperative128::cluster_n},
-    {SplitColumns128::BM, SplitColumns128::BN, SplitColumns128::cluster_m, SplitColumns128::cluster_n},
-    {SplitColumns64::BM, SplitColumns64::BN, SplitColumns64::cluster_m, SplitColumns64::cluster_n},
+//! @brief A configuration the launcher chooses from: its tile and cluster, and its launcher.
+struct Configuration {
+    TileShape shape;
+    GemmLauncher gemm;
 };
-constexpr GemmLauncher configurations[] = {gemm_with<PingPong176>,     gemm_with<PingPong192>,
-                                           gemm_with<Cooperative256>,  gemm_with<Cooperative128>,
-                                           gemm_with<SplitColumns128>, gemm_with<SplitColumns64>};
-static_assert(sizeof(tile_shapes) / sizeof(tile_shapes[0]) == sizeof(configurations) / sizeof(configurations[0]));
+
+//! @brief `Cfg` as the launcher chooses among configurations.
+template <class Cfg>
+constexpr Configuration configuration_of()
+{
+    return {{Cfg::BM, Cfg::BN, Cfg::cluster_m, Cfg::cluster_n}, gemm_with<Cfg>};
+}
+
+//! @brief The configurations gemm() chooses from (chosen_configuration() returns an index into them).
+constexpr Configuration configurations[] = {
+    configuration_of<PingPong176>(),    configuration_of<PingPong192>(),     configuration_of<Cooperative256>(),
+    configuration_of<Cooperative128>(), configuration_of<SplitColumns128>(), configuration_of<SplitColumns64>()};
 
 //! @brief The time of the configuration `shape` for an M x N C on `sm_count` SMs, in units of a 128 x 1 strip of
 //!        tiles: each cluster of the persistent grid (one block an SM) computes ceil(places / clusters) places one
@@ -1060,17 +1067,18 @@ inline long long makespan(TileShape shape, int M, int N, int sm_count)
 inline int chosen_configuration(int M, int N, int sm_count)
 {
     const auto tiles = [&](TileShape s) { return static_cast<long long>(tiles_of(M, s.bm)) * tiles_of(N, s.bn); };
-    if (10 * tiles(tile_shapes[2]) >= 9LL * sm_count) {
+    if (10 * tiles(configurations[2].shape) >= 9LL * sm_count) {
         int best = 0;
         for (int i = 1; i <= 2; ++i) {
-            if (makespan(tile_shapes[i], M, N, sm_count) < makespan(tile_shapes[best], M, N, sm_count)) {
+            if (makespan(configurations[i].shape, M, N, sm_count) <
+                makespan(configurations[best].shape, M, N, sm_count)) {
                 best = i;
             }
         }
         return best;
     }
     for (int i = 3; i <= 4; ++i) {
-        if (10 * tiles(tile_shapes[i]) >= 9LL * sm_count) {
+        if (10 * tiles(configurations[i].shape) >= 9LL * sm_count) {
             return i;
         }
     }
@@ -1104,7 +1112,7 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     if (error != cudaSuccess) {
         return error;
     }
-    return configurations[chosen_configuration(M, N, sm_count)](M, N, K, d_A, d_B, d_C, stream);
+    return configurations[chosen_configuration(M, N, sm_count)].gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
 }  // namespace stepwise::tensor_core_gemm::ping_pong

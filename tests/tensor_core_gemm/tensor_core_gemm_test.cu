@@ -365,12 +365,11 @@ TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheLargestT
     // 4 SplitColumns128, 5 SplitColumns64.
     using ping_pong::chosen_configuration;
     using ping_pong::makespan;
-    using ping_pong::tile_shapes;
     // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
     // 128 x 192 in 6 (1152).
-    EXPECT_EQ(makespan(tile_shapes[0], 4096, 4096, 132), 1056);
-    EXPECT_EQ(makespan(tile_shapes[1], 4096, 4096, 132), 1152);
-    EXPECT_EQ(makespan(tile_shapes[2], 4096, 4096, 132), 1024);
+    EXPECT_EQ(makespan(ping_pong::configurations[0].shape, 4096, 4096, 132), 1056);
+    EXPECT_EQ(makespan(ping_pong::configurations[1].shape, 4096, 4096, 132), 1152);
+    EXPECT_EQ(makespan(ping_pong::configurations[2].shape, 4096, 4096, 132), 1024);
     EXPECT_EQ(chosen_configuration(4096, 4096, 132), 2);
     EXPECT_EQ(chosen_configuration(16384, 1024, 132), 2);
     EXPECT_EQ(chosen_configuration(8192, 8192, 132), 1);   // 4048, 4032, 4096
