@@ -1,5 +1,6 @@
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
 #include "core/cuda_check.hpp"
+#include "tensor_core_gemm/ping_pong_kernel.hpp"
 
 #include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
 
@@ -43,7 +44,7 @@ AutotuneCandidate candidate()
     c.gemm = [](int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream) {
         return p::gemm_with<Cfg>(M, N, K, d_A, d_B, d_C, stream);
     };
-    c.kernel = kernel_entry("gemm_kernel<" + c.id + ">", p::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
+    c.kernel = ping_pong_kernel<Cfg>("gemm_kernel<" + c.id + ">");
     c.chosen_for = launcher_picks<Cfg>;
     return c;
 }

@@ -1,5 +1,6 @@
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 #include "core/cuda_check.hpp"
+#include "tensor_core_gemm/ping_pong_kernel.hpp"
 
 #include "../../snippets/tensor_core_gemm/01_wmma.cuh"
 #include "../../snippets/tensor_core_gemm/02_mma_ldmatrix.cuh"
@@ -28,12 +29,6 @@ template <class Cfg>
 KernelEntry persistent_kernel(const char* name)
 {
     return kernel_entry(name, persistent::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
-}
-
-template <class Cfg>
-KernelEntry ping_pong_kernel(const char* name)
-{
-    return kernel_entry(name, ping_pong::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
 }
 
 // ---- the tensor cores' ceiling: wgmma from shared memory, nothing else ----
