@@ -54,7 +54,8 @@ std::vector<KernelEntry> cluster_split_kernels()
 }
 
 //! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
-//! values with 16 and 32 values a thread (and 8 in short fp32 rows, 64 in bf16 rows longer than 65536), and
+//! values with 16 and 32 values a thread (and 8 in short fp32 rows, 64 in bf16 rows longer than 65536, or 16384
+//! where the memory is fast), and
 //! element-wide accesses with 16.
 template <typename T>
 void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& type)

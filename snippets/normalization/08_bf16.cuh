@@ -17,8 +17,10 @@
 //! RMSNorm's too: two fp32 blocks an SM. Threads of short rows find their row
 //! by shifts: an integer division put some 40 instructions before a warp's
 //! first load. A thread holds 8 values in fp32 rows of up to 64 and in
-//! RMSNorm's rows of up to 1024, and 64 in rows longer than 65536 (clusters
-//! of 8 blocks take rows of up to 131072).
+//! RMSNorm's rows of up to 1024, 16 in fp32 rows of up to 8192, and 64 in
+//! rows longer than 65536 (clusters of 8 blocks take rows of up to 131072);
+//! where the DRAM is fast for the SMs (the H200), bf16 rows take each of
+//! these steps at a quarter of the length.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -55,21 +57,59 @@ constexpr int split_values = 32;             //!< values per thread of the split
 template <int Values>
 constexpr int max_block_threads = std::min(1024, block_values / Values);
 
-//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to 4096 values, 32 beyond (fewer, fuller
-//!        threads per row), 64 beyond 65536 (clusters of 8 blocks, not 16, each merging fewer partials); 8 in fp32
-//!        rows of up to 64 values and RMSNorm's rows of up to 1024 (more lanes a row: more loads in flight). Rows read
-//!        2 or 4 bytes at a time keep 16: more threads, more loads in flight.
+//! @brief How fast a GPU's DRAM is for its SMs: `fast` where it delivers more than `fast_memory_gbps_per_sm` GB/s
+//!        an SM at its peak clock (the H200 37, the H100 25), and longer rows need more of them in flight at once.
+enum class Memory { usual, fast };
+constexpr double fast_memory_gbps_per_sm = 30.0;
+
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to 4096 values (fp32: 8192), 32 beyond
+//!        (fewer, fuller threads per row), 64 beyond 65536 (clusters of 8 blocks, not 16, each merging fewer
+//!        partials); 8 in fp32 rows of up to 64 values and RMSNorm's rows of up to 1024 (more lanes a row: more
+//!        loads in flight). With `Memory::fast`, bf16 rows take each step at a quarter of these lengths: fewer
+//!        threads a row leave room for more rows an SM. Rows read 2 or 4 bytes at a time keep 16: more threads, more
+//!        loads in flight.
 struct Squares;  // RMSNorm's statistics, below
 template <typename T, typename Stats>
-inline int values_per_thread(int num_cols)
+inline int values_per_thread(int num_cols, Memory memory)
 {
-    if ((sizeof(T) == 4 && num_cols <= 64) || (std::is_same_v<Stats, Squares> && num_cols <= 1024)) {
+    if (sizeof(T) == 4 && num_cols <= 64) {
         return 8;
     }
-    if (num_cols > 65536) {
+    const std::int64_t length = std::int64_t{num_cols} * (sizeof(T) == 2 && memory == Memory::fast ? 4 : 1);
+    if (std::is_same_v<Stats, Squares> && length <= 1024) {
+        return 8;
+    }
+    if (length > 65536) {
         return 64;
     }
-    return num_cols <= 4096 ? 16 : 32;
+    return length <= (sizeof(T) == 4 ? 8192 : 4096) ? 16 : 32;
+}
+
+//! @brief The current device's Memory, asked once per device (`usual` where the runtime cannot tell).
+inline Memory memory_of_current_device()
+{
+    static std::mutex mutex;
+    static std::map<int, Memory> known;
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return Memory::usual;
+    }
+    const std::lock_guard<std::mutex> lock(mutex);
+    const auto [entry, unknown] = known.try_emplace(device, Memory::usual);
+    if (!unknown) {
+        return entry->second;
+    }
+    int clock_khz = 0, bus_bits = 0, sms = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1) {
+        (void)cudaGetLastError();  // not an error of a launch: the usual layout is taken
+        return entry->second;
+    }
+    const double gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // two transfers a clock
+    entry->second = gbps / sms > fast_memory_gbps_per_sm ? Memory::fast : Memory::usual;
+    return entry->second;
 }
 
 //! @brief Whether a thread whose group's plain sum of squares was out of range tries its own plain sum (thread_squares())
@@ -214,6 +254,19 @@ __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
     return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
 }
 
+//! @brief The squares of the values' differences from `center`, summed as they are (they may overflow or vanish).
+template <int Values>
+__device__ __forceinline__ float plain_sum_of_squares(const float (&x)[Values], float center)
+{
+    float plain = 0.0f;
+#pragma unroll
+    for (int i = 0; i < Values; ++i) {
+        const float d = x[i] - center;
+        plain += d * d;
+    }
+    return plain;
+}
+
 //! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest. `Plain`:
 //!        summed as they are first, then scaled by a power of two of the sum's root, unless a square may have
 //!        overflowed or vanished.
@@ -221,12 +274,7 @@ template <bool Plain, int Values>
 __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], float center)
 {
     if constexpr (Plain) {
-        float plain = 0.0f;
-#pragma unroll
-        for (int i = 0; i < Values; ++i) {
-            const float d = x[i] - center;
-            plain += d * d;
-        }
+        const float plain = plain_sum_of_squares(x, center);
         if (plain >= 0x1p-90f && plain <= 0x1p126f) {  // squares below 2^-126 are negligible beside it; NaN fails
             const float scale = power_of_two_above(sqrtf(plain));
             const float inverse = inverse_power_of_two(scale);
@@ -380,7 +428,7 @@ __device__ __forceinline__ V reduce_group(V v, int group_threads, V* warp_scratc
 //!        wait for the first's readers.
 struct GroupScratch {
     float sums[32];
-    float plain_squares[32];
+    float plain_sums[32];  // of squares
     Squares squares[32];
 };
 
@@ -392,13 +440,7 @@ template <bool Plain, int Values>
 __device__ __forceinline__ Squares group_squares(const float (&x)[Values], float center, int group_threads,
                                                  GroupScratch& scratch)
 {
-    float plain = 0.0f;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        const float d = x[i] - center;
-        plain += d * d;
-    }
-    const float sum = reduce_group(plain, group_threads, scratch.plain_squares, 0.0f);
+    const float sum = reduce_group(plain_sum_of_squares(x, center), group_threads, scratch.plain_sums, 0.0f);
     if (__all_sync(0xffffffffu, sum >= 0x1p-60f && sum <= 0x1p126f)) {
         const float scale = power_of_two_above(sqrtf(sum));
         const float inverse = inverse_power_of_two(scale);
@@ -928,10 +970,11 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     return cudaGetLastError();
 }
 
-//! @brief Checks the arguments and picks the access width: 16 bytes where every row and pointer allows it.
+//! @brief Checks the arguments and picks the access width (16 bytes where every row and pointer allows it) and the
+//!        values a thread for a GPU of `memory`.
 template <typename T, typename Stats>
 inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_bytes, const Args<T>& args,
-                             cudaStream_t stream)
+                             Memory memory, cudaStream_t stream)
 {
     constexpr int width = vector_bytes / static_cast<int>(sizeof(T));
     const auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
@@ -951,7 +994,7 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
         return cudaErrorInvalidValue;
     }
     if (args.num_cols % width == 0 && vector_aligned) {
-        const int values = values_per_thread<T, Stats>(args.num_cols);
+        const int values = values_per_thread<T, Stats>(args.num_cols, memory);
         return values == 8    ? launch<T, Stats, width, 8>(d_temp_storage, temp_storage_bytes, args, stream)
                : values == 16 ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
                : values == 64 ? launch<T, Stats, width, 64>(d_temp_storage, temp_storage_bytes, args, stream)
@@ -984,7 +1027,8 @@ inline cudaError_t layer_norm_of(void* d_temp_storage, std::size_t& temp_storage
 {
     const Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
     return d_beta == nullptr ? cudaErrorInvalidValue
-                             : normalize<T, Moments>(d_temp_storage, temp_storage_bytes, args, stream);
+                             : normalize<T, Moments>(d_temp_storage, temp_storage_bytes, args,
+                                                     memory_of_current_device(), stream);
 }
 
 //! @brief RMSNorm of each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in fp32):
@@ -1006,7 +1050,7 @@ inline cudaError_t rms_norm_of(void* d_temp_storage, std::size_t& temp_storage_b
                                T* d_out, int num_rows, int num_cols, float epsilon, cudaStream_t stream)
 {
     const Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
-    return normalize<T, Squares>(d_temp_storage, temp_storage_bytes, args, stream);
+    return normalize<T, Squares>(d_temp_storage, temp_storage_bytes, args, memory_of_current_device(), stream);
 }
 
 //! @brief LayerNorm of fp32 rows (see layer_norm_of()).

@@ -185,28 +185,30 @@ void expect_matches_reference(Norm norm, const Problem& p, const StepRun& r, boo
                             << c.describe(t);
 }
 
+//! Random rows at every shape, in fp32 or bf16, through `step`'s launchers, compared with the reference.
+void expect_every_shape(const Step& step, bool is_bf16)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::vector<Shape> all = shapes;
+    if (!stepwise::testing::under_sanitizer()) {
+        all.insert(all.end(), large_shapes.begin(), large_shapes.end());
+    }
+    for (const Shape& shape : all) {
+        const Problem p = random_problem(shape, seed + shape.cols, is_bf16);
+        for (const Norm norm : {Norm::layer, Norm::rms}) {
+            const StepRun r = run_step(step, norm, is_bf16, p);
+            ASSERT_EQ(r.launch, cudaSuccess) << name_of(norm) << " " << shape.rows << " x " << shape.cols;
+            expect_matches_reference(norm, p, r, is_bf16);
+        }
+    }
+}
+
 class NormalizationStepTest : public ::testing::TestWithParam<Step> {
 protected:
     void SetUp() override { STEPWISE_SKIP_WITHOUT_GPU(); }
 
-    //! Random rows at every shape, in each type the step takes, compared with the reference.
-    void expect_every_shape(bool is_bf16)
-    {
-        const std::uint64_t seed = fresh_seed();
-        SCOPED_TRACE("seed " + std::to_string(seed));
-        std::vector<Shape> all = shapes;
-        if (!stepwise::testing::under_sanitizer()) {
-            all.insert(all.end(), large_shapes.begin(), large_shapes.end());
-        }
-        for (const Shape& shape : all) {
-            const Problem p = random_problem(shape, seed + shape.cols, is_bf16);
-            for (const Norm norm : {Norm::layer, Norm::rms}) {
-                const StepRun r = run_step(GetParam(), norm, is_bf16, p);
-                ASSERT_EQ(r.launch, cudaSuccess) << name_of(norm) << " " << shape.rows << " x " << shape.cols;
-                expect_matches_reference(norm, p, r, is_bf16);
-            }
-        }
-    }
+    void expect_every_shape(bool is_bf16) { normalization::expect_every_shape(GetParam(), is_bf16); }
 
     //! Special rows at row lengths of every layout. Rows of 1e30 only for the steps that take every finite input.
     void expect_special_rows(bool is_bf16)
@@ -340,6 +342,79 @@ TEST(NormalizationFinalStep, RowsAtEveryElementAlignment)
             }
         }
     }
+}
+
+//! The final step's LayerNorm with the values a thread it takes on a GPU of `memory`, whatever GPU runs it.
+template <bf16_in_out::Memory memory, typename T>
+cudaError_t layer_norm_on(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
+                          const T* d_beta, T* d_out, float* d_mean, float* d_rstd, int num_rows, int num_cols,
+                          float epsilon, cudaStream_t stream)
+{
+    const bf16_in_out::Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
+    return bf16_in_out::normalize<T, bf16_in_out::Moments>(d_temp_storage, temp_storage_bytes, args, memory, stream);
+}
+
+//! The final step's RMSNorm with the values a thread it takes on a GPU of `memory`.
+template <bf16_in_out::Memory memory, typename T>
+cudaError_t rms_norm_on(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
+                        T* d_out, int num_rows, int num_cols, float epsilon, cudaStream_t stream)
+{
+    const bf16_in_out::Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
+    return bf16_in_out::normalize<T, bf16_in_out::Squares>(d_temp_storage, temp_storage_bytes, args, memory, stream);
+}
+
+//! The final step as it runs on a GPU of `memory`.
+template <bf16_in_out::Memory memory>
+Step final_step_on()
+{
+    Step step = steps().back();
+    step.layer_norm_fp32 = layer_norm_on<memory, float>;
+    step.rms_norm_fp32 = rms_norm_on<memory, float>;
+    step.layer_norm_bf16 = layer_norm_on<memory, bf16>;
+    step.rms_norm_bf16 = rms_norm_on<memory, bf16>;
+    return step;
+}
+
+TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
+{
+    // No GPU needed: the choice is a table over the row's length, the type, the statistics and the GPU's memory.
+    namespace s = bf16_in_out;
+    using s::Memory;
+    using s::Moments;
+    using s::Squares;
+    using s::values_per_thread;
+    for (const Memory memory : {Memory::usual, Memory::fast}) {  // fp32 rows: the same on every GPU
+        EXPECT_EQ((values_per_thread<float, Moments>(64, memory)), 8);
+        EXPECT_EQ((values_per_thread<float, Moments>(128, memory)), 16);
+        EXPECT_EQ((values_per_thread<float, Squares>(1024, memory)), 8);
+        EXPECT_EQ((values_per_thread<float, Squares>(1025, memory)), 16);
+        EXPECT_EQ((values_per_thread<float, Moments>(8192, memory)), 16);
+        EXPECT_EQ((values_per_thread<float, Moments>(8193, memory)), 32);
+        EXPECT_EQ((values_per_thread<float, Squares>(65536, memory)), 32);
+        EXPECT_EQ((values_per_thread<float, Squares>(65537, memory)), 64);
+    }
+    // bf16 rows: each step at a quarter of the length where the memory is fast.
+    EXPECT_EQ((values_per_thread<bf16, Squares>(1024, Memory::usual)), 8);
+    EXPECT_EQ((values_per_thread<bf16, Squares>(1024, Memory::fast)), 16);
+    EXPECT_EQ((values_per_thread<bf16, Squares>(256, Memory::fast)), 8);
+    EXPECT_EQ((values_per_thread<bf16, Moments>(4096, Memory::usual)), 16);
+    EXPECT_EQ((values_per_thread<bf16, Moments>(4096, Memory::fast)), 32);
+    EXPECT_EQ((values_per_thread<bf16, Moments>(1024, Memory::fast)), 16);
+    EXPECT_EQ((values_per_thread<bf16, Moments>(32768, Memory::usual)), 32);
+    EXPECT_EQ((values_per_thread<bf16, Moments>(32768, Memory::fast)), 64);
+    EXPECT_EQ((values_per_thread<bf16, Moments>(16384, Memory::fast)), 32);
+    EXPECT_EQ((values_per_thread<bf16, Squares>(131072, Memory::usual)), 64);
+    EXPECT_EQ((values_per_thread<bf16, Squares>(2147483647, Memory::fast)), 64);  // the length counted in 64 bits
+}
+
+// The values a thread of bf16 rows depend on the GPU's memory: the step's own tests take this GPU's choice, and this
+// one the other's, so that each GPU tests both (fp32 rows choose alike on every GPU).
+TEST(NormalizationFinalStep, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const bool fast = bf16_in_out::memory_of_current_device() == bf16_in_out::Memory::fast;
+    expect_every_shape(fast ? final_step_on<bf16_in_out::Memory::usual>() : final_step_on<bf16_in_out::Memory::fast>(),
+                       true);
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
