@@ -25,8 +25,9 @@ namespace tc = tensor_core_gemm;
 
 //! The main size, where every step runs and the bar is taken.
 constexpr int main_size = 4096;
-//! The sweep: every power of two from 512 to 8192, and sizes that are multiples of no tile.
-constexpr int sweep_sizes[] = {512, 1000, 1024, 2048, 4095, 4097, 8192};
+//! The sweep: every power of two from 512 to 8192, sizes between them whose tiles fill the SMs unevenly, and sizes
+//! that are multiples of no tile.
+constexpr int sweep_sizes[] = {512, 768, 1000, 1024, 1536, 2048, 3072, 4095, 4097, 8192};
 //! The last two steps are swept, so that the final step's gain over step 8 at every size is in the same run.
 const std::vector<std::string> sweep_rows = {"08_persistent",           "09_ping_pong",      "cublas_gemm_bf16",
                                              "cublaslt_gemm_bf16_best", "cutlass_gemm_bf16", "tensor_peak"};

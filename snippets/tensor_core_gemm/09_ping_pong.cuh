@@ -16,7 +16,9 @@
 //! staging area the consumers take in turn, which leaves room for a fifth
 //! stage. Problems of one tile an SM or less keep the cooperative schedule,
 //! but the two consumers split a 64-row tile's columns instead of one
-//! warpgroup computing it alone. Two producer threads load, one the block's
+//! warpgroup computing it alone. Where 128 x 256 tiles would leave SMs idle,
+//! the launcher counts each configuration's rounds of tiles and what a
+//! k-tile costs it (its loads or its product), not the tiles' area alone. Two producer threads load, one the block's
 //! own tiles and one the halves its cluster shares, so that neither's
 //! copies wait for the other's to be issued; and a consumer's epilogue no
 //! longer waits on stores before it has issued any, nor works out where its
@@ -1018,7 +1020,8 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
 //! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 8's cooperative 128 x 256;
-//! problems of about one tile an SM or less: cooperative 128 x 128, or 64 x 128 or 64 x 64 with the columns split.
+//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128, or 64 x 128 or 64 x 64 with the
+//! columns split.
 using PingPong176 = Config<128, 176, 5, 2, 1, 8, true>;
 using PingPong192 = Config<128, 192, 5, 2, 1, 8, true>;
 using Cooperative256 = Config<128, 256, 4, 2, 1, 8, false>;
@@ -1049,26 +1052,46 @@ constexpr Configuration configurations[] = {
     configuration_of<PingPong176>(),    configuration_of<PingPong192>(),     configuration_of<Cooperative256>(),
     configuration_of<Cooperative128>(), configuration_of<SplitColumns128>(), configuration_of<SplitColumns64>()};
 
-//! @brief The time of the configuration `shape` for an M x N C on `sm_count` SMs, in units of a 128 x 1 strip of
-//!        tiles: each cluster of the persistent grid (one block an SM) computes ceil(places / clusters) places one
-//!        after the other, each taking time in proportion to its tile's area.
-inline long long makespan(TileShape shape, int M, int N, int sm_count)
+//! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
+//!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
+inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
 {
     const long long places = static_cast<long long>(tiles_of(tiles_of(M, shape.bm), shape.cluster_m)) *
                              tiles_of(tiles_of(N, shape.bn), shape.cluster_n);
     const long long clusters = std::max(1, sm_count / (shape.cluster_m * shape.cluster_n));
-    return (places + clusters - 1) / clusters * shape.bm * shape.bn / 128;
+    return (places + clusters - 1) / clusters;
+}
+
+//! @brief The time of the configuration `shape` for an M x N C on `sm_count` SMs, in units of a 128 x 1 strip of
+//!        tiles: its rounds, each taking time in proportion to its tile's area.
+inline long long makespan(TileShape shape, int M, int N, int sm_count)
+{
+    return rounds_of(shape, M, N, sm_count) * shape.bm * shape.bn / 128;
+}
+
+//! @brief The cycles an SM spends on one k-tile of `shape` (in eighths) where every SM loads at once: the slower of
+//!        its loads, about 2.4 cycles a 128-byte row of A and B (the L2 fed a 64 x 128 tile's k-tile in about 450
+//!        cycles at 1024^3), and its product, 64 x 64 x 64 in 128 cycles on the tensor cores.
+constexpr long long k_tile_cost(TileShape shape)
+{
+    return std::max(19LL * (shape.bm + shape.bn), 1LL * shape.bm * shape.bn / 4);
 }
 
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs (an index into `configurations`).
 //!        Where 128 x 256 tiles give at least 90% of the SMs one, the large configuration whose waves cost least
-//!        (ping-pong first on a tie, as it hides the epilogue); else the first of cooperative 128 x 128, split
-//!        64 x 128 whose tiles give 90% of the SMs one; else split 64 x 64.
+//!        (ping-pong first on a tie, as it hides the epilogue). Else, where the rounds are few and the loads set
+//!        their pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two
+//!        of smaller ones (768^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the
+//!        smaller.
 inline int chosen_configuration(int M, int N, int sm_count)
 {
+    constexpr int count = static_cast<int>(sizeof(configurations) / sizeof(configurations[0]));
     const auto tiles = [&](TileShape s) { return static_cast<long long>(tiles_of(M, s.bm)) * tiles_of(N, s.bn); };
+    const auto cost = [&](int i) {
+        return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);
+    };
+    int best = 0;
     if (10 * tiles(configurations[2].shape) >= 9LL * sm_count) {
-        int best = 0;
         for (int i = 1; i <= 2; ++i) {
             if (makespan(configurations[i].shape, M, N, sm_count) <
                 makespan(configurations[best].shape, M, N, sm_count)) {
@@ -1077,12 +1100,12 @@ inline int chosen_configuration(int M, int N, int sm_count)
         }
         return best;
     }
-    for (int i = 3; i <= 4; ++i) {
-        if (10 * tiles(configurations[i].shape) >= 9LL * sm_count) {
-            return i;
+    for (int i = 1; i < count; ++i) {
+        if (cost(i) < cost(best)) {
+            best = i;
         }
     }
-    return 5;
+    return best;
 }
 
 //! @brief C = A B in bf16 with fp32 accumulation, any shape.
