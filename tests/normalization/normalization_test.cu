@@ -190,11 +190,7 @@ void expect_every_shape(const Step& step, bool is_bf16)
 {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
-    std::vector<Shape> all = shapes;
-    if (!stepwise::testing::under_sanitizer()) {
-        all.insert(all.end(), large_shapes.begin(), large_shapes.end());
-    }
-    for (const Shape& shape : all) {
+    for (const Shape& shape : stepwise::testing::shapes_to_run(shapes, large_shapes)) {
         const Problem p = random_problem(shape, seed + shape.cols, is_bf16);
         for (const Norm norm : {Norm::layer, Norm::rms}) {
             const StepRun r = run_step(step, norm, is_bf16, p);

@@ -118,11 +118,7 @@ protected:
     {
         const std::uint64_t seed = fresh_seed();
         SCOPED_TRACE("seed " + std::to_string(seed));
-        std::vector<Shape> all = shapes;
-        if (!stepwise::testing::under_sanitizer()) {
-            all.insert(all.end(), large_shapes.begin(), large_shapes.end());
-        }
-        for (const Shape& shape : all) {
+        for (const Shape& shape : stepwise::testing::shapes_to_run(shapes, large_shapes)) {
             const std::vector<float> input =
                 random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, seed + shape.cols);
             const StepRun r = run_step(GetParam(), is_bf16, input, shape);

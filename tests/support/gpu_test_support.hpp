@@ -30,6 +30,16 @@ inline std::uint64_t fresh_seed()
 //! register counts, and the largest problems, are left out there.
 inline bool under_sanitizer() { return std::getenv("STEPWISE_UNDER_SANITIZER") != nullptr; }
 
+//! The shapes a test runs: `shapes`, and `large` too unless compute-sanitizer runs the tests (slow there).
+template <class Shape>
+std::vector<Shape> shapes_to_run(std::vector<Shape> shapes, const std::vector<Shape>& large)
+{
+    if (!under_sanitizer()) {
+        shapes.insert(shapes.end(), large.begin(), large.end());
+    }
+    return shapes;
+}
+
 //! Calls a two-phase launcher (CUB's convention) as a program would: `call(nullptr, temp_bytes)` for the workspace's
 //! size, then `call(d_temp, temp_bytes)` with a workspace of that size (at least a byte) poisoned with 0xFF, since a
 //! step must not rely on a zeroed one; then expects no error left behind and synchronizes.
