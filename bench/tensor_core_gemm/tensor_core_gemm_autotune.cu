@@ -64,9 +64,12 @@ const std::vector<AutotuneCandidate>& autotune_candidates()
         candidate<128, 256, 4, 2, 1, 8, false>(),   // Cooperative256
         candidate<128, 256, 4, 2, 1, 16, false>(),
         candidate<128, 128, 6, 2, 1, 8, false>(),   // Cooperative128
+        candidate<128, 144, 5, 2, 1, 8, false>(),   // Cooperative144
+        candidate<128, 144, 5, 1, 1, 8, false>(),
         candidate<64, 128, 8, 2, 1, 8, false>(),    // SplitColumns128
         candidate<64, 128, 8, 1, 1, 8, false>(),
         candidate<64, 128, 6, 2, 1, 8, false>(),
+        candidate<64, 96, 8, 2, 1, 8, false>(),     // SplitColumns96
         candidate<64, 64, 8, 1, 1, 8, false>(),     // SplitColumns64
         candidate<64, 64, 8, 2, 1, 8, false>(),
     };

@@ -157,6 +157,10 @@ const std::vector<Step>& steps()
               "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 128, 8, 2, 1, 8, false> >"),
           ping_pong_kernel<ping_pong::SplitColumns64>(
               "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 64, 8, 1, 1, 8, false> >"),
+          ping_pong_kernel<ping_pong::SplitColumns96>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 96, 8, 2, 1, 8, false> >"),
+          ping_pong_kernel<ping_pong::Cooperative144>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 144, 5, 2, 1, 8, false> >"),
           kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
     };
     return all;

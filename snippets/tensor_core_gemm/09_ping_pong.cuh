@@ -18,11 +18,13 @@
 //! but the two consumers split a 64-row tile's columns instead of one
 //! warpgroup computing it alone. Where 128 x 256 tiles would leave SMs idle,
 //! the launcher counts each configuration's rounds of tiles and what a
-//! k-tile costs it (its loads or its product), not the tiles' area alone. Two producer threads load, one the block's
-//! own tiles and one the halves its cluster shares, so that neither's
-//! copies wait for the other's to be issued; and a consumer's epilogue no
-//! longer waits on stores before it has issued any, nor works out where its
-//! tile lies (the compiler had moved those divisions there).
+//! k-tile costs it (its loads or its product), not the tiles' area alone,
+//! and widths between the powers of two (64 x 96, 128 x 144) let one round
+//! fill more of the SMs. Two producer threads load, one the block's own
+//! tiles and one the halves its cluster shares, so that neither's copies
+//! wait for the other's to be issued; and a consumer's epilogue no longer
+//! waits on stores before it has issued any, nor works out where its tile
+//! lies (the compiler had moved those divisions there).
 //! The rest (TMA loads, multicast in clusters of two, the persistent
 //! schedule, padded copies of rows the TMA cannot address) is step 8's.
 #pragma once
@@ -73,9 +75,9 @@ struct Config {
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
     //! Cooperative: step 8's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other.
-    static constexpr int box_cols = PING_PONG || consumer_n < 64 ? 16 : 64;
-    static constexpr int round_cols = PING_PONG || consumer_n < 64 ? consumer_n : 64;
+    //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
+    static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
+    static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
     static constexpr int out_buffers = consumer_n / round_cols < 2 ? 1 : 2;
     static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
     //! The stages, the staging areas of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
@@ -83,8 +85,8 @@ struct Config {
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
     static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 : BM == WGM || BM == 2 * WGM,
                   "ping-pong: 128 x BN a consumer, BN accumulators a thread within its 232 registers");
-    static_assert(consumer_n == 32 || consumer_n == 64 || consumer_n == 128 || consumer_n == 176 ||
-                      consumer_n == 192 || consumer_n == 256,
+    static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
+                      consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
                   "wgmma_64xNx16 exists for these");
     static_assert(consumer_n % round_cols == 0 && round_cols % box_cols == 0, "C leaves in whole boxes");
     static_assert(BN / CLUSTER_M <= 256 && BM / CLUSTER_N <= 256, "TMA boxes of at most 256 rows");
@@ -252,6 +254,24 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[16], std::uint64_t desc
         : "memory");
 }
 
+//! @brief d = A B + (accumulate ? d : 0) for a 64 x 48 x 16 slice: A and B in shared memory, d in registers.
+__device__ __forceinline__ void wgmma_64xNx16(float (&d)[24], std::uint64_t desc_a, std::uint64_t desc_b,
+                                              int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %26, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23"
+        "}, %24, %25, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
+        : "memory");
+}
+
 //! @brief d = A B + (accumulate ? d : 0) for a 64 x 64 x 16 slice: A and B in shared memory, d in registers.
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[32], std::uint64_t desc_a, std::uint64_t desc_b,
                                               int accumulate)
@@ -292,6 +312,33 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[64], std::uint64_t desc
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
+        : "memory");
+}
+
+//! @brief d = A B + (accumulate ? d : 0) for a 64 x 144 x 16 slice: A and B in shared memory, d in registers.
+__device__ __forceinline__ void wgmma_64xNx16(float (&d)[72], std::uint64_t desc_a, std::uint64_t desc_b,
+                                              int accumulate)
+{
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %74, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+        "%64, %65, %66, %67, %68, %69, %70, %71"
+        "}, %72, %73, p, 1, 1, 0, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
         : "l"(desc_a), "l"(desc_b), "r"(accumulate)
         : "memory");
 }
@@ -1020,14 +1067,17 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
 //! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 8's cooperative 128 x 256;
-//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128, or 64 x 128 or 64 x 64 with the
-//! columns split.
+//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
+//! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
+//! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
 using PingPong176 = Config<128, 176, 5, 2, 1, 8, true>;
 using PingPong192 = Config<128, 192, 5, 2, 1, 8, true>;
 using Cooperative256 = Config<128, 256, 4, 2, 1, 8, false>;
 using Cooperative128 = Config<128, 128, 6, 2, 1, 8, false>;
 using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
 using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
+using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
+using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
@@ -1050,7 +1100,8 @@ constexpr Configuration configuration_of()
 //! @brief The configurations gemm() chooses from (chosen_configuration() returns an index into them).
 constexpr Configuration configurations[] = {
     configuration_of<PingPong176>(),    configuration_of<PingPong192>(),     configuration_of<Cooperative256>(),
-    configuration_of<Cooperative128>(), configuration_of<SplitColumns128>(), configuration_of<SplitColumns64>()};
+    configuration_of<Cooperative128>(), configuration_of<SplitColumns128>(), configuration_of<SplitColumns64>(),
+    configuration_of<SplitColumns96>(), configuration_of<Cooperative144>()};
 
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
@@ -1081,28 +1132,33 @@ constexpr long long k_tile_cost(TileShape shape)
 //!        Where 128 x 256 tiles give at least 90% of the SMs one, the large configuration whose waves cost least
 //!        (ping-pong first on a tie, as it hides the epilogue). Else, where the rounds are few and the loads set
 //!        their pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two
-//!        of smaller ones (768^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the
-//!        smaller.
+//!        of smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the
+//!        smaller (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
 inline int chosen_configuration(int M, int N, int sm_count)
 {
     constexpr int count = static_cast<int>(sizeof(configurations) / sizeof(configurations[0]));
     const auto tiles = [&](TileShape s) { return static_cast<long long>(tiles_of(M, s.bm)) * tiles_of(N, s.bn); };
-    const auto cost = [&](int i) {
-        return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);
-    };
     int best = 0;
     if (10 * tiles(configurations[2].shape) >= 9LL * sm_count) {
+        long long best_makespan = makespan(configurations[0].shape, M, N, sm_count);
         for (int i = 1; i <= 2; ++i) {
-            if (makespan(configurations[i].shape, M, N, sm_count) <
-                makespan(configurations[best].shape, M, N, sm_count)) {
+            const long long candidate = makespan(configurations[i].shape, M, N, sm_count);
+            if (candidate < best_makespan) {
                 best = i;
+                best_makespan = candidate;
             }
         }
         return best;
     }
+    const auto cost = [&](int i) {
+        return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);
+    };
+    long long best_cost = cost(0);
     for (int i = 1; i < count; ++i) {
-        if (cost(i) < cost(best)) {
+        const long long candidate = cost(i);
+        if (candidate < best_cost) {
             best = i;
+            best_cost = candidate;
         }
     }
     return best;

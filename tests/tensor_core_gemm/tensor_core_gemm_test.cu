@@ -362,7 +362,7 @@ TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheFewestRo
 {
     // No GPU needed: the choice is arithmetic on the shape and the SM count (132 on an H100 or H200, 66 clusters).
     // Indices into ping_pong::configurations: 0 PingPong176, 1 PingPong192, 2 Cooperative256, 3 Cooperative128,
-    // 4 SplitColumns128, 5 SplitColumns64.
+    // 4 SplitColumns128, 5 SplitColumns64, 6 SplitColumns96, 7 Cooperative144.
     using ping_pong::chosen_configuration;
     using ping_pong::configurations;
     using ping_pong::k_tile_cost;
@@ -379,20 +379,27 @@ TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheFewestRo
     EXPECT_EQ(chosen_configuration(4096, 14336, 132), 0);  // 3520, 3648, 3584
     EXPECT_EQ(chosen_configuration(2048, 2048, 132), 2);   // 16 x 8 = 128 tiles of 128 x 256 >= 118.8: one wave
     // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
-    // row: 2432 for 64 x 64, 3648 for 64 x 128, 4864 for 128 x 128) and the product's beyond (8192 for 128 x 256).
+    // row: 2432 for 64 x 64, 3040 for 64 x 96, 3648 for 64 x 128, 4864 for 128 x 128, 5168 for 128 x 144) and the
+    // product's beyond (8192 for 128 x 256).
     EXPECT_EQ(k_tile_cost(configurations[5].shape), 2432);
+    EXPECT_EQ(k_tile_cost(configurations[6].shape), 3040);
     EXPECT_EQ(k_tile_cost(configurations[4].shape), 3648);
     EXPECT_EQ(k_tile_cost(configurations[3].shape), 4864);
+    EXPECT_EQ(k_tile_cost(configurations[7].shape), 5168);
     EXPECT_EQ(k_tile_cost(configurations[2].shape), 8192);
     EXPECT_EQ(k_tile_cost(configurations[0].shape), 5776);
     EXPECT_EQ(chosen_configuration(512, 512, 132), 5);     // 64 of 64 x 64 in one round
     EXPECT_EQ(chosen_configuration(1, 1, 132), 5);
     EXPECT_EQ(rounds_of(configurations[5].shape, 768, 768, 132), 2);  // 144 of 64 x 64: a second round for 12
-    EXPECT_EQ(chosen_configuration(768, 768, 132), 4);     // 64 x 128 once (3648), not 64 x 64 twice (4864)
+    EXPECT_EQ(chosen_configuration(640, 640, 132), 5);     // 100 of 64 x 64 in one round (2432)
+    EXPECT_EQ(chosen_configuration(768, 768, 132), 6);     // 48 places of 64 x 96 once (3040), not 64 x 128 (3648)
+    EXPECT_EQ(rounds_of(configurations[6].shape, 1024, 1024, 132), 2);  // 88 places of 64 x 96
     EXPECT_EQ(chosen_configuration(1024, 1024, 132), 4);   // 64 places of 64 x 128 in one round
     EXPECT_EQ(chosen_configuration(1024, 2048, 132), 3);   // 64 places of 128 x 128 in one round
     EXPECT_EQ(chosen_configuration(1152, 1152, 132), 3);   // 45 places of 128 x 128; 64 x 128 would take two rounds
-    EXPECT_EQ(chosen_configuration(1536, 1536, 132), 0);   // 54 places of 128 x 176 (5776) before 128 x 256 (8192)
+    EXPECT_EQ(chosen_configuration(1280, 1280, 132), 3);   // 50 places of 128 x 128 (4864) before 128 x 144 (5168)
+    EXPECT_EQ(rounds_of(configurations[7].shape, 1536, 1536, 132), 1);  // 66 places of 128 x 144: every SM one tile
+    EXPECT_EQ(chosen_configuration(1536, 1536, 132), 7);   // 128 x 144 (5168) before 128 x 176 (5776)
     EXPECT_EQ(chosen_configuration(1792, 1792, 132), 2);   // 49 places of 128 x 256; 128 x 176 would take two rounds
     EXPECT_EQ(chosen_configuration(8192, 8192, 1), 2);     // one SM, one cluster: no last wave to fill, fewest edges
     EXPECT_EQ(chosen_configuration(int_max, int_max, 132), 2);  // places and costs counted without overflow
