@@ -54,9 +54,9 @@ std::vector<KernelEntry> cluster_split_kernels()
 }
 
 //! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
-//! values with 16 and 32 values a thread (and 8 in short fp32 rows, 64 in bf16 rows longer than 65536, or 16384
-//! where the memory is fast), and
-//! element-wide accesses with 16.
+//! values with 16 and 32 values a thread (16 with gamma and beta loaded ahead in blocks of up to 256 threads, 8 in
+//! RMSNorm's rows of up to 1024 values and in short fp32 rows, 64 in bf16 rows longer than 65536, or 16384 where the
+//! memory is fast), and element-wide accesses with 16.
 template <typename T>
 void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -65,15 +65,19 @@ void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& typ
     const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
     const std::string q = "stepwise::normalization::bf16_in_out::";
     const std::string t = type + ", " + q, wide = ", " + std::to_string(w);
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16>", s::norm_rows_kernel<T, s::Moments, w, 16>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16>", s::norm_rows_kernel<T, s::Moments, 1, 16>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32>", s::norm_rows_kernel<T, s::Moments, w, 32>, rows32));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16>", s::norm_rows_kernel<T, s::Squares, w, 16>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16>", s::norm_rows_kernel<T, s::Squares, 1, 16>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32>", s::norm_rows_kernel<T, s::Squares, w, 32>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false>", s::norm_rows_kernel<T, s::Moments, w, 16, false>, rows16));
+    if constexpr (s::parameters_ahead<T, s::Moments, w, 16>) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Moments, w, 16, true>, rows16));
+    }
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16, false>", s::norm_rows_kernel<T, s::Moments, 1, 16, false>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false>", s::norm_rows_kernel<T, s::Moments, w, 32, false>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false>", s::norm_rows_kernel<T, s::Squares, w, 16, false>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Squares, w, 16, true>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16, false>", s::norm_rows_kernel<T, s::Squares, 1, 16, false>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false>", s::norm_rows_kernel<T, s::Squares, w, 32, false>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true>", s::norm_rows_kernel<T, s::Squares, w, 8, true>, rows16));
     if constexpr (sizeof(T) == 4) {
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8>", s::norm_rows_kernel<T, s::Moments, w, 8>, rows16));
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8>", s::norm_rows_kernel<T, s::Squares, w, 8>, rows16));
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true>", s::norm_rows_kernel<T, s::Moments, w, 8, true>, rows16));
     }
     const dim3 cluster(s::cluster_block_threads);
     out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", s::cluster_norm_kernel<T, s::Moments, w, 32>,

@@ -16,11 +16,13 @@
 //! three blocks an SM. Each cluster block reserves LayerNorm's shared memory,
 //! RMSNorm's too: two fp32 blocks an SM. Threads of short rows find their row
 //! by shifts: an integer division put some 40 instructions before a warp's
-//! first load. A thread holds 8 values in fp32 rows of up to 64 and in
-//! RMSNorm's rows of up to 1024, 16 in fp32 rows of up to 8192, and 64 in
-//! rows longer than 65536 (clusters of 8 blocks take rows of up to 131072);
-//! where the DRAM is fast for the SMs (the H200), bf16 rows take each of
-//! these steps at a quarter of the length.
+//! first load. Blocks of up to 256 threads that read fp32 rows, or RMSNorm's
+//! bf16 rows, 16 bytes at a time load gamma and beta with the row, not after
+//! its statistics: the write then waits for no load. A thread holds 8 values
+//! in fp32 rows of up to 64 and in RMSNorm's rows of up to 1024, 16 in fp32
+//! rows of up to 8192, and 64 in rows longer than 65536 (clusters of 8
+//! blocks take rows of up to 131072); where the DRAM is fast for the SMs
+//! (the H200), bf16 rows take each of these steps at a quarter of the length.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -33,7 +35,6 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
-#include <mutex>
 #include <tuple>
 #include <type_traits>
 
@@ -85,17 +86,16 @@ inline int values_per_thread(int num_cols, Memory memory)
     return length <= (sizeof(T) == 4 ? 8192 : 4096) ? 16 : 32;
 }
 
-//! @brief The current device's Memory, asked once per device (`usual` where the runtime cannot tell).
+//! @brief The current device's Memory, asked once per device and host thread, so that a launch takes no lock (`usual`
+//!        where the runtime cannot tell).
 inline Memory memory_of_current_device()
 {
-    static std::mutex mutex;
-    static std::map<int, Memory> known;
+    thread_local std::map<int, Memory> known;
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) {
         (void)cudaGetLastError();
         return Memory::usual;
     }
-    const std::lock_guard<std::mutex> lock(mutex);
     const auto [entry, unknown] = known.try_emplace(device, Memory::usual);
     if (!unknown) {
         return entry->second;
@@ -221,6 +221,14 @@ constexpr int row_min_blocks = short_bf16_layer_norm<T, Stats, Width, Values> ? 
 template <typename T, typename Stats, int Width, int Values>
 constexpr int row_max_threads =
     short_bf16_layer_norm<T, Stats, Width, Values> ? short_rows_block : max_block_threads<Values>;
+
+//! @brief Whether the row kernel loads its chunks of gamma (and beta) with the row, before the statistics, so that the
+//!        write waits for no load: where they fit in registers beside the row (16-byte accesses, at most 16 values a
+//!        thread, blocks of at most `parameters_ahead_threads`). Not in LayerNorm's bf16 rows of 16 values, whose five
+//!        blocks an SM leave no registers for them.
+template <typename T, typename Stats, int Width, int Values>
+constexpr bool parameters_ahead = Width > 1 && Values <= 16 && !short_bf16_layer_norm<T, Stats, Width, Values>;
+constexpr int parameters_ahead_threads = 256;
 
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
@@ -548,19 +556,50 @@ __device__ __forceinline__ int load_slice(float (&x)[Values], const T* d_row, co
     return count;
 }
 
-//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds.
+//! @brief gamma's and beta's chunks of the columns of a thread's values.
+template <typename T, int Width, int Values>
+struct Parameters {
+    Chunk<T, Width> gamma[Values / Width], beta[Values / Width];
+};
+
+//! @brief Loads gamma's (and beta's) chunks of the thread's columns; those past the row's end stay 0.
+template <typename T, bool WithBeta, int Width, int Values>
+__device__ __forceinline__ void load_parameters(Parameters<T, Width, Values>& p, const Args<T>& args, const Place& at)
+{
+#pragma unroll
+    for (int a = 0; a < Values / Width; ++a) {
+        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
+        p.gamma[a] = Chunk<T, Width>{};
+        p.beta[a] = Chunk<T, Width>{};
+        if (col < args.num_cols) {
+            p.gamma[a] = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
+            if constexpr (WithBeta) {
+                p.beta[a] = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
+            }
+        }
+    }
+}
+
+//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds, with gamma and beta from `ahead`
+//!        (load_parameters()) or, where it is nullptr, loaded here.
 template <typename T, bool WithBeta, int Width, int Values>
 __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args<T>& args, std::size_t row_offset,
-                                            const Place& at, bool row_valid, Row r)
+                                            const Place& at, bool row_valid, Row r,
+                                            const Parameters<T, Width, Values>* ahead = nullptr)
 {
 #pragma unroll
     for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         if (row_valid && col < args.num_cols) {
-            const Chunk<T, Width> gamma = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
-            Chunk<T, Width> beta{};
-            if constexpr (WithBeta) {
-                beta = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
+            Chunk<T, Width> gamma, beta{};
+            if (ahead != nullptr) {
+                gamma = ahead->gamma[a];
+                beta = ahead->beta[a];
+            } else {
+                gamma = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
+                if constexpr (WithBeta) {
+                    beta = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
+                }
             }
             float g[Width], b[Width];
             widen(gamma, g);
@@ -587,11 +626,13 @@ __device__ __forceinline__ void write_row(const Args<T>& args, std::int64_t row,
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
-//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
-template <typename T, typename Stats, int Width, int Values>
-static __global__ void
-    __launch_bounds__(row_max_threads<T, Stats, Width, Values>, row_min_blocks<T, Stats, Width, Values>)
-        norm_rows_kernel(Args<T> args, int group_threads)
+//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm). `ParametersAhead`: gamma
+//!        and beta are loaded with the row (parameters_ahead), in blocks of at most `parameters_ahead_threads`.
+template <typename T, typename Stats, int Width, int Values, bool ParametersAhead>
+static __global__ void __launch_bounds__(ParametersAhead ? parameters_ahead_threads
+                                                         : row_max_threads<T, Stats, Width, Values>,
+                                         row_min_blocks<T, Stats, Width, Values>)
+    norm_rows_kernel(Args<T> args, int group_threads)
 {
     __shared__ GroupScratch scratch;
     const int lanes_log2 = __ffs(group_threads) - 1;  // rows of a power of two of lanes: shifts, not a division
@@ -604,13 +645,18 @@ static __global__ void
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * args.num_cols;
     float x[Values];
     const int count = load_slice<T, Width, Values>(x, args.d_in + row_offset, at, args.num_cols, row_valid);
+    constexpr bool with_beta = std::is_same_v<Stats, Moments>;
+    Parameters<T, Width, Values> parameters;
+    if constexpr (ParametersAhead) {
+        load_parameters<T, with_beta>(parameters, args, at);
+    }
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
     const Stats s = group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch,
                                                               Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
-    store_slice<T, std::is_same_v<Stats, Moments>, Width, Values>(x, args, row_offset, at, row_valid, r);
+    store_slice<T, with_beta>(x, args, row_offset, at, row_valid, r, ParametersAhead ? &parameters : nullptr);
     if (row_valid && at.lane == 0) {
         write_row(args, at.row, r);
     }
@@ -860,18 +906,16 @@ inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& clus
 
 //! @brief How many clusters of `cluster_blocks` blocks of `block_threads` threads the current device holds at once:
 //!        0 where it launches no clusters or the kernel was not built for sm_90 or newer. The runtime is asked once
-//!        per device and shape (a launch would otherwise pay for its queries), and the kernel's shared-memory limit
-//!        is raised to its largest blocks' on each device.
+//!        per device, shape and host thread (a launch would otherwise pay for its queries, or for a lock), and the
+//!        kernel's shared-memory limit is raised to its largest blocks' on each device.
 template <typename T, typename Stats, int Width, int Values>
 inline int active_clusters(int cluster_blocks, int block_threads)
 {
-    static std::mutex mutex;
-    static std::map<std::tuple<int, int, int>, int> known;  // (device, cluster_blocks, block_threads) -> clusters
+    thread_local std::map<std::tuple<int, int, int>, int> known;  // (device, cluster_blocks, block_threads) -> clusters
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) {
         return 0;
     }
-    const std::lock_guard<std::mutex> lock(mutex);
     const auto [entry, unknown] = known.try_emplace({device, cluster_blocks, block_threads}, 0);
     if (!unknown) {
         return entry->second;
@@ -966,7 +1010,13 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     if (l.block_threads > row_max_threads<T, Stats, Width, Values>) {  // the layout outgrew the kernel's bounds
         return cudaErrorInvalidConfiguration;
     }
-    norm_rows_kernel<T, Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
+    if constexpr (parameters_ahead<T, Stats, Width, Values>) {
+        if (l.block_threads <= parameters_ahead_threads) {
+            norm_rows_kernel<T, Stats, Width, Values, true><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
+            return cudaGetLastError();
+        }
+    }
+    norm_rows_kernel<T, Stats, Width, Values, false><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
     return cudaGetLastError();
 }
 
