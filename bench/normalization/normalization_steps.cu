@@ -54,7 +54,7 @@ std::vector<KernelEntry> cluster_split_kernels()
 }
 
 //! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
-//! values with 16 and 32 values a thread (16 with gamma and beta loaded ahead in blocks of up to 256 threads, 8 in
+//! values with 16 and 32 values a thread (16 with gamma and beta loaded ahead in rows of up to 128 threads, 8 in
 //! RMSNorm's rows of up to 1024 values and in short fp32 rows, 64 in bf16 rows longer than 65536, or 16384 where the
 //! memory is fast), and element-wide accesses with 16.
 template <typename T>

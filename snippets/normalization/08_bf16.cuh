@@ -16,9 +16,9 @@
 //! three blocks an SM. Each cluster block reserves LayerNorm's shared memory,
 //! RMSNorm's too: two fp32 blocks an SM. Threads of short rows find their row
 //! by shifts: an integer division put some 40 instructions before a warp's
-//! first load. Blocks of up to 256 threads that read fp32 rows, or RMSNorm's
-//! bf16 rows, 16 bytes at a time load gamma and beta with the row, not after
-//! its statistics: the write then waits for no load. A thread holds 8 values
+//! first load. Rows of up to 128 threads that read fp32, or RMSNorm's bf16,
+//! 16 bytes at a time load gamma and beta with the row, not after its
+//! statistics: the write then waits for no load. A thread holds 8 values
 //! in fp32 rows of up to 64 and in RMSNorm's rows of up to 1024, 16 in fp32
 //! rows of up to 8192, and 64 in rows longer than 65536 (clusters of 8
 //! blocks take rows of up to 131072); where the DRAM is fast for the SMs
@@ -224,11 +224,12 @@ constexpr int row_max_threads =
 
 //! @brief Whether the row kernel loads its chunks of gamma (and beta) with the row, before the statistics, so that the
 //!        write waits for no load: where they fit in registers beside the row (16-byte accesses, at most 16 values a
-//!        thread, blocks of at most `parameters_ahead_threads`). Not in LayerNorm's bf16 rows of 16 values, whose five
-//!        blocks an SM leave no registers for them.
+//!        thread), in rows of at most `parameters_ahead_row_threads` threads (the short rows' blocks of 256 hold
+//!        several). Not in LayerNorm's bf16 rows of 16 values, whose five blocks an SM leave no registers for them; nor
+//!        in rows of more threads, whose block-wide reductions need the blocks an SM that those registers cost.
 template <typename T, typename Stats, int Width, int Values>
 constexpr bool parameters_ahead = Width > 1 && Values <= 16 && !short_bf16_layer_norm<T, Stats, Width, Values>;
-constexpr int parameters_ahead_threads = 256;
+constexpr int parameters_ahead_row_threads = 128;
 
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
@@ -627,9 +628,9 @@ __device__ __forceinline__ void write_row(const Args<T>& args, std::int64_t row,
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
 //!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm). `ParametersAhead`: gamma
-//!        and beta are loaded with the row (parameters_ahead), in blocks of at most `parameters_ahead_threads`.
+//!        and beta are loaded with the row (parameters_ahead), in blocks of at most `short_rows_block` threads.
 template <typename T, typename Stats, int Width, int Values, bool ParametersAhead>
-static __global__ void __launch_bounds__(ParametersAhead ? parameters_ahead_threads
+static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
                                                          : row_max_threads<T, Stats, Width, Values>,
                                          row_min_blocks<T, Stats, Width, Values>)
     norm_rows_kernel(Args<T> args, int group_threads)
@@ -1011,7 +1012,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
         return cudaErrorInvalidConfiguration;
     }
     if constexpr (parameters_ahead<T, Stats, Width, Values>) {
-        if (l.block_threads <= parameters_ahead_threads) {
+        if (l.group_threads <= parameters_ahead_row_threads) {
             norm_rows_kernel<T, Stats, Width, Values, true><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
             return cudaGetLastError();
         }
