@@ -8,30 +8,29 @@
 
 namespace stepwise {
 
-Sampler::Sampler(cudaStream_t stream, std::size_t l2_bytes, const Nvml& nvml, StoppingRule rule,
-                 double throttle_threshold, int warmup_samples)
-    : stream_(stream), nvml_(nvml), rule_(rule), throttle_threshold_(throttle_threshold),
-      warmup_samples_(warmup_samples), l2_flush_(2 * l2_bytes)
+EventTimer::EventTimer(cudaStream_t stream) : stream_(stream)
 {
     STEPWISE_CUDA_CHECK(cudaEventCreate(&start_));
-    STEPWISE_CUDA_CHECK(cudaEventCreate(&stop_));
+    if (const cudaError_t error = cudaEventCreate(&stop_); error != cudaSuccess) {
+        cudaEventDestroy(start_);
+        STEPWISE_CUDA_CHECK(error);
+    }
 }
 
-Sampler::~Sampler()
+EventTimer::~EventTimer()
 {
     cudaEventDestroy(start_);
     cudaEventDestroy(stop_);
 }
 
-double Sampler::one_sample(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
-                           const std::function<cudaError_t()>& launch)
+double EventTimer::sample_ms(const std::string& what, const std::function<cudaError_t()>& launch, int launches,
+                             void* d_flush, std::size_t flush_bytes, int flush_value)
 {
-    reset();
-    if (mode.flush_l2 && l2_flush_.size() > 0) {
-        STEPWISE_CUDA_CHECK(cudaMemsetAsync(l2_flush_.data(), 0, l2_flush_.bytes(), stream_));
+    if (flush_bytes > 0) {
+        STEPWISE_CUDA_CHECK(cudaMemsetAsync(d_flush, flush_value, flush_bytes, stream_));
     }
     STEPWISE_CUDA_CHECK(cudaEventRecord(start_, stream_));
-    for (int i = 0; i < mode.launches_per_sample; ++i) {
+    for (int i = 0; i < launches; ++i) {
         if (const cudaError_t error = launch(); error != cudaSuccess) {
             throw CudaError(error, what + ": launch failed: " + cudaGetErrorName(error) + " (" +
                                        cudaGetErrorString(error) + ")");
@@ -42,7 +41,22 @@ double Sampler::one_sample(const std::string& what, const TimingMode& mode, cons
     STEPWISE_CUDA_CHECK(cudaGetLastError());
     float elapsed_ms = 0;
     STEPWISE_CUDA_CHECK(cudaEventElapsedTime(&elapsed_ms, start_, stop_));
-    return static_cast<double>(elapsed_ms) / mode.launches_per_sample;
+    return static_cast<double>(elapsed_ms) / launches;
+}
+
+Sampler::Sampler(cudaStream_t stream, std::size_t l2_bytes, const Nvml& nvml, StoppingRule rule,
+                 double throttle_threshold, int warmup_samples)
+    : nvml_(nvml), rule_(rule), throttle_threshold_(throttle_threshold), warmup_samples_(warmup_samples),
+      l2_flush_(2 * l2_bytes), timer_(stream)
+{
+}
+
+double Sampler::one_sample(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
+                           const std::function<cudaError_t()>& launch)
+{
+    reset();
+    const std::size_t flush_bytes = mode.flush_l2 ? l2_flush_.bytes() : 0;
+    return timer_.sample_ms(what, launch, mode.launches_per_sample, l2_flush_.data(), flush_bytes);
 }
 
 RowTiming Sampler::time(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,

@@ -49,12 +49,31 @@ struct RowTiming {
     std::optional<ClockSummary> sm_clock;  //!< unset without NVML
 };
 
+//! @brief CUDA events around launches on one stream: one sample at a time.
+class EventTimer {
+public:
+    explicit EventTimer(cudaStream_t stream);
+    ~EventTimer();
+    EventTimer(const EventTimer&) = delete;
+    EventTimer& operator=(const EventTimer&) = delete;
+
+    //! @brief Writes `flush_value` over `flush_bytes` at `d_flush` (nothing where 0), then times `launches`
+    //!        back-to-back calls of `launch` between two events; the time per call, in ms.
+    //! @throws CudaError naming `what` when a launch or a CUDA call fails
+    double sample_ms(const std::string& what, const std::function<cudaError_t()>& launch, int launches,
+                     void* d_flush, std::size_t flush_bytes, int flush_value = 0);
+
+private:
+    cudaStream_t stream_;
+    cudaEvent_t start_ = nullptr;
+    cudaEvent_t stop_ = nullptr;
+};
+
 //! @brief Takes samples until the stopping rule is met, on one stream, for the whole run.
 class Sampler {
 public:
     Sampler(cudaStream_t stream, std::size_t l2_bytes, const Nvml& nvml, StoppingRule rule,
             double throttle_threshold, int warmup_samples);
-    ~Sampler();
     Sampler(const Sampler&) = delete;
     Sampler& operator=(const Sampler&) = delete;
 
@@ -88,14 +107,12 @@ private:
     double one_sample(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,
                       const std::function<cudaError_t()>& launch);
 
-    cudaStream_t stream_;
     const Nvml& nvml_;
     StoppingRule rule_;
     double throttle_threshold_;
     int warmup_samples_;
     DeviceBuffer<unsigned char> l2_flush_;
-    cudaEvent_t start_ = nullptr;
-    cudaEvent_t stop_ = nullptr;
+    EventTimer timer_;
     double highest_clock_mhz_ = 0;
     RowObserver observer_;
 };

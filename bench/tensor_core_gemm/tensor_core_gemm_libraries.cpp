@@ -1,11 +1,13 @@
 #include "tensor_core_gemm/tensor_core_gemm_libraries.hpp"
 
 #include "core/cuda_check.hpp"
+#include "core/sampler.hpp"
 #include "core/statistics.hpp"
 
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 
 namespace stepwise::tensor_core_gemm {
 
@@ -17,24 +19,14 @@ std::vector<double> median_ms_in_turn(const std::vector<std::function<cudaError_
             STEPWISE_CUDA_CHECK(launch());
         }
     }
-    cudaEvent_t start = nullptr, stop = nullptr;
-    STEPWISE_CUDA_CHECK(cudaEventCreate(&start));
-    STEPWISE_CUDA_CHECK(cudaEventCreate(&stop));
+    EventTimer timer(stream);
     std::vector<std::vector<double>> samples(launches.size());
     for (int round = 0; round < rule.samples; ++round) {
         for (std::size_t i = 0; i < launches.size(); ++i) {
-            STEPWISE_CUDA_CHECK(cudaMemsetAsync(d_flush, round & 0xFF, flush_bytes, stream));
-            STEPWISE_CUDA_CHECK(cudaEventRecord(start, stream));
-            STEPWISE_CUDA_CHECK(launches[i]());
-            STEPWISE_CUDA_CHECK(cudaEventRecord(stop, stream));
-            STEPWISE_CUDA_CHECK(cudaEventSynchronize(stop));
-            float ms = 0;
-            STEPWISE_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-            samples[i].push_back(ms);
+            samples[i].push_back(
+                timer.sample_ms("candidate " + std::to_string(i), launches[i], 1, d_flush, flush_bytes, round & 0xFF));
         }
     }
-    STEPWISE_CUDA_CHECK(cudaEventDestroy(start));
-    STEPWISE_CUDA_CHECK(cudaEventDestroy(stop));
     std::vector<double> medians;
     for (const std::vector<double>& s : samples) {
         medians.push_back(summarize(s).median_ms);

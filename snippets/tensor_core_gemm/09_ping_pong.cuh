@@ -1128,31 +1128,11 @@ constexpr long long k_tile_cost(TileShape shape)
     return std::max(19LL * (shape.bm + shape.bn), 1LL * shape.bm * shape.bn / 4);
 }
 
-//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs (an index into `configurations`).
-//!        Where 128 x 256 tiles give at least 90% of the SMs one, the large configuration whose waves cost least
-//!        (ping-pong first on a tie, as it hides the epilogue). Else, where the rounds are few and the loads set
-//!        their pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two
-//!        of smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the
-//!        smaller (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
-inline int chosen_configuration(int M, int N, int sm_count)
+//! @brief The first of the first `count` configurations of least `cost(i)`.
+template <class Cost>
+inline int cheapest_of(int count, Cost cost)
 {
-    constexpr int count = static_cast<int>(sizeof(configurations) / sizeof(configurations[0]));
-    const auto tiles = [&](TileShape s) { return static_cast<long long>(tiles_of(M, s.bm)) * tiles_of(N, s.bn); };
     int best = 0;
-    if (10 * tiles(configurations[2].shape) >= 9LL * sm_count) {
-        long long best_makespan = makespan(configurations[0].shape, M, N, sm_count);
-        for (int i = 1; i <= 2; ++i) {
-            const long long candidate = makespan(configurations[i].shape, M, N, sm_count);
-            if (candidate < best_makespan) {
-                best = i;
-                best_makespan = candidate;
-            }
-        }
-        return best;
-    }
-    const auto cost = [&](int i) {
-        return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);
-    };
     long long best_cost = cost(0);
     for (int i = 1; i < count; ++i) {
         const long long candidate = cost(i);
@@ -1162,6 +1142,25 @@ inline int chosen_configuration(int M, int N, int sm_count)
         }
     }
     return best;
+}
+
+//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs (an index into `configurations`).
+//!        Where 128 x 256 tiles give at least 90% of the SMs one, the large configuration whose waves cost least
+//!        (ping-pong first on a tie, as it hides the epilogue). Else, where the rounds are few and the loads set
+//!        their pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two
+//!        of smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the
+//!        smaller (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
+inline int chosen_configuration(int M, int N, int sm_count)
+{
+    constexpr int count = static_cast<int>(sizeof(configurations) / sizeof(configurations[0]));
+    constexpr int large = 3;  // PingPong176, PingPong192, Cooperative256
+    const TileShape widest = configurations[large - 1].shape;
+    if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
+        return cheapest_of(large, [&](int i) { return makespan(configurations[i].shape, M, N, sm_count); });
+    }
+    return cheapest_of(count, [&](int i) {
+        return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);
+    });
 }
 
 //! @brief C = A B in bf16 with fp32 accumulation, any shape.
