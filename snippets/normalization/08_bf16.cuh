@@ -563,6 +563,18 @@ struct Parameters {
     Chunk<T, Width> gamma[Values / Width], beta[Values / Width];
 };
 
+//! @brief gamma's (and beta's: 0 without) chunk at column `col`.
+template <typename T, bool WithBeta, int Width>
+__device__ __forceinline__ void load_parameter_chunk(const Args<T>& args, std::int64_t col, Chunk<T, Width>& gamma,
+                                                     Chunk<T, Width>& beta)
+{
+    gamma = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
+    beta = Chunk<T, Width>{};
+    if constexpr (WithBeta) {
+        beta = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
+    }
+}
+
 //! @brief Loads gamma's (and beta's) chunks of the thread's columns; those past the row's end stay 0.
 template <typename T, bool WithBeta, int Width, int Values>
 __device__ __forceinline__ void load_parameters(Parameters<T, Width, Values>& p, const Args<T>& args, const Place& at)
@@ -573,10 +585,7 @@ __device__ __forceinline__ void load_parameters(Parameters<T, Width, Values>& p,
         p.gamma[a] = Chunk<T, Width>{};
         p.beta[a] = Chunk<T, Width>{};
         if (col < args.num_cols) {
-            p.gamma[a] = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
-            if constexpr (WithBeta) {
-                p.beta[a] = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
-            }
+            load_parameter_chunk<T, WithBeta>(args, col, p.gamma[a], p.beta[a]);
         }
     }
 }
@@ -592,15 +601,12 @@ __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args
     for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         if (row_valid && col < args.num_cols) {
-            Chunk<T, Width> gamma, beta{};
+            Chunk<T, Width> gamma, beta;
             if (ahead != nullptr) {
                 gamma = ahead->gamma[a];
                 beta = ahead->beta[a];
             } else {
-                gamma = *reinterpret_cast<const Chunk<T, Width>*>(args.d_gamma + col);
-                if constexpr (WithBeta) {
-                    beta = *reinterpret_cast<const Chunk<T, Width>*>(args.d_beta + col);
-                }
+                load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
             }
             float g[Width], b[Width];
             widen(gamma, g);
