@@ -196,12 +196,6 @@ struct Moments {
     Squares m2;
 };
 
-//! @brief The sum of some values' differences from a shift, and the sum of their squares: reduced together.
-struct ShiftedSums {
-    float sum, squares;
-};
-__device__ __forceinline__ ShiftedSums merge(ShiftedSums a, ShiftedSums b) { return {a.sum + b.sum, a.squares + b.squares}; }
-
 //! @brief Blocks of a cluster kernel per SM that its registers must leave room for: one block's turn hides the
 //!        others' waits (LayerNorm's larger statistics take more registers; threads of 64 values leave room for 2).
 template <typename Stats, int Values>
@@ -267,10 +261,6 @@ __device__ __forceinline__ Squares shuffle_xor(Squares q, int offset, int width)
 __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
 {
     return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
-}
-__device__ __forceinline__ ShiftedSums shuffle_xor(ShiftedSums s, int offset, int width)
-{
-    return {shuffle_xor(s.sum, offset, width), shuffle_xor(s.squares, offset, width)};
 }
 
 //! @brief The squares of the values' differences from `center`, summed as they are (they may overflow or vanish).
@@ -449,7 +439,6 @@ struct GroupScratch {
     float sums[32];
     float plain_sums[32];  // of squares
     Squares squares[32];
-    ShiftedSums shifted[32];
 };
 
 //! @brief The sum of the squares of the group's differences from `center`: summed plainly over the group and scaled
@@ -509,42 +498,6 @@ __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int coun
     pad(x, count, mean);
     const Squares m2 = group_squares<Plain>(x, mean, group_threads, scratch);
     return {static_cast<float>(group_count), mean, m2};
-}
-
-//! @brief A cluster block's LayerNorm statistics in one reduction where a shifted sum is accurate: the differences
-//!        from `shift` and their squares are summed together, and the squared deviations from the mean are the
-//!        squares less sum^2 / n, where that keeps at least an eighth of the squares (at most three bits cancel) and
-//!        their sum needs no scaling. Else (a shift far from the slice's mean, equal values, a NaN) the two
-//!        reductions of group_statistics().
-template <bool Plain, int Values>
-__device__ __forceinline__ Moments block_statistics(float (&x)[Values], int count, int block_count, float shift,
-                                                    GroupScratch& scratch, Moments)
-{
-    pad(x, count, shift);
-    ShiftedSums s{0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        const float d = x[i] - shift;
-        s.sum += d;
-        s.squares += d * d;
-    }
-    s = merge_block(s, scratch.shifted, ShiftedSums{0.0f, 0.0f});
-    const float offset = s.sum / max(block_count, 1);
-    const float m2 = s.squares - s.sum * offset;
-    if (s.squares >= 0x1p-60f && s.squares <= 0x1p126f && 8.0f * m2 >= s.squares) {
-        const float scale = power_of_two_above(sqrtf(m2));
-        const float inverse = inverse_power_of_two(scale);
-        return {static_cast<float>(block_count), shift + offset, {scale, m2 * inverse * inverse}};
-    }
-    return group_statistics<Plain>(x, count, block_count, shift, static_cast<int>(blockDim.x), scratch, Moments{});
-}
-
-//! @brief RMSNorm's statistics of a cluster block: group_statistics()'s one reduction.
-template <bool Plain, int Values>
-__device__ __forceinline__ Squares block_statistics(float (&x)[Values], int count, int block_count, float shift,
-                                                    GroupScratch& scratch, Squares)
-{
-    return group_statistics<Plain>(x, count, block_count, shift, static_cast<int>(blockDim.x), scratch, Squares{});
 }
 
 //! @brief What the kernels read and write. RMSNorm has no `d_beta`, `d_mean` or `d_rstd` (nullptr).
@@ -799,8 +752,9 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
             }
         }
         const float shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
+        const int threads = static_cast<int>(blockDim.x);
         constexpr bool plain = plain_squares<T, Width>;
-        const Stats block = block_statistics<plain>(x, thread_count, count, shift, scratch[half], Stats{});
+        const Stats block = group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
