@@ -20,12 +20,13 @@ bool launcher_picks(int M, int N)
     return p::configurations[p::chosen_configuration(M, N, sms)].gemm == &p::gemm_with<Cfg>;
 }
 
-template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
+template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
 AutotuneCandidate candidate()
 {
-    using Cfg = p::Config<BM, BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M, PING_PONG>;
+    using Cfg = p::Config<BM, BN, STAGES, CLUSTER_M, CLUSTER_N, GROUP_M, PING_PONG, CONSUMERS>;
     AutotuneCandidate c;
-    c.id = std::string(PING_PONG ? "pingpong" : "coop") + "_bm" + std::to_string(BM) + "_bn" + std::to_string(BN) +
+    c.id = std::string(PING_PONG ? "pingpong" : CONSUMERS == 2 ? "coop" : "coop" + std::to_string(CONSUMERS)) +
+           "_bm" + std::to_string(BM) + "_bn" + std::to_string(BN) +
            "_s" + std::to_string(STAGES) + "_c" + std::to_string(CLUSTER_M) + "x" + std::to_string(CLUSTER_N) + "_g" +
            std::to_string(GROUP_M);
     c.config = {{"schedule", PING_PONG ? "ping-pong" : "cooperative"},
@@ -66,6 +67,7 @@ const std::vector<AutotuneCandidate>& autotune_candidates()
         candidate<128, 128, 6, 2, 1, 8, false>(),   // Cooperative128
         candidate<128, 144, 5, 2, 1, 8, false>(),   // Cooperative144
         candidate<128, 144, 5, 1, 1, 8, false>(),
+        candidate<192, 192, 4, 2, 1, 8, false, 3>(),  // ThreeConsumers192
         candidate<64, 128, 8, 2, 1, 8, false>(),    // SplitColumns128
         candidate<64, 128, 8, 1, 1, 8, false>(),
         candidate<64, 128, 6, 2, 1, 8, false>(),

@@ -142,25 +142,27 @@ const std::vector<Step>& steps()
           persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 128, 6, 2, 1, 8> >"),
           persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))}},
-        {"09_ping_pong", "Ping-pong consumers, tiles of 176 or 192 columns, split columns for small problems",
+        {"09_ping_pong", "Ping-pong consumers, tiles of 176 or 192 columns, split columns for small problems, three consumers of 192 x 192",
          "snippets/tensor_core_gemm/09_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
          ping_pong::requirement, ping_pong::requirement_met, 1, 1, 1, ping_pong::gemm,
          {ping_pong_kernel<ping_pong::PingPong176>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 176, 5, 2, 1, 8, true> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 176, 5, 2, 1, 8, true, 2> >"),
           ping_pong_kernel<ping_pong::PingPong192>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 192, 5, 2, 1, 8, true> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 192, 5, 2, 1, 8, true, 2> >"),
           ping_pong_kernel<ping_pong::Cooperative256>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 256, 4, 2, 1, 8, false> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 256, 4, 2, 1, 8, false, 2> >"),
           ping_pong_kernel<ping_pong::Cooperative128>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 128, 6, 2, 1, 8, false> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 128, 6, 2, 1, 8, false, 2> >"),
           ping_pong_kernel<ping_pong::SplitColumns128>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 128, 8, 2, 1, 8, false> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 128, 8, 2, 1, 8, false, 2> >"),
           ping_pong_kernel<ping_pong::SplitColumns64>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 64, 8, 1, 1, 8, false> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 64, 8, 1, 1, 8, false, 2> >"),
           ping_pong_kernel<ping_pong::SplitColumns96>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 96, 8, 2, 1, 8, false> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 96, 8, 2, 1, 8, false, 2> >"),
           ping_pong_kernel<ping_pong::Cooperative144>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 144, 5, 2, 1, 8, false> >"),
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 144, 5, 2, 1, 8, false, 2> >"),
+          ping_pong_kernel<ping_pong::ThreeConsumers192>(
+              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<192, 192, 4, 2, 1, 8, false, 3> >"),
           kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
     };
     return all;

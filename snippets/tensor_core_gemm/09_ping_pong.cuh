@@ -24,7 +24,9 @@
 //! tiles and one the halves its cluster shares, so that neither's copies
 //! wait for the other's to be issued; and a consumer's epilogue no longer
 //! waits on stores before it has issued any, nor works out where its tile
-//! lies (the compiler had moved those divisions there).
+//! lies (the compiler had moved those divisions there). Where few rounds of
+//! tiles cover C (2112^3 to 4097^3), three consumers share a 192 x 192 tile:
+//! it loads a fifth less per product than 128 x 192, and takes fewer rounds.
 //! The rest (TMA loads, multicast in clusters of two, the persistent
 //! schedule, padded copies of rows the TMA cannot address) is step 8's.
 #pragma once
@@ -50,10 +52,14 @@ constexpr int WGM = 64;  // wgmma's M: rows of one wgmma
 //!        `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile, two horizontally adjacent
 //!        ones A's, each block loading half of it for both), clusters visited in groups of `group_m` cluster rows.
 //!        With `PING_PONG` each of the two consumer warpgroups owns whole tiles (128 x BN), taking the block's tiles
-//!        in turn; without, both work on every tile: 64 rows each (BM = 128), or half the columns each (BM = 64).
-template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
+//!        in turn; without, all work on every tile: 64 rows each (BM = 64 x `CONSUMERS`), or, two of them, half the
+//!        columns each (BM = 64).
+template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
 struct Config {
-    static constexpr int consumers = 2;
+    static constexpr int consumers = CONSUMERS;
+    //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block (multiples of 8).
+    static constexpr int producer_registers = 40;
+    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / CONSUMERS / 8 * 8;  // 232, 152
     static constexpr bool ping_pong = PING_PONG;
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -62,7 +68,7 @@ struct Config {
     static constexpr int cluster_n = CLUSTER_N;
     static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
     static constexpr int group_m = GROUP_M;
-    static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
+    static constexpr int threads = (CONSUMERS + 1) * 128;  // the consumers and one producer warpgroup
     //! A consumer's part of a tile: all of it (ping-pong), its 64 rows (BM = 128), or half its columns (BM = 64).
     static constexpr int consumer_m = PING_PONG ? BM : WGM;
     static constexpr int consumer_n = !PING_PONG && BM == WGM ? BN / 2 : BN;
@@ -75,16 +81,20 @@ struct Config {
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
     //! Cooperative: step 8's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
+    //! the other (three consumers keep one each, which leaves room for a fourth stage of their 192 x 192 tiles);
+    //! parts of columns that are no multiple of 64 leave in one round of boxes of 16.
     static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
     static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
-    static constexpr int out_buffers = consumer_n / round_cols < 2 ? 1 : 2;
+    static constexpr int out_buffers = consumer_n / round_cols < 2 || CONSUMERS > 2 ? 1 : 2;
     static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
     //! The stages, the staging areas of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
-    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 : BM == WGM || BM == 2 * WGM,
-                  "ping-pong: 128 x BN a consumer, BN accumulators a thread within its 232 registers");
+    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 && CONSUMERS == 2
+                            : BM == CONSUMERS * WGM ? CONSUMERS == 2 || (CONSUMERS == 3 && BN <= 192)
+                                                    : BM == WGM && CONSUMERS == 2,
+                  "ping-pong: 128 x BN a consumer, BN accumulators a thread in its 232 registers; cooperative: 64 "
+                  "rows a consumer (three: BN / 2 accumulators in 152), or two halves of 64 x BN");
     static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
                       consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
                   "wgmma_64xNx16 exists for these");
@@ -95,9 +105,6 @@ struct Config {
     static_assert((BN / CLUSTER_M) % 8 == 0 && (BM / CLUSTER_N) % 8 == 0, "halves of whole 8-row swizzle atoms");
     static_assert(smem_bytes <= 227 * 1024, "the stages fit in a block's shared memory");
 };
-
-constexpr int producer_registers = 40;  // setmaxnreg: 40 * 128 + 2 * 232 * 128 <= 65536
-constexpr int consumer_registers = 232;
 
 //! @brief Whether `p` is a multiple of `bytes` (cudaMalloc's buffers are 256-byte aligned).
 inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
@@ -611,7 +618,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
     __shared__ std::uint64_t full[stages];   // a stage's tiles have landed
     __shared__ std::uint64_t empty[stages];  // the consumers that read a stage, in every block of the cluster, are done
     const int t = threadIdx.x;
-    const int group = t / 128;  // 0: the producer; 1, 2: the consumers
+    const int group = t / 128;  // 0: the producer; 1 on: the consumers
     const unsigned rank = cluster_rank();
     const int k_tiles = tiles_of(K, BK);
     const TileSchedule schedule{tiles_of(tiles_of(M, BM), Cfg::cluster_m), tiles_of(tiles_of(N, BN), Cfg::cluster_n),
@@ -656,7 +663,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
     cluster_arrive_relaxed();
 
     if (group == 0) {
-        setmaxnreg_dec<producer_registers>();
+        setmaxnreg_dec<Cfg::producer_registers>();
         // Two threads of different warps load, so that neither waits for the other: thread 0 the tiles this block
         // loads alone (it also announces each stage's bytes), thread 32 the halves the cluster's two blocks share.
         const bool own_loader = t == 0;
@@ -692,7 +699,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
             }
         }
     } else {
-        setmaxnreg_inc<consumer_registers>();
+        setmaxnreg_inc<Cfg::consumer_registers>();
         cluster_wait();
         const int consumer = group - 1;
         const auto release = [&](int stage) {  // every block of the cluster writes this stage: lane c tells block c
@@ -702,8 +709,8 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         };
         // This consumer's part of a stage, as wgmma descriptors' offsets (16-byte units; the descriptor of a tile's
         // start plus the offset is the descriptor of the slice there): its rows of A, its rows of B.
-        const int row_offset = Cfg::ping_pong ? 0 : consumer * (BM - WGM);  // in the tile: 0 or 64 (cooperative)
-        const int col_offset = consumer * (BN - CN);                          // 0, or BN / 2 (columns split)
+        const int row_offset = Cfg::ping_pong || BM == WGM ? 0 : consumer * WGM;  // 0, 64, 128 (cooperative)
+        const int col_offset = consumer * (BN - CN);                                // 0, or BN / 2 (columns split)
         const unsigned a_offset = row_offset * BK * sizeof(bf16) / 16;
         const unsigned b_offset = col_offset * BK * sizeof(bf16) / 16;
         // Ping-pong: this consumer takes every second tile of the block, starting with tile `consumer`. It waits for
@@ -1066,7 +1073,8 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 }
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 8's cooperative 128 x 256;
+//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, step 8's cooperative 128 x 256, or
+//! three consumers of a 192 x 192 tile where that takes few rounds;
 //! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
 //! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
 //! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
@@ -1078,6 +1086,7 @@ using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
 using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
 using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
 using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
+using ThreeConsumers192 = Config<192, 192, 4, 2, 1, 8, false, 3>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
@@ -1101,7 +1110,8 @@ constexpr Configuration configuration_of()
 constexpr Configuration configurations[] = {
     configuration_of<PingPong176>(),    configuration_of<PingPong192>(),     configuration_of<Cooperative256>(),
     configuration_of<Cooperative128>(), configuration_of<SplitColumns128>(), configuration_of<SplitColumns64>(),
-    configuration_of<SplitColumns96>(), configuration_of<Cooperative144>()};
+    configuration_of<SplitColumns96>(), configuration_of<Cooperative144>(),
+    configuration_of<ThreeConsumers192>()};
 
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
@@ -1144,19 +1154,30 @@ inline int cheapest_of(int count, Cost cost)
     return best;
 }
 
+//! @brief The most rounds of the three consumers' 192 x 192 tiles the launcher runs: each round ends in an epilogue
+//!        that no other consumer hides, and over more rounds the ping-pong tiles were as fast or faster.
+constexpr long long three_consumer_rounds = 4;
+
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs (an index into `configurations`).
 //!        Where 128 x 256 tiles give at least 90% of the SMs one, the large configuration whose waves cost least
-//!        (ping-pong first on a tie, as it hides the epilogue). Else, where the rounds are few and the loads set
-//!        their pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two
-//!        of smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the
-//!        smaller (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
+//!        (ping-pong first on a tie, as it hides the epilogue), or the three consumers' 192 x 192 tile where its
+//!        waves cost no more in at most `three_consumer_rounds` rounds (3072^3: two rounds of it, three of
+//!        128 x 192, the same area; it loads a fifth less per product and ends fewer rounds). Else, where the rounds
+//!        are few and the loads set their pace, the configuration of least rounds x k_tile_cost(): one round of
+//!        larger tiles rather than two of smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles
+//!        that take one round the smaller (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
 inline int chosen_configuration(int M, int N, int sm_count)
 {
     constexpr int count = static_cast<int>(sizeof(configurations) / sizeof(configurations[0]));
-    constexpr int large = 3;  // PingPong176, PingPong192, Cooperative256
+    constexpr int large = 3;                    // PingPong176, PingPong192, Cooperative256
+    constexpr int three_consumers = count - 1;  // ThreeConsumers192
     const TileShape widest = configurations[large - 1].shape;
     if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
-        return cheapest_of(large, [&](int i) { return makespan(configurations[i].shape, M, N, sm_count); });
+        const auto waves = [&](int i) { return makespan(configurations[i].shape, M, N, sm_count); };
+        const int best = cheapest_of(large, waves);
+        const TileShape three = configurations[three_consumers].shape;
+        const bool few_rounds = rounds_of(three, M, N, sm_count) <= three_consumer_rounds;
+        return few_rounds && waves(three_consumers) <= waves(best) ? three_consumers : best;
     }
     return cheapest_of(count, [&](int i) {
         return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);

@@ -362,7 +362,7 @@ TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheFewestRo
 {
     // No GPU needed: the choice is arithmetic on the shape and the SM count (132 on an H100 or H200, 66 clusters).
     // Indices into ping_pong::configurations: 0 PingPong176, 1 PingPong192, 2 Cooperative256, 3 Cooperative128,
-    // 4 SplitColumns128, 5 SplitColumns64, 6 SplitColumns96, 7 Cooperative144.
+    // 4 SplitColumns128, 5 SplitColumns64, 6 SplitColumns96, 7 Cooperative144, 8 ThreeConsumers192.
     using ping_pong::chosen_configuration;
     using ping_pong::configurations;
     using ping_pong::k_tile_cost;
@@ -378,6 +378,18 @@ TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheFewestRo
     EXPECT_EQ(chosen_configuration(8192, 8192, 132), 1);   // 4048, 4032, 4096
     EXPECT_EQ(chosen_configuration(4096, 14336, 132), 0);  // 3520, 3648, 3584
     EXPECT_EQ(chosen_configuration(2048, 2048, 132), 2);   // 16 x 8 = 128 tiles of 128 x 256 >= 118.8: one wave
+    // Three consumers' 192 x 192 tiles where their waves cost no more in at most four rounds: 3072^3, 128 places in
+    // 2 rounds (2 x 288 = 576), as 128 x 192 in 3 (576); 4097^3, 242 in 4 (1152), as 128 x 192 in 6; 2112^3, 66 in
+    // one (288) against 128 x 176's 352. 5120^3: 378 places in 6 rounds (1728), as 128 x 192 in 9: too many rounds.
+    EXPECT_EQ(rounds_of(configurations[8].shape, 3072, 3072, 132), 2);
+    EXPECT_EQ(makespan(configurations[8].shape, 3072, 3072, 132), 576);
+    EXPECT_EQ(makespan(configurations[1].shape, 3072, 3072, 132), 576);
+    EXPECT_EQ(chosen_configuration(3072, 3072, 132), 8);
+    EXPECT_EQ(chosen_configuration(4097, 4097, 132), 8);
+    EXPECT_EQ(chosen_configuration(2112, 2112, 132), 8);
+    EXPECT_EQ(makespan(configurations[8].shape, 5120, 5120, 132), 1728);
+    EXPECT_EQ(makespan(configurations[1].shape, 5120, 5120, 132), 1728);
+    EXPECT_EQ(chosen_configuration(5120, 5120, 132), 1);
     // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
     // row: 2432 for 64 x 64, 3040 for 64 x 96, 3648 for 64 x 128, 4864 for 128 x 128, 5168 for 128 x 144) and the
     // product's beyond (8192 for 128 x 256).
@@ -421,6 +433,21 @@ TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesAB
             SCOPED_TRACE(std::string(name) + " at " + shape_text(s));
             expect_matches(s, run(gemm, s, A, B), expected, exact_tolerance(s.K));
         }
+    }
+}
+
+TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlock)
+{
+    // 3000 x 2900: 16 x 16 tiles of 192 x 192 in 128 places: on 66 clusters some blocks compute one tile and some
+    // two, so that each consumer's one staging box takes a second tile's stores; N = 2901: the threads store C.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape s : {Shape{3000, 2900, 136}, Shape{3000, 2901, 136}}) {
+        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.N);
+        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N + 1);
+        SCOPED_TRACE(shape_text(s));
+        expect_matches(s, run(ping_pong::gemm_with<ping_pong::ThreeConsumers192>, s, A, B),
+                       reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
     }
 }
 
