@@ -20,7 +20,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace stepwise::tensor_core_gemm {
@@ -417,38 +420,39 @@ TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheFewestRo
     EXPECT_EQ(chosen_configuration(int_max, int_max, 132), 2);  // places and costs counted without overflow
 }
 
-TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesABlock)
+//! Runs each named configuration at each shape on fresh random A and B and compares C with the double product.
+void expect_configurations_match(std::initializer_list<Shape> shapes,
+                                 std::initializer_list<std::pair<const char*, GemmFunction>> configurations)
 {
-    // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
-    // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
-    // share the staging area; N = 2901 takes the path where the threads store C themselves.
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
-    for (const Shape s : {Shape{3000, 2900, 72}, Shape{3000, 2901, 72}}) {
+    for (const Shape s : shapes) {
         const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.N);
         const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N + 1);
         const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
-        for (const auto& [name, gemm] : {std::pair{"PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
-                                         std::pair{"PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>}}) {
+        for (const auto& [name, gemm] : configurations) {
             SCOPED_TRACE(std::string(name) + " at " + shape_text(s));
             expect_matches(s, run(gemm, s, A, B), expected, exact_tolerance(s.K));
         }
     }
 }
 
+TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesABlock)
+{
+    // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
+    // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
+    // share the staging area; N = 2901 takes the path where the threads store C themselves.
+    expect_configurations_match({Shape{3000, 2900, 72}, Shape{3000, 2901, 72}},
+                                {{"PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
+                                 {"PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>}});
+}
+
 TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlock)
 {
     // 3000 x 2900: 16 x 16 tiles of 192 x 192 in 128 places: on 66 clusters some blocks compute one tile and some
     // two, so that each consumer's one staging box takes a second tile's stores; N = 2901: the threads store C.
-    const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    for (const Shape s : {Shape{3000, 2900, 136}, Shape{3000, 2901, 136}}) {
-        const std::vector<bf16> A = random_matrix(s.M, s.K, seed + s.N);
-        const std::vector<bf16> B = random_matrix(s.N, s.K, seed + s.N + 1);
-        SCOPED_TRACE(shape_text(s));
-        expect_matches(s, run(ping_pong::gemm_with<ping_pong::ThreeConsumers192>, s, A, B),
-                       reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
-    }
+    expect_configurations_match({Shape{3000, 2900, 136}, Shape{3000, 2901, 136}},
+                                {{"ThreeConsumers192", ping_pong::gemm_with<ping_pong::ThreeConsumers192>}});
 }
 
 // ---- cuBLAS, the baseline, on the same operation (left out of racecheck: its own kernels report hazards there) ----
