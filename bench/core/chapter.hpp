@@ -64,6 +64,8 @@ struct Sweep {
 struct Headline {
     std::int64_t n = 0;
     std::string timing, first, final;
+    //! The library baseline the front page sets beside the final step; empty: the chapter's first baseline.
+    std::string baseline = "";
 };
 
 //! @brief A chapter as the registry lists it.

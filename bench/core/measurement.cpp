@@ -239,6 +239,9 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
                              {"timing", c.headline->timing},
                              {"first", c.headline->first},
                              {"final", c.headline->final}};
+            if (!c.headline->baseline.empty()) {
+                j["headline"]["baseline"] = c.headline->baseline;
+            }
         }
         if (c.sweep) {
             nlohmann::json sizes = nlohmann::json::array();

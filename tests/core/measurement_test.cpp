@@ -141,6 +141,12 @@ TEST(Registry, EveryHeadlineNamesStepsMeasuredAtItsSizeAndTiming)
             EXPECT_NO_THROW(find_step(c, id)) << c.id << "/" << id;
             EXPECT_TRUE(measured_at(c, id, h.n)) << c.id << "/" << id << " is not measured at the headline's n " << h.n;
         }
+        if (!h.baseline.empty()) {
+            EXPECT_TRUE(std::any_of(c.baselines.begin(), c.baselines.end(),
+                                    [&](const ReferenceEntry& b) { return b.id == h.baseline; }))
+                << c.id << ": headline baseline " << h.baseline << " is not one of its baselines";
+            EXPECT_TRUE(measured_at(c, h.baseline, h.n)) << c.id << "/" << h.baseline << " at the headline's n";
+        }
     }
     // Every chapter with timed steps is on the front page.
     EXPECT_EQ(with_headline, static_cast<int>(make_chapters().size()));
@@ -177,6 +183,11 @@ TEST(Registry, JsonCarriesHeadlineAndSweep)
     ASSERT_NE(reduction, registry.at("chapters").end());
     EXPECT_EQ(reduction->at("headline").at("n"), 1 << 28);
     EXPECT_EQ(reduction->at("headline").at("final"), "17_single_pass");
+    EXPECT_FALSE(reduction->at("headline").contains("baseline"));  // its first baseline, CUB's
+    const auto gemm = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
+                                   [](const nlohmann::json& c) { return c.at("id") == "tensor_core_gemm"; });
+    ASSERT_NE(gemm, registry.at("chapters").end());
+    EXPECT_EQ(gemm->at("headline").at("baseline"), "cublaslt_gemm_bf16_best");
     const nlohmann::json& sweep = reduction->at("sweep");
     EXPECT_EQ(sweep.at("sizes").front(), 1 << 10);
     EXPECT_EQ(sweep.at("sizes").back(), 1 << 30);

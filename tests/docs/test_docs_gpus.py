@@ -180,8 +180,12 @@ def test_registry_headline_and_sweep_must_name_what_exists(project):
         (lambda c: c["headline"].update(final="09_x"), "headline.final '09_x' is not one of its steps"),
         (lambda c: c["headline"].update(timing="warm"), "headline.timing 'warm'"),
         (lambda c: c["headline"].update(n=7), "headline.first '01_naive' is not measured at headline.n = 7"),
+        (lambda c: c["headline"].update(baseline="nope"), "headline.baseline 'nope' is not one of its baselines"),
+        (lambda c: c["baselines"][0].update(sizes=[c["headline"]["n"] + 1]),
+         "headline.baseline 'lib_scale' is not measured at headline.n"),
     ]:
         registry = synth.fixture_registry()
+        registry["chapters"][0]["headline"]["baseline"] = "lib_scale"  # named, and measured at headline.n
         change(registry["chapters"][0])
         synth.write_json(project / "registry.json", registry)
         with pytest.raises(DataError, match=re.escape(needle)):
@@ -256,6 +260,19 @@ def test_headline_values(project):
     assert other.final["median_ms"] == 0.01 and other.speedup == pytest.approx(5.0)
 
 
+def test_headline_sets_the_baseline_it_names_beside_the_final_step(project):
+    """A chapter whose first baseline is not the one to set beside the final step names another (the
+    tensor-core GEMM names cuBLASLt's best, whose speed a rerun reproduces)."""
+    registry = synth.fixture_registry()
+    registry["chapters"][1]["headline"]["baseline"] = "cublas_sgemm_tf32"
+    synth.write_json(project / "registry.json", registry)
+    g = fmt.headline(load(project).primary.chapter("gemm"))
+    assert [(bid, label) for bid, label, _v in g.vs()] == [("cublas_sgemm_tf32", "cuBLAS tf32")]
+    row = g.chapter.baseline_row("cublas_sgemm_tf32", g.n, g.timing)
+    assert g.vs()[0][2] == pytest.approx(row["median_ms"] / g.final["median_ms"])
+    assert row["median_ms"] != g.chapter.baseline_row("cublas_sgemm", g.n, g.timing)["median_ms"]
+
+
 def test_headline_without_a_row_or_a_headline(project):
     edit(project / "measurements" / "fixture-gpu.json", lambda d: demo_of(d).update(
         steps=[r for r in demo_of(d)["steps"] if r["id"] != "02_vector"]))
@@ -295,6 +312,9 @@ def test_short_labels():
     assert fmt.short_baseline_label(cut, "cublas_sgeam") == "cuBLAS sgeam"
     one = SimpleNamespace(baselines=[{"id": "cub_device_reduce_sum"}])
     assert fmt.short_baseline_label(one, "cub_device_reduce_sum") == "CUB"
+    gemm = SimpleNamespace(baselines=[{"id": "cublas_gemm_bf16"}, {"id": "cublaslt_gemm_bf16_best"}])
+    assert fmt.short_baseline_label(gemm, "cublaslt_gemm_bf16_best") == "cuBLASLt best"
+    assert fmt.short_baseline_label(gemm, "cublas_gemm_bf16") == "cuBLAS"
     assert fmt.short_baseline_label(SimpleNamespace(baselines=[{"id": "lib_x"}]), "lib_x") == "lib_x"
     assert fmt.short_title("SGEMM: from one thread per element to cuBLAS") == "SGEMM"
     assert fmt.short_title("FIXTURE chapter (not real)") == "FIXTURE chapter (not real)"

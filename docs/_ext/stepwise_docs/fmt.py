@@ -266,7 +266,8 @@ def baseline_label(chapter: Chapter, baseline_id: str) -> str:
 def short_baseline_label(chapter: Chapter, baseline_id: str) -> str:
     """Like :func:`baseline_label`, but where several baselines share a library, the library and
     what sets the id apart from the others': ``cublas_sgemm`` -> ``"cuBLAS"`` and
-    ``cublas_sgemm_tf32`` -> ``"cuBLAS tf32"`` (the id where the library is unknown)."""
+    ``cublas_sgemm_tf32`` -> ``"cuBLAS tf32"`` (the id where the library is unknown); a library's
+    fastest of several algorithms keeps its ``best``: ``cublaslt_gemm_bf16_best`` -> ``"cuBLASLt best"``."""
     def library(bid: str) -> str | None:
         return LIBRARIES.get(bid.split("_", 1)[0].lower())
 
@@ -275,7 +276,7 @@ def short_baseline_label(chapter: Chapter, baseline_id: str) -> str:
         return baseline_id
     same = [b["id"] for b in chapter.baselines if library(b["id"]) == name]
     if len(same) <= 1:
-        return name
+        return f"{name} best" if baseline_id.endswith("_best") else name
     common = same[0]
     for other in same[1:]:
         while not other.startswith(common):
@@ -587,9 +588,9 @@ class Headline:
     final_id: str
     first: dict | None  # the measured rows (None: not measured)
     final: dict | None
-    #: the chapter's library baseline, the first it lists (the one that computes what its steps do:
-    #: SGEMM's second, cuBLAS in TF32, is another operation), as (id, label, its row at the same n
-    #: and timing or None); empty for a chapter without one
+    #: the chapter's library baseline, the one its headline names or else the first it lists (the one
+    #: that computes what its steps do: SGEMM's second, cuBLAS in TF32, is another operation), as
+    #: (id, label, its row at the same n and timing or None); empty for a chapter without one
     baselines: list[tuple[str, str, dict | None]] = field(default_factory=list)
 
     @property
@@ -631,7 +632,7 @@ def headline(chapter: Chapter) -> Headline | None:
     if not h:
         return None
     n, timing = h["n"], h["timing"]
+    ids = [h["baseline"]] if "baseline" in h else [b["id"] for b in chapter.baselines[:1]]
     return Headline(chapter, n, timing, h["first"], h["final"],
                     chapter.step_row(h["first"], n, timing), chapter.step_row(h["final"], n, timing),
-                    [(b["id"], short_baseline_label(chapter, b["id"]),
-                      chapter.baseline_row(b["id"], n, timing)) for b in chapter.baselines[:1]])
+                    [(bid, short_baseline_label(chapter, bid), chapter.baseline_row(bid, n, timing)) for bid in ids])

@@ -204,10 +204,12 @@ REGISTRY_SCHEMA: dict = {
         "headline": {
             "type": "object",
             "description": "the front page's row for the chapter (stepwise-summary): its first and final "
-                           "step at one size and timing",
+                           "step at one size and timing, and the library baseline set beside them (absent: "
+                           "the chapter's first)",
             "required": ["n", "timing", "first", "final"],
             "properties": {"n": {"type": "integer", "minimum": 1}, "timing": {"type": "string"},
-                           "first": {"type": "string"}, "final": {"type": "string"}},
+                           "first": {"type": "string"}, "final": {"type": "string"},
+                           "baseline": {"type": "string", "minLength": 1}},
         },
         "sweep": {
             "type": "object",
@@ -321,6 +323,13 @@ def _check_headline_and_sweep(path: Path, chapter: dict, ids: list[str]) -> None
                 raise DataError(f"{where}: headline.{key} {headline[key]!r} is not measured at "
                                 f"headline.n = {headline['n']} (its sizes: "
                                 f"{', '.join(str(size['n']) for size in step['sizes']) or 'none'})")
+        if "baseline" in headline:
+            baseline = next((b for b in chapter.get("baselines", []) if b["id"] == headline["baseline"]), None)
+            if baseline is None:
+                raise DataError(f"{where}: headline.baseline {headline['baseline']!r} is not one of its baselines")
+            if baseline.get("sizes") and headline["n"] not in baseline["sizes"]:
+                raise DataError(f"{where}: headline.baseline {headline['baseline']!r} is not measured at "
+                                f"headline.n = {headline['n']}")
     unknown = [r for r in (chapter.get("sweep") or {}).get("rows", []) if r not in ids]
     if unknown:
         raise DataError(f"{where}: sweep.rows names {unknown[0]!r}, which is not one of its steps, "
