@@ -10,7 +10,10 @@ In this order, continuing past a failed stage so that every failure shows, each 
    [--dirty]``: before the sanitizers, so that a slow racecheck cannot hold the numbers back. The commit
    is ``--commit`` (a tree copied from a clean checkout to a machine whose git does not know it), else
    git's HEAD, with ``--dirty`` where git sees changes to it, else ``unknown``;
-4. where ``compute-sanitizer`` is found (PATH, then the CUDA toolkit's folders), memcheck over the
+4. where the run measures the softmax or the normalization chapter, ``conf/pytorch_baselines.py`` with
+   ``python3`` on PATH: PyTorch's own rows of both chapters, into ``pytorch/<gpu-slug>.json`` beside the
+   measurement file; where that Python has no PyTorch (exit status 3) they are left out with its line;
+5. where ``compute-sanitizer`` is found (PATH, then the CUDA toolkit's folders), memcheck over the
    GPU tests and racecheck over those of ``--racecheck-filter`` (a gtest filter of patterns to leave
    out, ``-A:B``), with STEPWISE_UNDER_SANITIZER set to the tool's name (tests of timings, register
    counts and the largest problems skip themselves under the instrumentation); logs in REPORTS.
@@ -154,6 +157,23 @@ def sanitize(sanitizer: str, tool: str, gpu_tests: Path, log: Path, extra: list[
     return True
 
 
+PYTORCH_FOLDER = "pytorch"  # beside the measurement file: <folder>/pytorch/<gpu-slug>.json
+PYTORCH_CHAPTERS = ("softmax", "normalization")  # conf/pytorch_baselines.py's CALLS
+
+
+def pytorch_wanted(registry: Path, measured: dict | None) -> bool:
+    """Whether this run takes PyTorch's rows: it measures a chapter that has them (``measured``: the
+    chapters of ``--chapters``, None: every chapter of the step registry). Both chapters' rows are
+    taken together: the PyTorch file is one run's."""
+    if measured is not None:
+        return any(c in measured for c in PYTORCH_CHAPTERS)
+    try:
+        ids = {c["id"] for c in json.loads(registry.read_text())["chapters"]}
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return False
+    return any(c in ids for c in PYTORCH_CHAPTERS)
+
+
 def cudnn_library(cuda_home: Path = CUDA_HOME, python: str | None = None) -> tuple[Path | None, str]:
     """Where the timing program should open cuDNN: (a path to pass as STEPWISE_CUDNN_LIBRARY or None,
     one line saying where cuDNN comes from). STEPWISE_CUDNN_LIBRARY wins; then the CUDA toolkit's
@@ -242,7 +262,19 @@ def main(argv: list[str] | None = None) -> int:
         for old in args.out_dir.glob("*.json"):
             if old.resolve() != out.resolve():
                 old.unlink()
-    # 3. compute-sanitizer over the same binary.
+    # 3. PyTorch's own rows of the chapters that have them, by python3 where it has PyTorch.
+    if pytorch_wanted(args.build_dir / "registry.json", prefixes if wanted else None):
+        pytorch_out = out_dir / PYTORCH_FOLDER / f"{gpu.slug}.json"
+        python = shutil.which("python3")
+        with stages.stage("PyTorch baselines"):
+            status = 3 if python is None else run(
+                [python, Path(__file__).resolve().parent / "pytorch_baselines.py", "--registry",
+                 args.build_dir / "registry.json", "--gpu-slug", gpu.slug, "--commit", commit, "--out", pytorch_out])
+            if status == 3:
+                print("PyTorch baselines: not measured" + (" (no python3 on PATH)" if python is None else ""))
+            elif status != 0:
+                failed.append("PyTorch baselines")
+    # 4. compute-sanitizer over the same binary.
     sanitizer = find_sanitizer()
     logs: list[Path] = []
     if sanitizer is None:

@@ -238,3 +238,43 @@ def test_cudnn_is_found_in_a_pythons_wheel_where_the_toolkit_has_none(tmp_path, 
     assert measure.cudnn_library(tmp_path / "no-cuda", str(tmp_path / "missing-python"))[0] is None
     monkeypatch.setenv("STEPWISE_CUDNN_LIBRARY", "/x/libcudnn.so.9")
     assert measure.cudnn_library(tmp_path / "cuda", str(python)) == (None, "STEPWISE_CUDNN_LIBRARY=/x/libcudnn.so.9")
+
+
+def with_pytorch_chapters(tmp_path: Path, python_exit: int) -> tuple[dict, list[str]]:
+    """The stand-ins, a registry with the softmax chapter too, and a python3 that logs its arguments."""
+    env, args = setup(tmp_path)
+    synth.write_json(tmp_path / "build" / "registry.json", {"schema": 1, "chapters": [
+        {"id": c, "gtest_prefix": prefix} for c, prefix in {**CHAPTERS, "softmax": "Softmax"}.items()]})
+    synth.stub_executable(tmp_path / "bin" / "python3", f"""echo "python3 $@" >> {tmp_path / "calls.log"}
+exit {python_exit}
+""")
+    return env, args
+
+
+def test_pytorch_rows_are_taken_after_the_timing_where_the_run_measures_their_chapters(tmp_path):
+    env, args = with_pytorch_chapters(tmp_path, 0)
+    proc = run(tmp_path, env, args, "--commit", "abc1234")
+    assert proc.returncode == 0, proc.stderr
+    log = calls(tmp_path)
+    timing = next(i for i, line in enumerate(log) if line.startswith("bench --gtest-report"))
+    script = synth.REPO / "conf" / "pytorch_baselines.py"
+    out = tmp_path / "build" / "measurements" / "pytorch" / "fixture-gpu.json"
+    assert log[timing + 1] == (f"python3 {script} --registry {tmp_path / 'build' / 'registry.json'} "
+                               f"--gpu-slug fixture-gpu --commit abc1234 --out {out}")
+    assert log[timing + 2].startswith("sanitizer --tool memcheck")
+    # Chapters without PyTorch rows take none.
+    (tmp_path / "calls.log").unlink()
+    proc = run(tmp_path, env, args, "--commit", "abc1234", "--chapters", "transpose")
+    assert proc.returncode == 0 and not any(line.startswith(f"python3 {script}") for line in calls(tmp_path))
+
+
+def test_a_python_without_pytorch_leaves_its_rows_out_and_a_failed_script_fails_the_run(tmp_path):
+    env, args = with_pytorch_chapters(tmp_path, 3)
+    proc = run(tmp_path, env, args, "--commit", "abc1234", "--chapters", "softmax")
+    assert proc.returncode == 0, proc.stderr
+    assert "PyTorch baselines: not measured" in proc.stdout
+    again = tmp_path / "again"
+    again.mkdir()
+    env, args = with_pytorch_chapters(again, 2)
+    proc = run(again, env, args, "--commit", "abc1234", "--chapters", "softmax")
+    assert proc.returncode == 1 and "FAILED: PyTorch baselines" in proc.stderr

@@ -19,6 +19,7 @@ from .common import (_env_chapters_used, _env_steps, dataset_of, stepwise_anchor
 from .data import DEFAULT_PRIMARY_GPU, DEFAULT_SCHEMA, DataError, load_datasets
 from .evidence import NcuDirective, NcuNumberRole, SassDirective
 from .overview import SummaryDirective, SweepDirective
+from .pytorch import PytorchDirective
 from .steps import StepDirective
 from .tables import (AccuracyDirective, NumberRole, PlotDirective, ProvenanceDirective, ResourcesDirective,
                      RunDirective, TableDirective, TimingsDirective)
@@ -195,7 +196,7 @@ _DIRECTIVES = {
     "stepwise-plot": PlotDirective, "stepwise-step": StepDirective, "stepwise-timings": TimingsDirective,
     "stepwise-resources": ResourcesDirective, "stepwise-accuracy": AccuracyDirective,
     "stepwise-run": RunDirective, "stepwise-ncu": NcuDirective, "stepwise-sass": SassDirective,
-    "stepwise-sweep": SweepDirective, "stepwise-summary": SummaryDirective,
+    "stepwise-sweep": SweepDirective, "stepwise-summary": SummaryDirective, "stepwise-pytorch": PytorchDirective,
 }
 
 

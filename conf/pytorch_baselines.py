@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""PyTorch's own softmax, LayerNorm and RMSNorm, timed as the timing program times its rows.
+
+A second baseline for the softmax and normalization chapters, beside cuDNN: at each of the six main
+shapes, in fp32 and bf16, ``torch.softmax``, ``torch.native_layer_norm`` (LayerNorm that also returns
+each row's mean and 1/std, as the chapter's steps write them) and ``torch.nn.functional.rms_norm``,
+called on the GPU with random inputs. Timed as the timing program's ``single_cold`` rows: CUDA events
+around one call, a buffer of twice the L2 written before each sample, 3 warm-up samples, then samples
+until the standard error of their mean is 0.2 % of it (at least 50, at most 2000, at most 1 s a row);
+median, fastest and slowest kept. Each output is checked against the same operation in float64.
+
+Runs with a ``python3`` that has PyTorch (the project's virtualenv has none, and needs none: this
+module imports it only to measure). Writes one JSON file per GPU (``docs/measurements/pytorch/
+<gpu-slug>.json`` when recorded), which the pages read beside the timing program's file::
+
+    pytorch_baselines.py --registry build/registry.json --gpu-slug nvidia-h200 --commit abc1234 --out FILE
+
+Exit status: 0 written, 2 usage or input error, 3 PyTorch or a CUDA GPU missing (one line says which).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = 1
+#: The chapters' six main shapes (rows x cols), from the issue that asked for them.
+MAIN_SHAPES = [(16384, 8192), (4096, 32768), (65536, 128), (32768, 1024), (8192, 4096), (1024, 131072)]
+EPSILON = 1e-5  # the normalization chapter's
+#: The rows of each chapter: id, the call, and the word of a size's problem text that selects it.
+CALLS = {
+    "softmax": [("pytorch_softmax", "torch.softmax(x, dim=-1)", None)],
+    "normalization": [
+        ("pytorch_layer_norm", "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)", "LayerNorm"),
+        ("pytorch_rms_norm", "torch.nn.functional.rms_norm(x, (cols,), gamma, 1e-5)", "RMSNorm"),
+    ],
+}
+TIMING = ("events around one call; L2 flushed before each sample (a buffer of twice its size written); "
+          "3 warm-up samples, then until the mean's standard error is 0.2 % (50 to 2000 samples, 1 s a row)")
+#: Largest |y - reference| over the largest |reference| that passes, per dtype: a few roundings.
+TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2}
+MIN_SAMPLES, MAX_SAMPLES, TARGET_REL_STDERR, MAX_SECONDS = 50, 2000, 0.002, 1.0
+
+
+class InputError(Exception):
+    """A registry that does not describe what this script measures."""
+
+
+@dataclass(frozen=True)
+class Case:
+    chapter: str
+    row_id: str
+    call: str
+    n: int
+    problem: str
+    rows: int
+    cols: int
+    dtype: str  # "fp32" or "bf16"
+
+
+def cases(registry: dict, chapters: list[str]) -> list[Case]:
+    """What to time: for each chapter, its final step's sizes at the main shapes, each with the call
+    its problem text names (LayerNorm or RMSNorm), in the registry's order."""
+    out: list[Case] = []
+    by_id = {c["id"]: c for c in registry.get("chapters", [])}
+    for chapter_id in chapters:
+        if chapter_id not in CALLS:
+            raise InputError(f"no PyTorch baseline for chapter {chapter_id!r} (known: {', '.join(CALLS)})")
+        chapter = by_id.get(chapter_id)
+        if chapter is None or not chapter.get("steps"):
+            raise InputError(f"the step registry has no chapter {chapter_id!r} with steps")
+        found = 0
+        for size in chapter["steps"][-1]["sizes"]:
+            shape = tuple(size.get("shape", ()))
+            words = size["problem"].split()
+            if shape not in MAIN_SHAPES or words[-1] not in TOLERANCE:
+                continue
+            for row_id, call, word in CALLS[chapter_id]:
+                if word is None or word in words:
+                    out.append(Case(chapter_id, row_id, call, size["n"], size["problem"], shape[0], shape[1],
+                                    words[-1]))
+                    found += 1
+        if found == 0:
+            raise InputError(f"chapter {chapter_id!r}: its final step has no size at the main shapes")
+    return out
+
+
+def keep_sampling(samples: list[float], seconds: float) -> bool:
+    """The timing program's rule: at least MIN_SAMPLES, then until the mean's standard error is
+    TARGET_REL_STDERR of it, MAX_SAMPLES are taken or MAX_SECONDS spent."""
+    if len(samples) < MIN_SAMPLES:
+        return True
+    if len(samples) >= MAX_SAMPLES or seconds >= MAX_SECONDS:
+        return False
+    mean = statistics.fmean(samples)
+    return statistics.stdev(samples) / mean / len(samples) ** 0.5 > TARGET_REL_STDERR
+
+
+def summary(samples: list[float]) -> dict:
+    """Median, fastest and slowest (ms) and the count, as the measurement file's rows keep them."""
+    if not samples:
+        raise ValueError("no samples")
+    return {"median_ms": statistics.median(samples), "min_ms": min(samples), "max_ms": max(samples),
+            "samples": len(samples)}
+
+
+def slug_ok(slug: str) -> bool:
+    return bool(slug) and all(c.isalnum() or c == "-" for c in slug) and slug == slug.lower()
+
+
+def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU
+    import time
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[case.dtype]
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(case.rows, case.cols, device="cuda", generator=gen).to(dtype)
+    gamma = torch.randn(case.cols, device="cuda", generator=gen).to(dtype)
+    beta = torch.randn(case.cols, device="cuda", generator=gen).to(dtype)
+    call = {
+        "pytorch_softmax": lambda t, g, b: torch.softmax(t, dim=-1),
+        "pytorch_layer_norm": lambda t, g, b: torch.native_layer_norm(t, (case.cols,), g, b, EPSILON)[0],
+        "pytorch_rms_norm": lambda t, g, b: torch.nn.functional.rms_norm(t, (case.cols,), g, EPSILON),
+    }[case.row_id]
+    y = call(x, gamma, beta)
+    reference = call(x.double(), gamma.double(), beta.double())
+    error = ((y.double() - reference).abs().max() / reference.abs().max()).item()
+    del reference
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples: list[float] = []
+    began = None
+    for i in range(3 + MAX_SAMPLES):
+        flush.fill_(i & 0xFF)
+        start.record()
+        call(x, gamma, beta)
+        end.record()
+        end.synchronize()
+        if i < 3:
+            continue
+        began = began or time.perf_counter()
+        samples.append(start.elapsed_time(end))
+        if not keep_sampling(samples, time.perf_counter() - began):
+            break
+    return {"chapter": case.chapter, "id": case.row_id, "call": case.call, "n": case.n, "problem": case.problem,
+            **summary(samples), "max_error_over_max_reference": error,
+            "validated": bool(error == error and error <= TOLERANCE[case.dtype])}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="pytorch_baselines.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--registry", type=Path, required=True, help="the step registry (build/registry.json)")
+    parser.add_argument("--chapters", nargs="+", default=list(CALLS), help="chapters to time (default: both)")
+    parser.add_argument("--gpu-slug", required=True, help="the GPU's slug, as the timing program names it")
+    parser.add_argument("--commit", required=True, help="the commit whose registry this is")
+    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("--seed", type=int, default=20261128)
+    args = parser.parse_args(argv)
+    try:
+        if not slug_ok(args.gpu_slug):
+            raise InputError(f"--gpu-slug {args.gpu_slug!r} is not a slug (lower-case letters, digits, '-')")
+        todo = cases(json.loads(args.registry.read_text()), args.chapters)
+    except (OSError, json.JSONDecodeError, KeyError, InputError) as exc:
+        print(f"pytorch_baselines.py: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print(f"pytorch_baselines.py: no PyTorch in {sys.executable}: PyTorch's rows not measured")
+        return 3
+    if not torch.cuda.is_available():  # pragma: no cover - needs PyTorch
+        print("pytorch_baselines.py: PyTorch sees no CUDA GPU: PyTorch's rows not measured")
+        return 3
+    props = torch.cuda.get_device_properties(0)  # pragma: no cover - needs a GPU from here on
+    flush = torch.empty(2 * props.L2_cache_size, dtype=torch.uint8, device="cuda")
+    rows = []
+    for i, case in enumerate(todo):
+        rows.append(measure(case, torch, flush, args.seed + i))
+        r = rows[-1]
+        print(f"pytorch_baselines.py: {case.row_id} at {case.problem}: median {r['median_ms']:.4g} ms of "
+              f"{r['samples']} samples, error {r['max_error_over_max_reference']:.2g}"
+              + ("" if r["validated"] else " (over the tolerance)"))
+    out = {"schema": SCHEMA, "generator": "conf/pytorch_baselines.py",
+           "gpu": {"name": props.name, "slug": args.gpu_slug},
+           "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "commit": args.commit, "seed": args.seed, "timing": TIMING, "tolerance": TOLERANCE, "rows": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"pytorch_baselines.py: wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
