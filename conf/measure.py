@@ -10,9 +10,10 @@ In this order, continuing past a failed stage so that every failure shows, each 
    [--dirty]``: before the sanitizers, so that a slow racecheck cannot hold the numbers back. The commit
    is ``--commit`` (a tree copied from a clean checkout to a machine whose git does not know it), else
    git's HEAD, with ``--dirty`` where git sees changes to it, else ``unknown``;
-4. where the run measures the softmax or the normalization chapter, ``conf/pytorch_baselines.py`` with
-   ``python3`` on PATH: PyTorch's own rows of both chapters, into ``pytorch/<gpu-slug>.json`` beside the
-   measurement file; where that Python has no PyTorch (exit status 3) they are left out with its line;
+4. where the run measures the softmax, normalization or attention chapter, ``conf/pytorch_baselines.py``
+   with ``python3`` on PATH: PyTorch's own rows of those three chapters, into ``pytorch/<gpu-slug>.json``
+   beside the measurement file; where that Python has no PyTorch (exit status 3) they are left out with its
+   line;
 5. where ``compute-sanitizer`` is found (PATH, then the CUDA toolkit's folders), memcheck over the
    GPU tests and racecheck over those of ``--racecheck-filter`` (a gtest filter of patterns to leave
    out, ``-A:B``), with STEPWISE_UNDER_SANITIZER set to the tool's name (tests of timings, register
@@ -158,13 +159,13 @@ def sanitize(sanitizer: str, tool: str, gpu_tests: Path, log: Path, extra: list[
 
 
 PYTORCH_FOLDER = "pytorch"  # beside the measurement file: <folder>/pytorch/<gpu-slug>.json
-PYTORCH_CHAPTERS = ("softmax", "normalization")  # conf/pytorch_baselines.py's CALLS
+PYTORCH_CHAPTERS = ("softmax", "normalization", "attention")  # conf/pytorch_baselines.py's CALLS
 
 
 def pytorch_wanted(registry: Path, measured: dict | None) -> bool:
     """Whether this run takes PyTorch's rows: it measures a chapter that has them (``measured``: the
-    chapters of ``--chapters``, None: every chapter of the step registry). Both chapters' rows are
-    taken together: the PyTorch file is one run's."""
+    chapters of ``--chapters``, None: every chapter of the step registry). All three chapters' rows
+    are taken together: the PyTorch file is one run's."""
     if measured is not None:
         return any(c in measured for c in PYTORCH_CHAPTERS)
     try:

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch's own softmax, LayerNorm and RMSNorm, timed as the timing program times its rows.
+"""PyTorch's own softmax, LayerNorm, RMSNorm and attention, timed as the timing program times its rows.
 
-A second baseline for the softmax and normalization chapters, beside cuDNN: at each of the six main
-shapes, in fp32 and bf16, ``torch.softmax``, ``torch.native_layer_norm`` (LayerNorm that also returns
-each row's mean and 1/std, as the chapter's steps write them) and ``torch.nn.functional.rms_norm``,
-called on the GPU with random inputs. Timed as the timing program's ``single_cold`` rows: CUDA events
+A second baseline for the softmax, normalization and attention chapters, beside cuDNN: at each of the
+six main shapes, in fp32 and bf16, ``torch.softmax``, ``torch.native_layer_norm`` (LayerNorm that also
+returns each row's mean and 1/std, as the chapter's steps write them) and ``torch.nn.functional.rms_norm``;
+at each size of the attention chapter's final step, ``torch.nn.functional.scaled_dot_product_attention``
+on its FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not,
+grouped K and V with ``enable_gqa``); all called on the GPU with random inputs. Timed as the timing program's ``single_cold`` rows: CUDA events
 around one call, a buffer of twice the L2 written before each sample, 3 warm-up samples, then samples
 until the standard error of their mean is 0.2 % of it (at least 50, at most 2000, at most 1 s a row);
 median, fastest and slowest kept. Each output is checked against the same operation in float64.
@@ -38,7 +40,11 @@ CALLS = {
         ("pytorch_layer_norm", "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)", "LayerNorm"),
         ("pytorch_rms_norm", "torch.nn.functional.rms_norm(x, (cols,), gamma, 1e-5)", "RMSNorm"),
     ],
+    "attention": [("pytorch_sdpa_bf16", "torch.nn.functional.scaled_dot_product_attention(q, k, v, "
+                   "is_causal=causal, scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), FlashAttention "
+                   "backend", None)],
 }
+ATTENTION_CHECKED_ROWS = 128  # the queries checked against float64 (the first ones: a causal row sees keys 0 to i)
 TIMING = ("events around one call; L2 flushed before each sample (a buffer of twice its size written); "
           "3 warm-up samples, then until the mean's standard error is 0.2 % (50 to 2000 samples, 1 s a row)")
 #: Largest |y - reference| over the largest |reference| that passes, per dtype: a few roundings.
@@ -57,14 +63,21 @@ class Case:
     call: str
     n: int
     problem: str
-    rows: int
-    cols: int
+    shape: tuple[int, ...]  # rows, cols; attention: batch, heads, seq, head_dim
     dtype: str  # "fp32" or "bf16"
+    kv_heads: int = 0  # attention: the heads of K and V
+    causal: bool = False
+
+
+def attention_problem(n: int) -> tuple[int, bool]:
+    """The K/V heads and the mask of an attention size, from its key (bench/attention: causal * 10^18 +
+    head_dim * 10^15 + batch * 10^12 + heads * 10^9 + kv_heads * 10^6 + seq)."""
+    return n // 10**6 % 1000, n >= 10**18
 
 
 def cases(registry: dict, chapters: list[str]) -> list[Case]:
-    """What to time: for each chapter, its final step's sizes at the main shapes, each with the call
-    its problem text names (LayerNorm or RMSNorm), in the registry's order."""
+    """What to time: for each chapter, its final step's sizes at the main shapes (attention: every size),
+    each with the call its problem text names (LayerNorm or RMSNorm), in the registry's order."""
     out: list[Case] = []
     by_id = {c["id"]: c for c in registry.get("chapters", [])}
     for chapter_id in chapters:
@@ -76,13 +89,22 @@ def cases(registry: dict, chapters: list[str]) -> list[Case]:
         found = 0
         for size in chapter["steps"][-1]["sizes"]:
             shape = tuple(size.get("shape", ()))
+            if chapter_id == "attention":
+                (row_id, call, _word), = CALLS[chapter_id]
+                if len(shape) != 4:
+                    raise InputError(f"attention size {size['problem']!r}: its shape is not batch, heads, seq, "
+                                     "head_dim")
+                kv_heads, causal = attention_problem(size["n"])
+                out.append(Case(chapter_id, row_id, call, size["n"], size["problem"], shape, "bf16", kv_heads,
+                                causal))
+                found += 1
+                continue
             words = size["problem"].split()
             if shape not in MAIN_SHAPES or words[-1] not in TOLERANCE:
                 continue
             for row_id, call, word in CALLS[chapter_id]:
                 if word is None or word in words:
-                    out.append(Case(chapter_id, row_id, call, size["n"], size["problem"], shape[0], shape[1],
-                                    words[-1]))
+                    out.append(Case(chapter_id, row_id, call, size["n"], size["problem"], shape, words[-1]))
                     found += 1
         if found == 0:
             raise InputError(f"chapter {chapter_id!r}: its final step has no size at the main shapes")
@@ -112,39 +134,86 @@ def slug_ok(slug: str) -> bool:
     return bool(slug) and all(c.isalnum() or c == "-" for c in slug) and slug == slug.lower()
 
 
-def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU
-    import time
+def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
+    """The inputs of ``case``, the call to time on them, and the largest error of its result over the
+    largest value of the same call in float64 (attention: of the first ATTENTION_CHECKED_ROWS queries,
+    computed plainly, with K and V repeated for grouped heads)."""
+    if case.chapter == "attention":
+        batch, heads, seq, head_dim = case.shape
+        q = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+        k, v = (torch.randn(batch, case.kv_heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+                for _ in range(2))
+        scale = head_dim ** -0.5
 
+        def call(q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=case.causal, scale=scale, enable_gqa=case.kv_heads < heads)
+
+        def error(y):
+            rows = min(seq, ATTENTION_CHECKED_ROWS)
+            kk, vv = (t.double().repeat_interleave(heads // case.kv_heads, dim=1) for t in (k, v))
+            scores = q[:, :, :rows].double() @ kk.transpose(-1, -2) * scale
+            if case.causal:
+                scores = scores.masked_fill(~torch.ones(rows, seq, dtype=torch.bool, device="cuda").tril(),
+                                            float("-inf"))
+            reference = torch.softmax(scores, dim=-1) @ vv
+            return ((y[:, :, :rows].double() - reference).abs().max() / reference.abs().max()).item()
+
+        return call, (q, k, v), error
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[case.dtype]
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(case.rows, case.cols, device="cuda", generator=gen).to(dtype)
-    gamma = torch.randn(case.cols, device="cuda", generator=gen).to(dtype)
-    beta = torch.randn(case.cols, device="cuda", generator=gen).to(dtype)
+    rows, cols = case.shape
+    x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
+    gamma = torch.randn(cols, device="cuda", generator=gen).to(dtype)
+    beta = torch.randn(cols, device="cuda", generator=gen).to(dtype)
     call = {
         "pytorch_softmax": lambda t, g, b: torch.softmax(t, dim=-1),
-        "pytorch_layer_norm": lambda t, g, b: torch.native_layer_norm(t, (case.cols,), g, b, EPSILON)[0],
-        "pytorch_rms_norm": lambda t, g, b: torch.nn.functional.rms_norm(t, (case.cols,), g, EPSILON),
+        "pytorch_layer_norm": lambda t, g, b: torch.native_layer_norm(t, (cols,), g, b, EPSILON)[0],
+        "pytorch_rms_norm": lambda t, g, b: torch.nn.functional.rms_norm(t, (cols,), g, EPSILON),
     }[case.row_id]
-    y = call(x, gamma, beta)
-    reference = call(x.double(), gamma.double(), beta.double())
-    error = ((y.double() - reference).abs().max() / reference.abs().max()).item()
-    del reference
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    samples: list[float] = []
-    began = None
-    for i in range(3 + MAX_SAMPLES):
-        flush.fill_(i & 0xFF)
-        start.record()
-        call(x, gamma, beta)
-        end.record()
-        end.synchronize()
-        if i < 3:
-            continue
-        began = began or time.perf_counter()
-        samples.append(start.elapsed_time(end))
-        if not keep_sampling(samples, time.perf_counter() - began):
-            break
-    return {"chapter": case.chapter, "id": case.row_id, "call": case.call, "n": case.n, "problem": case.problem,
+
+    def error(y):
+        reference = call(x.double(), gamma.double(), beta.double())
+        return ((y.double() - reference).abs().max() / reference.abs().max()).item()
+
+    return call, (x, gamma, beta), error
+
+
+def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU
+    import contextlib
+    import time
+
+    call, args, error_of = row_call(case, torch, torch.Generator(device="cuda").manual_seed(seed))
+    label, backend = case.call, contextlib.nullcontext
+    if case.chapter == "attention":
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def backend():
+            return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+        try:
+            with backend():
+                call(*args)
+        except RuntimeError:  # no FlashAttention kernel for this problem: what PyTorch picks itself
+            label = case.call.replace("FlashAttention backend", "its own choice of backend (FlashAttention "
+                                      "takes no such problem)")
+            backend = contextlib.nullcontext
+    with backend():
+        error = error_of(call(*args))
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        samples: list[float] = []
+        began = None
+        for i in range(3 + MAX_SAMPLES):
+            flush.fill_(i & 0xFF)
+            start.record()
+            call(*args)
+            end.record()
+            end.synchronize()
+            if i < 3:
+                continue
+            began = began or time.perf_counter()
+            samples.append(start.elapsed_time(end))
+            if not keep_sampling(samples, time.perf_counter() - began):
+                break
+    return {"chapter": case.chapter, "id": case.row_id, "call": label, "n": case.n, "problem": case.problem,
             **summary(samples), "max_error_over_max_reference": error,
             "validated": bool(error == error and error <= TOLERANCE[case.dtype])}
 
@@ -152,7 +221,7 @@ def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytorch_baselines.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--registry", type=Path, required=True, help="the step registry (build/registry.json)")
-    parser.add_argument("--chapters", nargs="+", default=list(CALLS), help="chapters to time (default: both)")
+    parser.add_argument("--chapters", nargs="+", default=list(CALLS), help="chapters to time (default: all three)")
     parser.add_argument("--gpu-slug", required=True, help="the GPU's slug, as the timing program names it")
     parser.add_argument("--commit", required=True, help="the commit whose registry this is")
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")

@@ -22,20 +22,34 @@ def registry() -> dict:
     norm = {"id": "normalization", "steps": [{"id": "08_bf16", "sizes": [
         size(11, "65536 x 128 LayerNorm bf16", (65536, 128)), size(12, "65536 x 128 RMSNorm bf16", (65536, 128)),
         size(13, "3 x 100000 RMSNorm fp32", (3, 100000))]}]}
-    return {"chapters": [softmax, norm, {"id": "sgemm", "steps": []}]}
+    attention = {"id": "attention", "steps": [{"id": "09_x", "sizes": [
+        size(128004032008004096, "4 x 32 (8 K/V heads) x 4096, head dim 128, non-causal", (4, 32, 4096, 128)),
+        size(1064008016016002048, "8 x 16 x 2048, head dim 64, causal", (8, 16, 2048, 64))]}]}
+    return {"chapters": [softmax, norm, attention, {"id": "sgemm", "steps": []}]}
 
 
 def test_cases_are_the_final_steps_main_shapes_with_the_call_the_problem_names():
     got = pb.cases(registry(), ["softmax", "normalization"])
-    assert [(c.row_id, c.n, c.rows, c.cols, c.dtype) for c in got] == [
-        ("pytorch_softmax", 1, 16384, 8192, "fp32"), ("pytorch_softmax", 2, 16384, 8192, "bf16"),
-        ("pytorch_layer_norm", 11, 65536, 128, "bf16"), ("pytorch_rms_norm", 12, 65536, 128, "bf16")]
+    assert [(c.row_id, c.n, c.shape, c.dtype) for c in got] == [
+        ("pytorch_softmax", 1, (16384, 8192), "fp32"), ("pytorch_softmax", 2, (16384, 8192), "bf16"),
+        ("pytorch_layer_norm", 11, (65536, 128), "bf16"), ("pytorch_rms_norm", 12, (65536, 128), "bf16")]
     assert got[2].call.startswith("torch.native_layer_norm") and got[2].problem == "65536 x 128 LayerNorm bf16"
+
+
+def test_attention_takes_every_size_with_its_heads_and_mask_from_the_key():
+    grouped, causal = pb.cases(registry(), ["attention"])
+    assert (grouped.row_id, grouped.shape, grouped.kv_heads, grouped.causal, grouped.dtype) == (
+        "pytorch_sdpa_bf16", (4, 32, 4096, 128), 8, False, "bf16")
+    assert (causal.shape, causal.kv_heads, causal.causal) == ((8, 16, 2048, 64), 16, True)
+    reg = registry()
+    reg["chapters"][2]["steps"][-1]["sizes"][0]["shape"] = [4, 32, 4096]
+    with pytest.raises(pb.InputError, match="is not batch, heads, seq, head_dim"):
+        pb.cases(reg, ["attention"])
 
 
 @pytest.mark.parametrize("chapters, needle", [
     (["sgemm"], "no PyTorch baseline for chapter 'sgemm'"),
-    (["softmax", "attention"], "no PyTorch baseline for chapter 'attention'"),
+    (["softmax", "transpose"], "no PyTorch baseline for chapter 'transpose'"),
 ])
 def test_cases_refuse_chapters_without_calls(chapters, needle):
     with pytest.raises(pb.InputError, match=needle):
