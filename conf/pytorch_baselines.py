@@ -6,7 +6,8 @@ six main shapes, in fp32 and bf16, ``torch.softmax``, ``torch.native_layer_norm`
 returns each row's mean and 1/std, as the chapter's steps write them) and ``torch.nn.functional.rms_norm``;
 at each size of the attention chapter's final step, ``torch.nn.functional.scaled_dot_product_attention``
 on its FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not,
-grouped K and V with ``enable_gqa``); all called on the GPU with random inputs. Timed as the timing program's ``single_cold`` rows: CUDA events
+grouped K and V with ``enable_gqa``); all called on the GPU with random inputs, after a second of bf16 products that brings the clocks up. Timed as
+the timing program's ``single_cold`` rows: CUDA events
 around one call, a buffer of twice the L2 written before each sample, 3 warm-up samples, then samples
 until the standard error of their mean is 0.2 % of it (at least 50, at most 2000, at most 1 s a row);
 median, fastest and slowest kept. Each output is checked against the same operation in float64.
@@ -50,6 +51,7 @@ TIMING = ("events around one call; L2 flushed before each sample (a buffer of tw
 #: Largest |y - reference| over the largest |reference| that passes, per dtype: a few roundings.
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2}
 MIN_SAMPLES, MAX_SAMPLES, TARGET_REL_STDERR, MAX_SECONDS = 50, 2000, 0.002, 1.0
+WARM_UP_SECONDS = 1.0  # of tensor-core work before the first row
 
 
 class InputError(Exception):
@@ -132,6 +134,19 @@ def summary(samples: list[float]) -> dict:
 
 def slug_ok(slug: str) -> bool:
     return bool(slug) and all(c.isalnum() or c == "-" for c in slug) and slug == slug.lower()
+
+
+def warm_up(torch, seconds: float = WARM_UP_SECONDS) -> None:  # pragma: no cover - needs a GPU
+    """Bf16 products for ``seconds``: an idle GPU's clocks take a while to rise, and the first rows
+    would be timed on the way up (a first softmax row ran at half its speed in a run without this)."""
+    import time
+
+    a = torch.randn(8192, 8192, device="cuda").to(torch.bfloat16)
+    began = time.perf_counter()
+    while time.perf_counter() - began < seconds:
+        for _ in range(10):
+            a @ a
+        torch.cuda.synchronize()
 
 
 def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
@@ -244,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     props = torch.cuda.get_device_properties(0)  # pragma: no cover - needs a GPU from here on
     flush = torch.empty(2 * props.L2_cache_size, dtype=torch.uint8, device="cuda")
+    warm_up(torch)
     rows = []
     for i, case in enumerate(todo):
         rows.append(measure(case, torch, flush, args.seed + i))
