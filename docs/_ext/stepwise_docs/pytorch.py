@@ -122,14 +122,13 @@ class PytorchDirective(_Base):
             share = None if final is None or final.get("share_of_ceiling") is None else (
                 final["share_of_ceiling"] * final["median_ms"] / row["median_ms"])
             cells.append(_cell(fmt.DASH if share is None else fmt.format_share(share), ["stepwise-num"]))
-            for other in (final, cudnn):
-                cells.append(_cell(fmt.DASH if other is None else fmt.format_speedup(row["median_ms"] / other["median_ms"]),
-                                   ["stepwise-num"]))
+            for speedup in (fmt.ratio(row, final), fmt.ratio(row, cudnn)):
+                cells.append(_cell(fmt.DASH if speedup is None else fmt.format_speedup(speedup), ["stepwise-num"]))
             body.append(cells)
         header = ["problem", "PyTorch", "PyTorch's share of the ceiling",
                   f"step {int(chapter.steps[-1]['id'].split('_', 1)[0])} over PyTorch", "cuDNN over PyTorch"]
         out = nodes.container(classes=["stepwise-table-block"])
         out += _table(header, body, ["stepwise-data", "stepwise-pytorch"],
-                      f"PyTorch's {chapter.id} at the main shapes, beside the final step and cuDNN")
+                      f"PyTorch's {chapter.id} beside the final step and cuDNN")
         out += nodes.paragraph("", provenance(data), classes=["stepwise-provenance"])
         return [out]
