@@ -1,5 +1,5 @@
 // The attention chapter of the timing program: registry entry, the tensor cores' ceiling, cuDNN's SDPA and the step
-// rows, at the main shape (causal and not), at the other shapes of the issue's table and at three sequence lengths of
+// rows, at the main shape (causal and not), at the other shapes of the chapter's bar and at three sequence lengths of
 // 16k tokens. cuDNN and the steps are sampled in turn at each size, as in the tensor-core chapter.
 #include "attention/attention_cudnn.hpp"
 #include "attention/attention_reference.hpp"
@@ -8,12 +8,15 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/pick.hpp"
 #include "core/step_loop.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <utility>
+#include <vector>
 
 namespace stepwise {
 namespace {
@@ -29,7 +32,7 @@ constexpr at::Problem other_problems[] = {{8, 16, 16, 2048, 64, false},  {16, 32
                                           {4, 32, 8, 4096, 128, false},  {16, 16, 16, 1000, 128, false},
                                           {4, 16, 16, 4095, 128, false}};
 //! The sweep: 16k tokens (batch x seq) of 16 heads of 128, sequences of 512 to 16384 (FlashAttention-3's sizes;
-//! 4 x 16 x 4096, 2 x 16 x 8192 and 1 x 16 x 16384 are the issue's table's).
+//! 4 x 16 x 4096, 2 x 16 x 8192 and 1 x 16 x 16384 are the chapter's bar's).
 constexpr int sweep_tokens = 16384;
 constexpr int sweep_min_log2 = 9;
 constexpr int sweep_max_log2 = 14;
@@ -121,8 +124,9 @@ public:
         entry_.ceilings = {{"tensor_peak", "the counted FLOPs as bf16 multiply-adds by wgmma from shared memory on "
                                            "every SM (the tensor cores alone; the tensor-core chapter's ceiling)"}};
         entry_.baselines = {{"cudnn_sdpa_bf16",
-                             "cuDNN's SDPA forward through the cudnn-frontend graph API: bf16 Q, K, V, O, fp32 "
-                             "log-sum-exp, the same layout, scale, mask and grouping"}};
+                             "cuDNN's SDPA forward through the cudnn-frontend graph API, its fastest engine "
+                             "configuration at each size: bf16 Q, K, V, O, fp32 log-sum-exp, the same layout, scale, "
+                             "mask and grouping"}};
         const std::vector<at::Step>& steps = at::steps();
         for (std::size_t i = 0; i < steps.size(); ++i) {
             const at::Step& s = steps[i];
@@ -175,14 +179,20 @@ public:
         in.q_bits = to_bf16(in.q);
         in.k_bits = to_bf16(in.k);
         in.v_bits = to_bf16(in.v);
+        // cuDNN's plans are picked with L2 flushed before every sample, as the rows are timed.
+        int device = 0, l2_bytes = 0;
+        STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
+        STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+        DeviceBuffer<unsigned char> pick_flush(2 * static_cast<std::size_t>(l2_bytes));
         for (const std::int64_t key : all_sizes(entry_)) {
-            measure_size(context, runnable, peak_reason.empty(), cudnn, in, key, chapter);
+            measure_size(context, runnable, peak_reason.empty(), cudnn, pick_flush, in, key, chapter);
         }
     }
 
 private:
     void measure_size(MeasureContext& context, const std::vector<std::string>& runnable, bool peak_supported,
-                      at::CudnnSdpa& cudnn, const Inputs& in, std::int64_t key, nlohmann::json& chapter) const
+                      at::CudnnSdpa& cudnn, DeviceBuffer<unsigned char>& pick_flush, const Inputs& in,
+                      std::int64_t key, nlohmann::json& chapter) const
     {
         const cudaStream_t stream = context.stream;
         const TimingMode& mode = entry_.timings.front();
@@ -245,8 +255,12 @@ private:
         std::vector<Sampler::TimedCall> calls;
         const auto library_call = [&] { return cudnn.run(q, k, v, o, lse, p, scale, stream); };
         bool library_measured = false;
+        std::pair<std::vector<PickedCandidate>, std::size_t> cudnn_pick;
         if (cudnn.available() && measured_at(entry_, "cudnn_sdpa_bf16", key)) {
-            if (cudnn.prepare(p, scale) == cudaSuccess) {
+            if (cudnn.prepare(p, scale) == cudaSuccess &&
+                !(cudnn_pick = cudnn.pick(q, k, v, o, lse, p, scale, library_pick_rule, pick_flush.data(),
+                                          pick_flush.size(), stream))
+                     .first.empty()) {
                 library_measured = true;
                 calls.push_back({"cudnn_sdpa_bf16 at " + problem_text(entry_, key), library_call});
             } else {
@@ -276,6 +290,7 @@ private:
             nlohmann::json row = timing_row(timings[next++], key, mode.id, std::nullopt, flops);
             add_reference_fields(row, entry_.baselines[0]);
             row["library"] = cudnn.version();
+            add_pick(row, cudnn_pick.first, cudnn_pick.second, library_pick_rule);
             add_validation(row, validate(library_call));  // held to the same tolerance as the steps
             chapter["baselines"].push_back(row);
         }

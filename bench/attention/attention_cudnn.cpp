@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <tuple>
 #include <unordered_map>
@@ -30,10 +31,13 @@ namespace stepwise::attention {
 namespace fe = cudnn_frontend;
 using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
 
-//! One problem's graph (built, with its execution plan), its tensors and its workspace.
+//! One problem's graph (built, with every execution plan that built), its tensors, a workspace for the largest plan,
+//! and the plan that run() executes (pick()'s, else the heuristics' first).
 struct CudnnSdpa::Plan {
     fe::graph::Graph graph;
     Tensor q, k, v, o, lse;
+    std::vector<GraphPlan> candidates;
+    std::size_t kept = 0;
     DeviceBuffer<unsigned char> workspace;
 };
 
@@ -103,7 +107,7 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
         p->o = o;
         p->lse = lse;
         std::int64_t workspace_bytes = 0;
-        if (std::string why = build_graph_plans(g, api_->handle, workspace_bytes); !why.empty()) {
+        if (std::string why = build_every_graph_plan(g, api_->handle, p->candidates, workspace_bytes); !why.empty()) {
             last_status_ = std::move(why);
             return nullptr;
         }
@@ -124,27 +128,23 @@ cudaError_t CudnnSdpa::prepare(const Problem& p, float scale)
     return status;
 }
 
-cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, void* d_o, float* d_lse,
-                           const Problem& pr, float scale, cudaStream_t stream)
+cudaError_t CudnnSdpa::execute(Plan& p, std::int64_t plan_index, const void* d_q, const void* d_k, const void* d_v,
+                               void* d_o, float* d_lse, cudaStream_t stream)
 {
-    cudaError_t status = cudaSuccess;
-    Plan* p = plan(pr, scale, status);
-    if (p == nullptr) {
-        return status;
-    }
     Api& a = *api_;
     if (const cudnnStatus_t s = a.set_stream(a.handle, stream); s != CUDNN_STATUS_SUCCESS) {
         last_status_ = std::string("cudnnSetStream: ") + a.error_string(s);
         return cudaErrorNotSupported;
     }
     try {
-        std::unordered_map<Tensor, void*> pack = {{p->q, const_cast<void*>(d_q)},
-                                                  {p->k, const_cast<void*>(d_k)},
-                                                  {p->v, const_cast<void*>(d_v)},
-                                                  {p->o, d_o},
-                                                  {p->lse, d_lse}};
-        if (fe::error_t e = p->graph.execute(a.handle, pack, p->workspace.data()); e.is_bad()) {
-            last_status_ = first_line("execute", e.get_message());
+        std::unordered_map<Tensor, void*> pack = {{p.q, const_cast<void*>(d_q)},
+                                                  {p.k, const_cast<void*>(d_k)},
+                                                  {p.v, const_cast<void*>(d_v)},
+                                                  {p.o, d_o},
+                                                  {p.lse, d_lse}};
+        if (fe::error_t e = p.graph.execute_plan_at_index(a.handle, pack, p.workspace.data(), plan_index);
+            e.is_bad()) {
+            last_status_ = first_line("execute_plan_at_index", e.get_message());
             return cudaErrorNotSupported;
         }
     } catch (...) {  // nothing here throws a CudaError: the status stays cudaErrorNotSupported
@@ -154,6 +154,55 @@ cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, vo
     }
     last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
     return cudaSuccess;
+}
+
+std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpa::pick(const void* d_q, const void* d_k, const void* d_v,
+                                                                     void* d_o, float* d_lse, const Problem& pr,
+                                                                     float scale, const PickRule& rule, void* d_flush,
+                                                                     std::size_t flush_bytes, cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(pr, scale, status);
+    if (p == nullptr) {
+        return {};
+    }
+    // A plan that built but does not run here is left out of the pick (and of run()).
+    std::vector<GraphPlan> runnable;
+    std::string refused;
+    for (const GraphPlan& candidate : p->candidates) {
+        if (execute(*p, candidate.index, d_q, d_k, d_v, d_o, d_lse, stream) == cudaSuccess) {
+            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+            runnable.push_back(candidate);
+        } else {
+            refused = candidate.name + ": " + last_status_;
+        }
+    }
+    if (runnable.empty()) {
+        last_status_ = "no plan ran (" + refused + ")";
+        return {};
+    }
+    p->candidates = std::move(runnable);
+    std::vector<std::function<cudaError_t()>> launches;
+    std::vector<std::string> names;
+    for (const GraphPlan& candidate : p->candidates) {
+        launches.push_back([=, this] { return execute(*p, candidate.index, d_q, d_k, d_v, d_o, d_lse, stream); });
+        names.push_back(candidate.name);
+    }
+    const PickTimes times = pick_fastest(launches, rule, d_flush, flush_bytes, stream);
+    p->kept = times.kept;
+    last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
+    return {picked_candidates(names, times), times.kept};
+}
+
+cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, void* d_o, float* d_lse,
+                           const Problem& pr, float scale, cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(pr, scale, status);
+    if (p == nullptr) {
+        return status;
+    }
+    return execute(*p, p->candidates[p->kept].index, d_q, d_k, d_v, d_o, d_lse, stream);
 }
 
 #else  // built without cudnn.h or without cudnn-frontend's headers
@@ -168,6 +217,14 @@ cudaError_t CudnnSdpa::prepare(const Problem&, float)
 {
     last_status_ = reason_;
     return cudaErrorNotSupported;
+}
+
+std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpa::pick(const void*, const void*, const void*, void*,
+                                                                     float*, const Problem&, float, const PickRule&,
+                                                                     void*, std::size_t, cudaStream_t)
+{
+    last_status_ = reason_;
+    return {};
 }
 
 cudaError_t CudnnSdpa::run(const void*, const void*, const void*, void*, float*, const Problem&, float, cudaStream_t)

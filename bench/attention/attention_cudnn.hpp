@@ -1,13 +1,20 @@
 // The attention chapter's library baseline: cuDNN 9's scaled dot-product attention forward (SDPA), through its graph
-// API (the header-only cudnn-frontend), with cuDNN opened at run time, as the normalization chapter's baseline.
+// API (the header-only cudnn-frontend), with cuDNN opened at run time, as the normalization chapter's baseline. Its
+// fastest engine configuration per problem: every plan its heuristics offer is built and timed in turn (core/pick.hpp),
+// as cuBLASLt's algorithms are, so that a rerun does not hand back another engine than the one recorded.
 #pragma once
 
 #include "attention/attention_reference.hpp"
+#include "core/pick.hpp"
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace stepwise::attention {
 
@@ -27,11 +34,24 @@ public:
     const std::string& reason() const { return reason_; }
     const std::string& version() const { return version_; }
 
-    //! @brief Builds and keeps the graph, its plan and its workspace for one problem, so that no timed call does.
+    //! @brief Builds and keeps the graph of one problem, every execution plan that the heuristics (A, then the
+    //!        fallback list) offer and that builds, and a workspace for the largest, so that no timed call does.
     //! @return cudaSuccess; cudaErrorNotSupported where cuDNN refuses the problem (last_status() says why); a CUDA
     //!         error where the workspace cannot be allocated or the device queried
     cudaError_t prepare(const Problem& p, float scale);
-    //! @brief Runs the problem on `stream` (preparing it first where prepare() has not).
+
+    //! @brief Times the problem's plans in turn on these buffers as `rule` says (L2 flushed by writing `d_flush`
+    //!        before each sample) and keeps the fastest for run(); prepares the problem first where needed.
+    //! @return every plan (its engine's name) with its medians, in the heuristics' order, and the index of the one
+    //!         kept; no candidate where cuDNN refuses the problem (last_status() says why)
+    //! @throws CudaError when a CUDA call fails
+    std::pair<std::vector<PickedCandidate>, std::size_t> pick(const void* d_q, const void* d_k, const void* d_v,
+                                                              void* d_o, float* d_lse, const Problem& p, float scale,
+                                                              const PickRule& rule, void* d_flush,
+                                                              std::size_t flush_bytes, cudaStream_t stream);
+
+    //! @brief Runs the problem on `stream` with the plan pick() kept, else the heuristics' first plan (preparing the
+    //!        problem first where prepare() has not).
     //! @return cudaSuccess, or cudaErrorNotSupported where cuDNN refuses the problem (see last_status())
     cudaError_t run(const void* d_q, const void* d_k, const void* d_v, void* d_o, float* d_lse, const Problem& p,
                     float scale, cudaStream_t stream);
@@ -43,6 +63,8 @@ private:
     struct Api;
     struct Plan;
     Plan* plan(const Problem& p, float scale, cudaError_t& status);
+    cudaError_t execute(Plan& plan, std::int64_t plan_index, const void* d_q, const void* d_k, const void* d_v,
+                        void* d_o, float* d_lse, cudaStream_t stream);
     std::unique_ptr<Api> api_;
     std::string reason_, version_, last_status_;
 };

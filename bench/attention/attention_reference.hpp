@@ -21,8 +21,8 @@ bool valid(const Problem& p);
 //! @brief Elements of Q (and O), and of K (and V).
 std::size_t q_elements(const Problem& p);
 std::size_t kv_elements(const Problem& p);
-//! @brief The FLOPs the chapter counts: 4 * batch * heads * seq^2 * head_dim, halved when causal (as the issue's
-//!        libraries are compared; the causal mask's diagonal is not counted apart).
+//! @brief The FLOPs the chapter counts: 4 * batch * heads * seq^2 * head_dim, halved when causal (as FlashAttention's
+//!        benchmarks count it; the causal mask's diagonal is not counted apart).
 double counted_flops(const Problem& p);
 //! @brief 1 / sqrt(head_dim), the scale of the scores.
 float default_scale(int head_dim);

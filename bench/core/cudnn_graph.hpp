@@ -8,37 +8,95 @@
 
 #include <cudnn_frontend.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace stepwise {
 
-//! @brief Validates `graph`, builds its plans on `handle` (heuristics A, else the fallback's), checks that they are
-//!        supported, sets `workspace_bytes` to what they need, and makes the frontend's one look-up at the first
-//!        execution (is a CUDA context current? through a libcudart it opens where it can, and assuming so where it
-//!        cannot) here, so that no timed call makes it.
+//! @brief Whether a cudnn-frontend call failed; where it did, `why` becomes "<step>: <its message's first line>".
+inline bool graph_step_failed(const char* step, cudnn_frontend::error_t e, std::string& why)
+{
+    if (e.is_good()) {
+        return false;
+    }
+    why = first_line(step, e.get_message());
+    return true;
+}
+
+//! @brief Validates `graph`, builds its operation graph on `handle`, asks the heuristics (A, then the fallback list)
+//!        for its execution plans and checks that cuDNN supports one of them.
+//! @return empty where it could, else "<step>: <the frontend's message's first line>"
+inline std::string prepare_graph(cudnn_frontend::graph::Graph& graph, cudnnHandle_t handle)
+{
+    namespace fe = cudnn_frontend;
+    std::string why;
+    if (graph_step_failed("validate", graph.validate(), why) ||
+        graph_step_failed("build_operation_graph", graph.build_operation_graph(handle), why) ||
+        graph_step_failed("create_execution_plans",
+                          graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), why) ||
+        graph_step_failed("check_support", graph.check_support(), why)) {
+        return why;
+    }
+    return {};
+}
+
+//! @brief prepare_graph(), then builds the heuristics' choice of plan, sets `workspace_bytes` to what it needs, and
+//!        makes the frontend's one look-up at the first execution (is a CUDA context current? through a libcudart it
+//!        opens where it can, and assuming so where it cannot) here, so that no timed call makes it.
 //! @return empty where it could, else "<step>: <the frontend's message's first line>"
 inline std::string build_graph_plans(cudnn_frontend::graph::Graph& graph, cudnnHandle_t handle,
                                      std::int64_t& workspace_bytes)
 {
-    namespace fe = cudnn_frontend;
-    std::string why;
-    const auto failed = [&why](const char* step, fe::error_t e) {
-        if (e.is_good()) {
-            return false;
-        }
-        why = first_line(step, e.get_message());
-        return true;
-    };
-    if (failed("validate", graph.validate()) || failed("build_operation_graph", graph.build_operation_graph(handle)) ||
-        failed("create_execution_plans", graph.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK})) ||
-        failed("check_support", graph.check_support()) || failed("build_plans", graph.build_plans()) ||
-        failed("get_workspace_size", graph.get_workspace_size(workspace_bytes))) {
+    std::string why = prepare_graph(graph, handle);
+    if (!why.empty() || graph_step_failed("build_plans", graph.build_plans(), why) ||
+        graph_step_failed("get_workspace_size", graph.get_workspace_size(workspace_bytes), why)) {
         return why;
     }
-    fe::detail::has_current_context();
+    cudnn_frontend::detail::has_current_context();
     return why;
+}
+
+//! @brief One plan of a graph that built: its index among the graph's execution plans and its engine's name.
+struct GraphPlan {
+    std::int64_t index = 0;
+    std::string name;
+};
+
+//! @brief prepare_graph(), then builds every execution plan that the heuristics offer and that cuDNN supports and
+//!        can build, for a baseline that times them all and keeps the fastest (core/pick.hpp); sets
+//!        `workspace_bytes` to the most any of them needs, and makes the frontend's look-up at the first execution
+//!        here (see build_graph_plans).
+//! @return empty where at least one plan built, else "<step>: <the frontend's message's first line>"
+inline std::string build_every_graph_plan(cudnn_frontend::graph::Graph& graph, cudnnHandle_t handle,
+                                          std::vector<GraphPlan>& plans, std::int64_t& workspace_bytes)
+{
+    plans.clear();
+    workspace_bytes = 0;
+    std::string why = prepare_graph(graph, handle);
+    if (!why.empty()) {
+        return why;
+    }
+    for (std::int64_t i = 0; i < graph.get_execution_plan_count(); ++i) {
+        std::int64_t bytes = 0;
+        GraphPlan plan{i, ""};
+        if (graph_step_failed("build_plan_at_index", graph.build_plan_at_index(i), why) ||
+            graph_step_failed("get_workspace_size_plan_at_index", graph.get_workspace_size_plan_at_index(i, bytes),
+                              why) ||
+            graph_step_failed("get_plan_name_at_index", graph.get_plan_name_at_index(i, plan.name), why)) {
+            continue;  // this plan is left out; `why` says why the last one was
+        }
+        workspace_bytes = std::max(workspace_bytes, bytes);
+        plans.push_back(std::move(plan));
+    }
+    if (plans.empty()) {
+        return why.empty() ? "build_plan_at_index: the heuristics offered no plan" : why;
+    }
+    cudnn_frontend::detail::has_current_context();
+    return {};
 }
 
 //! @brief Called inside a `catch (...)` around a graph baseline's plan: the exception being handled as the baseline

@@ -56,7 +56,7 @@ Shape shape_of(std::int64_t key)
             static_cast<int>(key % 100000)};
 }
 //! How cuBLASLt's algorithms and CUTLASS's configurations are picked at each shape before their rows are timed.
-constexpr tc::PickRule pick_rule{2, 10, 3, 30};
+constexpr const PickRule& pick_rule = library_pick_rule;
 //! The autotuning sweep runs at these sizes (registry keys): the main one, a small one and a transformer's shape,
 //! where the launcher picks other tiles.
 constexpr std::int64_t autotune_sizes[] = {1024, main_size, key_of({8192, 8192, 2048})};
@@ -204,7 +204,7 @@ private:
     //! A launch of CUTLASS's fastest configuration at a shape, and what was picked.
     struct CutlassPick {
         std::function<cudaError_t()> launch;
-        std::vector<tc::PickedCandidate> candidates;
+        std::vector<PickedCandidate> candidates;
         std::size_t kept = 0;
     };
 
@@ -231,7 +231,7 @@ private:
                 return config->gemm(s.M, s.N, s.K, d_A, d_B, d_C, workspace.data(), workspace.size(), stream);
             });
         }
-        const tc::PickTimes times = tc::pick_fastest(launches, pick_rule, flush.data(), flush.size(), stream);
+        const PickTimes times = pick_fastest(launches, pick_rule, flush.data(), flush.size(), stream);
         CutlassPick pick;
         for (std::size_t i = 0; i < configs.size(); ++i) {
             pick.candidates.push_back({configs[i]->id + " (" + configs[i]->description + ")", times.median_ms[i],
@@ -240,25 +240,6 @@ private:
         pick.kept = times.kept;
         pick.launch = launches[pick.kept];
         return pick;
-    }
-
-    //! The picked configuration and every candidate's median of the pick, on the library's row.
-    static void add_pick(nlohmann::json& row, const std::vector<tc::PickedCandidate>& candidates, std::size_t kept)
-    {
-        row["config"] = candidates[kept].config;
-        row["pick_candidates"] = nlohmann::json::array();
-        for (const tc::PickedCandidate& c : candidates) {
-            nlohmann::json candidate = {{"config", c.config}, {"median_ms", c.median_ms}};
-            if (c.final_median_ms >= 0) {
-                candidate["final_median_ms"] = c.final_median_ms;
-            }
-            row["pick_candidates"].push_back(candidate);
-        }
-        row["pick_rule"] = "each candidate " + std::to_string(pick_rule.warmup_launches) + " warm-up launches, then " +
-                           std::to_string(pick_rule.samples) +
-                           " rounds of one cold launch of each in turn (L2 flushed); the " +
-                           std::to_string(pick_rule.finalists) + " of the smallest medians " +
-                           std::to_string(pick_rule.final_samples) + " rounds more; the smallest final median kept";
     }
 
     void measure_size(MeasureContext& context, const std::vector<std::string>& runnable, std::int64_t key,
@@ -340,7 +321,7 @@ private:
         if (measured_at(entry_, "cublas_gemm_bf16", n)) {
             add_library(entry_.baselines[0], cublas_call);
         }
-        std::pair<std::vector<tc::PickedCandidate>, std::size_t> cublaslt_pick;
+        std::pair<std::vector<PickedCandidate>, std::size_t> cublaslt_pick;
         if (measured_at(entry_, "cublaslt_gemm_bf16_best", n)) {
             cublaslt_pick = libraries.cublaslt.pick(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), pick_rule,
                                                     libraries.flush.data(), libraries.flush.size(), stream);
@@ -368,9 +349,9 @@ private:
             nlohmann::json row = timing_row(timings[next], n, mode.id, std::nullopt, flops);
             add_reference_fields(row, *library);
             if (library->id == "cublaslt_gemm_bf16_best") {
-                add_pick(row, cublaslt_pick.first, cublaslt_pick.second);
+                add_pick(row, cublaslt_pick.first, cublaslt_pick.second, pick_rule);
             } else if (library->id == "cutlass_gemm_bf16") {
-                add_pick(row, cutlass_pick.candidates, cutlass_pick.kept);
+                add_pick(row, cutlass_pick.candidates, cutlass_pick.kept, pick_rule);
             }
             // A library is held to the same tolerance as the steps.
             add_validation(row, validation_of(run_once(calls[next].launch)));
