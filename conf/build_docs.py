@@ -11,15 +11,17 @@ Python). It
    docs/measurements/ with fresh measurements) the recorded files of the GPUs
    the first ones do not cover are added, labelled recorded. Two files of one
    GPU (``gpu.slug``) in one directory are an error. Under ``--strict`` also
-   that every step has current measurements in every file (source hashes
-   match);
+   that every step has measurements in every file, current ones (source
+   hashes match) in all but a second GPU's (a recorded GPU other than the
+   reference one, whose rows of a step changed since are shown as of their
+   commit);
 2. runs ``doxygen conf/Doxyfile`` from the repository root with
    STEPWISE_DOXYGEN_OUT=<build>/doxygen;
 3. runs ``sphinx-build -c conf docs <build>/docs/html`` (``-W --keep-going``
    under ``--strict``), handing the settings to conf/conf.py through
    environment variables (STEPWISE_REGISTRY, STEPWISE_MEASUREMENTS,
    STEPWISE_RECORDED, STEPWISE_SOURCE, STEPWISE_STRICT, STEPWISE_DOXYGEN_XML,
-   STEPWISE_REPO_ROOT, and STEPWISE_PRIMARY_GPU with ``--primary-gpu``);
+   STEPWISE_REPO_ROOT, and STEPWISE_REFERENCE_GPU with ``--reference-gpu``);
 4. prints ``Site: /absolute/path/index.html`` as its last line.
 
 Any failure prints one line to stderr that names the file or tool, and the
@@ -72,14 +74,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--recorded", type=Path, default=None,
                         help="a directory of recorded measurement files (docs/measurements/): those "
                              "of GPUs that --measurements does not cover are shown too, as recorded")
-    parser.add_argument("--primary-gpu", default=None, metavar="SLUG",
-                        help="the GPU (gpu.slug) whose recorded numbers the prose cites when none is "
-                             "fresh (default: conf.py's stepwise_primary_gpu)")
+    parser.add_argument("--reference-gpu", "--primary-gpu", dest="reference_gpu", default=None, metavar="SLUG",
+                        help="the reference GPU (gpu.slug): the one whose recorded numbers the prose cites "
+                             "when none is fresh and whose recorded file must be current (default: "
+                             "stepwise_docs.data.REFERENCE_GPU); the other recorded GPUs' numbers of a step "
+                             "changed since are shown as of their commit")
     parser.add_argument("--source", choices=("fresh", "recorded"), default=None,
                         help="what the pages say about the numbers: measured in this build "
                              "(fresh) or recorded (default: recorded)")
     parser.add_argument("--strict", action="store_true",
-                        help="fail on any stale or missing measurement and on any Sphinx warning")
+                        help="fail on any missing measurement, any stale one but a second GPU's, and "
+                             "on any Sphinx warning")
     parser.add_argument("--root", type=Path, default=DEFAULT_ROOT,
                         help="repository root holding snippets/ and docs/ (default: the parent "
                              "of conf/)")
@@ -88,12 +93,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def check_inputs(registry: Path, measurements: Path, root: Path, source: str, strict: bool,
-                 recorded: Path | None = None, primary_gpu: str | None = None):
+                 recorded: Path | None = None, reference_gpu: str | None = None):
     """Load and check the inputs the way the Sphinx extension will; returns the datasets
-    (primary first)."""
+    (the reference one first)."""
     sys.path.insert(0, str(CONF_DIR.parent / "docs" / "_ext"))
     try:
-        from stepwise_docs.data import DEFAULT_PRIMARY_GPU, DataError, load_datasets
+        from stepwise_docs.data import REFERENCE_GPU, DataError, load_datasets
     except ImportError as exc:  # e.g. run with a Python without jsonschema
         raise BuildError(f"cannot import the docs tooling ({exc}); run with the project "
                          f"virtualenv, e.g. .venv/bin/python conf/build_docs.py", 3) from None
@@ -105,7 +110,7 @@ def check_inputs(registry: Path, measurements: Path, root: Path, source: str, st
     try:
         datasets = load_datasets(registry, measurements, root, source,
                                  CONF_DIR / "measurement.schema.json", recorded,
-                                 primary_gpu or DEFAULT_PRIMARY_GPU)
+                                 reference_gpu or REFERENCE_GPU)
     except DataError as exc:
         raise BuildError(str(exc)) from None
     if strict:
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"step registry {registry} does not exist; build the timing program and run "
                 "`build/bench/stepwise_bench --list --json > build/registry.json` (make does)")
         datasets = check_inputs(registry, measurements, root, source, args.strict, recorded,
-                                args.primary_gpu)
+                                args.reference_gpu)
         xml = run_doxygen(root, build / "doxygen", args.verbose)
         env_vars = {
             "STEPWISE_REGISTRY": str(registry),
@@ -201,14 +206,19 @@ def main(argv: list[str] | None = None) -> int:
             "STEPWISE_DOXYGEN_XML": str(xml),
             "STEPWISE_REPO_ROOT": str(root),
         }
-        if args.primary_gpu:
-            env_vars["STEPWISE_PRIMARY_GPU"] = args.primary_gpu
+        if args.reference_gpu:
+            env_vars["STEPWISE_REFERENCE_GPU"] = args.reference_gpu
         index = run_sphinx(root, build, env_vars, args.strict, args.verbose)
     except BuildError as exc:
         return _fail(str(exc), exc.status)
+    from stepwise_docs.fmt import as_of_note  # importable: check_inputs imported stepwise_docs
+
     for i, dataset in enumerate(datasets):
-        role = "primary" if i == 0 else "also shown"
+        role = "reference" if i == 0 else "also shown"
         print(f"Measurements: {dataset.measurement_path} ({dataset.source}; {dataset.gpu_name}, {role})")
+        for chapter in dataset.chapters.values():  # a second GPU's chapters of steps changed since
+            if note := as_of_note(chapter):
+                print(f"  {chapter.id}: {note}")
     print(f"Site: {index}")
     return 0
 

@@ -10,9 +10,13 @@ STEPWISE_RECORDED       a directory of recorded measurement files whose GPUs STE
                         does not cover are shown too, labelled recorded (make docs passes
                         docs/measurements with fresh measurements; default: none)
 STEPWISE_SOURCE         ``fresh`` (measured in this build) or ``recorded``
-STEPWISE_PRIMARY_GPU    the GPU slug whose numbers the prose cites when none is fresh
-                        (default ``nvidia-h100-80gb-hbm3``; absent: the first GPU by slug)
-STEPWISE_STRICT         ``1``: a stale or missing measurement stops the build
+STEPWISE_REFERENCE_GPU  the reference GPU's slug: the GPU whose numbers the prose cites when none
+                        is fresh, and whose recorded file must be current; every other recorded GPU
+                        is a second GPU, whose numbers of a step changed since are shown as of their
+                        commit (default: stepwise_docs.data.REFERENCE_GPU; absent from the build: the
+                        first GPU by slug). STEPWISE_PRIMARY_GPU, its former name, is still read
+STEPWISE_STRICT         ``1``: a stale or missing measurement stops the build (but a second GPU's
+                        stale rows, shown as of their commit)
 STEPWISE_DOXYGEN_XML    Doxygen's XML output directory (read by Breathe)
 STEPWISE_REPO_ROOT      the repository the registry's file paths are relative to
                         (default: the parent of this directory)
@@ -23,7 +27,7 @@ STEPWISE_SASS_DIR       where the chapters' SASS reports are, ``<chapter>.json``
 
 Each can also be overridden with ``-D name=value`` (``stepwise_registry``,
 ``stepwise_measurements``, ``stepwise_recorded``, ``stepwise_source``, ``stepwise_strict``,
-``stepwise_repo_root``, ``stepwise_sass_dir``, ``stepwise_primary_gpu``).
+``stepwise_repo_root``, ``stepwise_sass_dir``, ``stepwise_reference_gpu``).
 """
 from __future__ import annotations
 
@@ -36,6 +40,8 @@ REPO_ROOT = CONF_DIR.parent
 
 # Our own extension lives in docs/_ext (relative to this file, not to the cwd).
 sys.path.insert(0, str(REPO_ROOT / "docs" / "_ext"))
+
+from stepwise_docs.data import REFERENCE_GPU  # noqa: E402  (the one place that names the reference GPU)
 
 # -- Project -----------------------------------------------------------------
 project = "Stepwise CUDA"
@@ -80,7 +86,8 @@ breathe_show_define_initializer = False
 stepwise_registry = os.environ.get("STEPWISE_REGISTRY", "")
 stepwise_measurements = os.environ.get("STEPWISE_MEASUREMENTS", "")
 stepwise_recorded = os.environ.get("STEPWISE_RECORDED", "")
-stepwise_primary_gpu = os.environ.get("STEPWISE_PRIMARY_GPU", "nvidia-h100-80gb-hbm3")
+stepwise_reference_gpu = (os.environ.get("STEPWISE_REFERENCE_GPU") or os.environ.get("STEPWISE_PRIMARY_GPU")
+                          or REFERENCE_GPU)
 stepwise_source = os.environ.get("STEPWISE_SOURCE", "recorded")
 stepwise_strict = os.environ.get("STEPWISE_STRICT", "0") not in ("", "0", "false", "no")
 stepwise_repo_root = os.environ.get("STEPWISE_REPO_ROOT", str(REPO_ROOT))

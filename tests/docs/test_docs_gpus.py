@@ -68,16 +68,16 @@ def test_second_fixture_file_is_current_and_labelled():
 def test_recorded_directory_gives_one_dataset_per_gpu(project):
     with_b(project)
     datasets = load(project)
-    assert [d.slug for d in datasets] == [A, B]  # no H100 here: the first by slug is primary
-    assert datasets.primary.slug == A and all(d.source == "recorded" for d in datasets)
+    assert [d.slug for d in datasets] == [A, B]  # no H200 here: the first by slug is the reference
+    assert datasets.reference.slug == A and all(d.source == "recorded" for d in datasets)
     assert datasets.problems() == []
     assert [p.name for p in datasets.paths()] == ["fixture-gpu.json", "fixture-gpu-b.json"]
 
 
-def test_primary_gpu_is_the_configured_one_then_the_others_by_slug(project):
+def test_reference_gpu_is_the_configured_one_then_the_others_by_slug(project):
     with_b(project)
-    assert [d.slug for d in load(project, primary_gpu=B)] == [B, A]
-    assert [d.slug for d in load(project, primary_gpu="nvidia-h200")] == [A, B]  # absent: by slug
+    assert [d.slug for d in load(project, reference_gpu=B)] == [B, A]
+    assert [d.slug for d in load(project, reference_gpu="nvidia-h200")] == [A, B]  # absent: by slug
     one = load(project, project / "measurements" / "fixture-gpu-b.json")
     assert [d.slug for d in one] == [B]
 
@@ -88,9 +88,9 @@ def test_fresh_comes_first_and_replaces_the_recorded_file_of_its_gpu(project, tm
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     shutil.copy(project / "more-measurements" / "fixture-gpu-b.json", fresh)
-    datasets = load(project, fresh, source="fresh", recorded=project / "measurements", primary_gpu=A)
+    datasets = load(project, fresh, source="fresh", recorded=project / "measurements", reference_gpu=A)
     assert [(d.slug, d.source) for d in datasets] == [(B, "fresh"), (A, "recorded")]
-    assert datasets.primary.run["commit"] == "f1xtur2"  # the fresh file, not the recorded one of B
+    assert datasets.reference.run["commit"] == "f1xtur2"  # the fresh file, not the recorded one of B
     assert datasets.paths()[0].parent == fresh
     # without --recorded: the fresh file alone; an empty recorded folder adds nothing
     assert [d.slug for d in load(project, fresh, source="fresh")] == [B]
@@ -120,10 +120,14 @@ def test_each_gpus_problems_name_its_file(project):
         demo["steps"] = [r for r in demo["steps"] if not (r["id"] == "01_naive" and r["n"] == LARGE
                                                           and r["timing"] == "batch")]
     edit(path, stale_and_missing)
-    problems = load(project).problems()
+    # B as the reference GPU: its missing and its stale rows are problems
+    problems = load(project, reference_gpu=B).problems()
     assert [(p.kind, p.step) for p in problems] == [("missing", "01_naive"), ("stale", "02_vector")]
     assert all("fixture-gpu-b.json" in str(p) for p in problems)
     assert f"n={LARGE} timing=batch" in str(problems[0]) and "FIXTURE GPU B" in str(problems[1])
+    # B as a second GPU: its missing rows only (its stale ones are shown as of their commit)
+    assert [(p.kind, p.step, "fixture-gpu-b.json" in str(p)) for p in load(project).problems()] == [
+        ("missing", "01_naive", True)]
 
 
 def test_a_problem_of_the_sources_is_listed_once_for_all_gpus(project):
@@ -131,13 +135,15 @@ def test_a_problem_of_the_sources_is_listed_once_for_all_gpus(project):
     snippet = project / "snippets" / "demo" / "02_vector.cuh"
     snippet.write_bytes(snippet.read_bytes() + b" ")
     kinds = [(p.kind, "fixture-gpu-b.json" in str(p)) for p in load(project).problems()]
-    assert kinds == [("stale", False), ("registry_stale", False), ("stale", True)]
+    assert kinds == [("stale", False), ("registry_stale", False)]  # B, a second GPU, shows its rows as of
+    kinds = [(p.kind, "fixture-gpu-b.json" in str(p)) for p in load(project, reference_gpu=B).problems()]
+    assert kinds == [("stale", True), ("registry_stale", False)]  # and with B the reference GPU, A does
 
 
 # -- sizes and the sweep ------------------------------------------------------------------------
 
 def test_main_sizes_and_sweep_sizes(project):
-    chapter = load(project).primary.chapter("demo")
+    chapter = load(project).reference.chapter("demo")
     assert chapter.sizes() == [(N, "1024 x 1024 float (fixture)")]  # tables, plots, roles
     assert chapter.sweep_sizes() == [SMALL, LARGE]
     assert [n for n, _p in chapter.all_sizes()] == [N, SMALL, LARGE]
@@ -146,7 +152,7 @@ def test_main_sizes_and_sweep_sizes(project):
     assert chapter.expected_sizes("02_vector") == [N]
     assert chapter.expected_sizes("empty_launch") == [N, SMALL, LARGE]
     assert chapter.expected_sizes("inplace_read_write") == [N]
-    gemm = load(project).primary.chapter("gemm")  # no sweep: every size is a main size
+    gemm = load(project).reference.chapter("gemm")  # no sweep: every size is a main size
     assert gemm.sizes() == gemm.all_sizes() and gemm.sweep_sizes() == []
 
 
@@ -169,7 +175,7 @@ def test_a_sweep_row_is_expected_at_the_sweep_sizes_without_listing_them(project
     demo["sweep"]["rows"].append("lib_scale")
     del demo["baselines"][0]["sizes"]
     synth.write_json(project / "registry.json", registry)
-    chapter = load(project).primary.chapter("demo")
+    chapter = load(project).reference.chapter("demo")
     assert chapter.expected_sizes("lib_scale") == [N, SMALL, LARGE]
     assert [(p.step, p.kind) for p in load(project).problems()] == [("lib_scale", "missing")]
 
@@ -211,30 +217,30 @@ def test_the_l2_line_follows_the_footprint_and_stays_in_range(project):
     registry = synth.fixture_registry()
     registry["chapters"][0]["sweep"]["footprint"] = {"bytes_per_n": 12, "power": 2}
     synth.write_json(project / "registry.json", registry)
-    chapter = load(project).primary.chapter("demo")
+    chapter = load(project).reference.chapter("demo")
     assert chapter.l2_size(50331648) == pytest.approx((50331648 / 12) ** 0.5)
     assert chapter.footprint_bytes(2048) == 12 * 2048 ** 2
     data = sweep.sweep(chapter, "batch")  # the L2 size, 2048 here, is below every size drawn
     assert data["l2_n"] is None and data["l2_n_any"] == pytest.approx(2048)
-    gemm = sweep.sweep(load(project).primary.chapter("gemm"), "single_cold")
+    gemm = sweep.sweep(load(project).reference.chapter("gemm"), "single_cold")
     assert gemm["l2_n"] is None and gemm["l2_n_any"] is None  # no footprint
 
 
 def test_sweep_rows_options(project):
-    chapter = load(project).primary.chapter("demo")
+    chapter = load(project).reference.chapter("demo")
     assert sweep.select_rows(chapter) == ["01_naive", "empty_launch"]
     assert sweep.select_rows(chapter, steps=["02_vector"]) == ["02_vector", "empty_launch"]
     assert sweep.select_rows(chapter, baselines=["lib_scale"]) == ["01_naive", "lib_scale", "empty_launch"]
     assert sweep.select_rows(chapter, rows=["lib_scale", "02_vector"]) == ["lib_scale", "02_vector"]
     with pytest.raises(DataError, match="no step, ceiling or baseline 'nope'"):
         sweep.select_rows(chapter, rows=["nope"])
-    gemm = load(project).primary.chapter("gemm")  # without sweep.rows: every step and baseline
+    gemm = load(project).reference.chapter("gemm")  # without sweep.rows: every step and baseline
     assert sweep.select_rows(gemm) == ["01_naive", "02_register_blocking", "03_autotuned", "04_tf32",
                                        "cublas_sgemm", "cublas_sgemm_tf32"]
 
 
 def test_sweep_plot_has_two_panels_and_a_content_hashed_name(project, tmp_path):
-    chapter = load(project).primary.chapter("demo")
+    chapter = load(project).reference.chapter("demo")
     data = sweep.sweep(chapter, "batch")
     path = plot.render_sweep(data, tmp_path)
     assert path.name.startswith("stepwise-sweep-demo-") and path.read_bytes()[:4] == b"\x89PNG"
@@ -266,7 +272,7 @@ def test_headline_sets_the_baseline_it_names_beside_the_final_step(project):
     registry = synth.fixture_registry()
     registry["chapters"][1]["headline"]["baseline"] = "cublas_sgemm_tf32"
     synth.write_json(project / "registry.json", registry)
-    g = fmt.headline(load(project).primary.chapter("gemm"))
+    g = fmt.headline(load(project).reference.chapter("gemm"))
     assert [(bid, label) for bid, label, _v in g.vs()] == [("cublas_sgemm_tf32", "cuBLAS tf32")]
     row = g.chapter.baseline_row("cublas_sgemm_tf32", g.n, g.timing)
     assert g.vs()[0][2] == pytest.approx(row["median_ms"] / g.final["median_ms"])
@@ -276,18 +282,18 @@ def test_headline_sets_the_baseline_it_names_beside_the_final_step(project):
 def test_headline_without_a_row_or_a_headline(project):
     edit(project / "measurements" / "fixture-gpu.json", lambda d: demo_of(d).update(
         steps=[r for r in demo_of(d)["steps"] if r["id"] != "02_vector"]))
-    h = fmt.headline(load(project).primary.chapter("demo"))
+    h = fmt.headline(load(project).reference.chapter("demo"))
     assert h.final is None and h.speedup is None and h.share is None and h.vs()[0][2] is None
     registry = synth.fixture_registry()
     del registry["chapters"][1]["headline"]
     synth.write_json(project / "registry.json", registry)
-    assert fmt.headline(load(project).primary.chapter("gemm")) is None
+    assert fmt.headline(load(project).reference.chapter("gemm")) is None
 
 
 def test_headline_flags_a_ratio_whose_samples_spread(project):
     """A library row (or the final step's) whose median lies well above its fastest sample, as
     cuBLAS's at 4096^3 in some H100 runs, marks the front page's ratio as one a rerun may not give."""
-    h = fmt.headline(load(project).primary.chapter("gemm"))
+    h = fmt.headline(load(project).reference.chapter("gemm"))
     assert fmt.median_over_fastest(h.final) == pytest.approx(1 / 0.95 - 1)  # the fixture's ordinary spread
     assert h.spread() == [None]
 
@@ -297,7 +303,7 @@ def test_headline_flags_a_ratio_whose_samples_spread(project):
             if row["id"] == "cublas_sgemm" and row["n"] == h.n:
                 row["min_ms"] = row["median_ms"] / 1.11  # two speeds: the median 11 % above the fastest
     edit(project / "measurements" / "fixture-gpu.json", slow_median)
-    flagged = fmt.headline(load(project).primary.chapter("gemm"))
+    flagged = fmt.headline(load(project).reference.chapter("gemm"))
     assert flagged.spread() == [("cublas_sgemm", pytest.approx(0.11))]
     assert flagged.vs()[0][2] == pytest.approx(h.vs()[0][2])  # the ratio itself is unchanged
 
@@ -359,7 +365,7 @@ def test_two_gpus_every_table_and_plot_per_gpu(project):
     a, b = synth.FIXTURE_GPU, synth.FIXTURE_GPU_B
     blocks = gpu_blocks(html)
     # table, table :timing:, plot, sweep, accuracy, run, ncu (only the named file's GPU), each
-    # step's summary -- every time the primary first
+    # step's summary -- every time the reference first
     assert blocks == [a, b] * 6 + [a] + [a, b] * 2
     # the bar charts and the sweep (2 timings) per GPU, each image naming its GPU
     images = project / "build" / "docs" / "html" / "_images"
@@ -375,7 +381,7 @@ def test_two_gpus_every_table_and_plot_per_gpu(project):
     # the step sections: one summary per GPU; the code once
     assert html.count('<table class="stepwise-data stepwise-step-table') == 4
     assert html.count("What changed since 01_naive") == 1
-    # the prose reads the primary GPU (A: 40 us cold; B would be 20 us), and says so
+    # the prose reads the reference GPU (A: 40 us cold; B would be 20 us), and says so
     assert "The second step is 5.00\u00d7 faster than the first (batch), 40.0 \u00b5s cold" in text
     assert re.search(r'title="median time, demo/02_vector, timing single_cold, n = 1048576; Measured on '
                      r'FIXTURE GPU \(not a measurement\)', html)
@@ -383,7 +389,7 @@ def test_two_gpus_every_table_and_plot_per_gpu(project):
     assert "On the other GPU: 20.0 \u00b5s cold" in text
     assert re.search(r'title="median time, demo/02_vector, timing single_cold, n = 1048576; Measured on '
                      r'FIXTURE GPU B \(not a measurement\)', html)
-    # the results table: one column group per GPU, primary first
+    # the results table: one column group per GPU, the reference first
     summary = html[html.index('<table class="stepwise-data stepwise-summary stepwise-gpus-2'):]
     summary = summary[:summary.index("</table>")]
     assert re.findall(r'stepwise-gpu-group[^>]*><p>([^<]*)<', summary) == [a, b]
@@ -410,9 +416,9 @@ def test_a_number_of_a_gpu_the_build_lacks_fails(project):
 
 
 @needs_doxygen
-def test_the_configured_primary_gpu_leads_and_feeds_the_prose(project):
+def test_the_configured_reference_gpu_leads_and_feeds_the_prose(project):
     with_b(project)
-    proc = build_docs(project, "--strict", "--primary-gpu", B)
+    proc = build_docs(project, "--strict", "--reference-gpu", B)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html, text = page(project)
     assert gpu_blocks(html)[:2] == [synth.FIXTURE_GPU_B, synth.FIXTURE_GPU]
@@ -436,13 +442,13 @@ def test_fresh_and_recorded_gpus_together(project, tmp_path):
     assert "commit f1xtur2 (dirty) \u2014 measured in this build" in text
     assert "commit f1xture (dirty) \u2014 recorded measurements, not re-measured in this build" in text
     assert "0ldrec0" not in text
-    assert "20.0 \u00b5s cold" in text  # the fresh GPU is the primary one
+    assert "20.0 \u00b5s cold" in text  # the fresh GPU is the reference one
     # the roofline pairs a GPU's counts with its times: the page names FIXTURE GPU's counts, and
     # the fresh GPU has none, so it is FIXTURE GPU's roofline, under its name ...
     html, text = page(project, "gemm.html")
     roofline = html[html.index("stepwise-roofline"):]
     assert gpu_blocks(roofline)[0] == synth.FIXTURE_GPU
-    assert "Autotuning sweep on FIXTURE GPU B (not a measurement)" in text  # the primary's
+    assert "Autotuning sweep on FIXTURE GPU B (not a measurement)" in text  # the reference's
     # ... until the fresh GPU's own counts lie beside them
     logs = project / "measurements" / "logs"
     shutil.copy(logs / "fixture-gpu-gemm-ncu.csv", logs / f"{B}-gemm-ncu.csv")
@@ -455,13 +461,13 @@ def test_fresh_and_recorded_gpus_together(project, tmp_path):
 
 @needs_doxygen
 @pytest.mark.parametrize("change, needles", [
-    (lambda d: [r.update(source_sha256="0" * 64) for r in demo_of(d)["steps"] if r["id"] == "02_vector"],
-     ["stale measurement: demo/02_vector", "fixture-gpu-b.json"]),
     (lambda d: demo_of(d).update(ceilings=[r for r in demo_of(d)["ceilings"]
                                            if not (r["id"] == "empty_launch" and r["n"] == LARGE)]),
      ["missing measurement: demo/empty_launch (ceiling)", f"n={LARGE}", "fixture-gpu-b.json"]),
 ])
-def test_strict_build_fails_on_the_second_gpus_problems(project, change, needles):
+def test_strict_build_fails_on_the_second_gpus_missing_rows(project, change, needles):
+    """A second GPU's missing rows fail as the reference GPU's do (its stale ones do not: see
+    test_docs_second_gpu.py)."""
     edit(with_b(project), change)
     proc = build_docs(project, "--strict")
     assert proc.returncode != 0
@@ -481,7 +487,7 @@ def test_non_strict_marks_one_gpu_stale_and_missing(project):
     registry = synth.fixture_registry()
     del registry["chapters"][1]["headline"]  # a chapter without a headline is not in the table
     synth.write_json(project / "registry.json", registry)
-    proc = build_docs(project)
+    proc = build_docs(project, "--reference-gpu", B)  # the reference GPU's stale rows: a warning in each step
     assert proc.returncode == 0, proc.stderr
     assert "fixture-gpu-b.json" in proc.stderr  # the warnings name the file
     html, text = page(project)

@@ -15,8 +15,8 @@ from stepwise_docs.data import DataError, load_datasets
 N = 1048576  # the FIXTURE demo chapter's main size (fixtures/make_fixtures.py)
 
 
-def primary(project: Path):
-    return load_datasets(project / "registry.json", project / "measurements", project).primary
+def reference(project: Path):
+    return load_datasets(project / "registry.json", project / "measurements", project).reference
 
 
 def pytorch_file(project: Path, **change) -> Path:
@@ -36,7 +36,7 @@ def pytorch_file(project: Path, **change) -> Path:
 
 
 def test_the_file_lies_beside_the_measurement_file_and_its_rows_meet_the_final_steps(project):
-    ds = primary(project)
+    ds = reference(project)
     path = pytorch.path_of(ds)
     assert path == project / "measurements" / "pytorch" / "fixture-gpu.json" and not path.is_file()
     pytorch_file(project)
@@ -65,7 +65,7 @@ def test_a_bad_file_is_one_clear_error(project, change, needle):
 
 def test_a_row_at_a_size_the_final_step_lacks_is_an_error(project):
     path = pytorch_file(project, n=7)
-    ds = primary(project)
+    ds = reference(project)
     with pytest.raises(DataError, match="not a size of demo/"):
         pytorch.rows_of(ds.chapter("demo"), pytorch.load(path, ds.slug))
 

@@ -1,12 +1,20 @@
 """Stepwise CUDA's Sphinx extension: measured tables, plots and step sections.
 
 Several GPUs: a build has one dataset per measurement file, one file per GPU (see
-:class:`.data.Datasets`). One of them is *primary*: the fresh one if any, else the recorded one
-of ``stepwise_primary_gpu``, else the first by GPU slug. The prose (both roles), the step
-sections' code and API, and the SGEMM evidence (tile bounds, roofline, autotuning) cite the
-primary one. The tables and plots below marked *per GPU* are drawn once per dataset, primary
-first, then by slug, each block headed with the GPU's name (class ``stepwise-gpu``) and followed
-by that GPU's provenance line.
+:class:`.data.Datasets`). One of them is the *reference*: the fresh one if any, else the recorded
+one of the reference GPU (``stepwise_reference_gpu``, default :data:`.data.REFERENCE_GPU`), else
+the first by GPU slug. The prose (both roles), the step sections' code and API, and the SGEMM
+evidence (tile bounds, roofline, autotuning) cite the reference one. The tables and plots below
+marked *per GPU* are drawn once per dataset, the reference one first, then by slug, each block
+headed with the GPU's name (class ``stepwise-gpu``) and followed by that GPU's provenance line.
+
+Every other recorded GPU is a *second GPU*. Where a step changed after a second GPU measured its
+chapter, that GPU's rows stay, marked stale (class ``stepwise-stale``), and are shown as of their
+commit: the one note of :func:`.fmt.as_of_note` ("<GPU>: measured at commit abc1234 (date), before
+step 09_x changed; not re-measured. The step's source then: `git show abc1234:<file>`.") opens
+that GPU's block of the chapter (class ``stepwise-as-of``; in a step section, where the step is
+one of them), marks its cells in the results table (``as of abc1234``, the note as tooltip) and
+ends the tooltip of a number of such a step.
 
 Directives (usable from MyST as ```{stepwise-table} elementwise```):
 
@@ -16,6 +24,8 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     and the timing; per GPU a group of columns: the first and final step's
     median time, the speedup, the final step's share of the ceiling, and
     per library baseline its time over the final step's ("0.947× cuBLAS";
+    "level" where a rerun of the chapter's recorded commit, kept under
+    ``logs/``, puts it more than 2 % from the recording's, see :mod:`.reruns`;
     — without a baseline; n/a where not measured). Classes
     ``stepwise-summary stepwise-gpus-<N>``; each GPU's header cell
     ``stepwise-gpu-group``. Under it one provenance line per GPU.
@@ -25,7 +35,9 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
 ``stepwise-table CHAPTER`` (options ``:timing:``, ``:n:``) -- per GPU
     One table per timing and problem size (the chapter's main sizes; ``:n:``
     picks one size, main or sweep): steps, then ceilings and baselines, each
-    number from the measurement file. A chapter with library baselines gets
+    number from the measurement file; under a median that ran more than 1 %
+    below the boost clock, its median SM clock (:func:`.fmt.below_boost`).
+    A chapter with library baselines gets
     one "vs <library>" column per baseline (the library's median time over
     the step's, same run).
 ``stepwise-plot CHAPTER`` (option ``:n:``) -- per GPU
@@ -91,12 +103,12 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
 ``stepwise-tile-bounds CHAPTER`` (options ``:n:``, ``:steps:``, ``:timing:``),
 ``stepwise-roofline CHAPTER NCU_FILE`` (options ``:n:``, ``:timing:``),
 ``stepwise-autotune CHAPTER`` (options ``:n:``, ``:timing:``)
-    The SGEMM chapter's evidence, on the primary GPU: the SC'10 register-blocking bounds
-    for it, a roofline from Nsight Compute's DRAM bytes (the primary GPU's file beside the
+    The SGEMM chapter's evidence, on the reference GPU: the SC'10 register-blocking bounds
+    for it, a roofline from Nsight Compute's DRAM bytes (the reference GPU's file beside the
     named one where there is one, else the named file with its own GPU's times), the
     autotuning sweep (see :mod:`.gemm` and :mod:`.gemm_directives`).
 
-Roles (the primary GPU's numbers; the tooltip names it):
+Roles (the reference GPU's numbers; the tooltip names it):
 ``{stepwise-number}`CHAPTER/ROW/FIELD[@TIMING][#N]``` (see fmt.FIELDS;
 also ``speedup_over:ROW`` and ``time_over:ROW``; N defaults to the chapter's first
 main size; ``#MxNxK`` or ``#RxC`` names a problem by its registry ``shape`` (a
@@ -106,8 +118,8 @@ ends in WORD, e.g. ``#16384x8192/bf16``, or with several words the one that has 
 e.g. ``#16384x8192/layernorm/bf16``; an unknown or ambiguous shape is an error), and
 ``{stepwise-ncu-number}`CHAPTER/STEP/FIELD[@first]``` (see ncu.FIELDS, e.g.
 ``divergent_branches``, ``branch_uniformity``, ``achieved_occupancy``; reads the
-primary GPU's file of the last ``stepwise-ncu`` directive for that chapter on the
-page, or the named file where the primary GPU has none).
+reference GPU's file of the last ``stepwise-ncu`` directive for that chapter on the
+page, or the named file where the reference GPU has none).
 
 Registry fields the pages read beyond the steps (all optional): a chapter's
 ``headline`` (``n``, ``timing``, ``first``, ``final``: its row in
@@ -122,8 +134,9 @@ step size but the sweep's, bar its ``main_sizes`` and those a step outside
 ``sweep.rows`` is measured at), ``Chapter.all_sizes()`` all of them.
 
 Strict builds (Sphinx ``-W``) also fail when a registry chapter has no page, or
-a step no ``stepwise-step`` section, and on every GPU's missing or stale rows
-(each message names its measurement file). Not missing: a step the GPU cannot
+a step no ``stepwise-step`` section, on every GPU's missing rows and on the
+stale rows of all but second GPUs (each message names its measurement file; a
+second GPU's stale rows are shown as of their commit). Not missing: a step the GPU cannot
 run (the file's ``unsupported`` list: its sections say why), and a chapter a
 recorded file has no numbers for where ``pending.toml`` beside the recorded
 files says why (every per-GPU block of that chapter shows the reason; an
@@ -134,7 +147,7 @@ Configuration (conf.py; conf/conf.py fills them from environment variables):
 ``*.json`` is one GPU's; two of one GPU are an error), ``stepwise_recorded`` (a
 directory of recorded files, added for the GPUs ``stepwise_measurements`` does not
 cover), ``stepwise_source`` (``fresh``/``recorded``, of ``stepwise_measurements``),
-``stepwise_primary_gpu`` (default ``nvidia-h100-80gb-hbm3``), ``stepwise_strict``,
+``stepwise_reference_gpu`` (default :data:`.data.REFERENCE_GPU`), ``stepwise_strict``,
 ``stepwise_repo_root``, ``stepwise_measurement_schema``, ``stepwise_sass_dir``
 (STEPWISE_SASS_DIR; default the registry's folder + ``/sass``).
 

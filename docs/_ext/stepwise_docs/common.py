@@ -14,12 +14,12 @@ from .data import Chapter, DataError, Dataset, Datasets
 
 
 def dataset_of(env) -> Dataset:
-    """The primary dataset: the one the prose, the code and the SGEMM evidence cite."""
+    """The reference dataset: the one the prose, the code and the SGEMM evidence cite."""
     return env.app.stepwise_dataset
 
 
 def datasets_of(env) -> Datasets:
-    """Every GPU's dataset, the primary one first (the tables and plots show each)."""
+    """Every GPU's dataset, the reference one first (the tables and plots show each)."""
     return env.app.stepwise_datasets
 
 
@@ -66,13 +66,35 @@ def provenance_node(dataset: Dataset, chapter: Chapter | None = None) -> nodes.p
     return nodes.paragraph("", fmt.provenance(dataset, chapter), classes=["stepwise-provenance"])
 
 
-def gpu_block(dataset: Dataset) -> nodes.container:
+def gpu_block(dataset: Dataset, chapter: Chapter | None = None,
+              shown_steps: list[str] | None = None) -> nodes.container:
     """The block of one GPU's tables or plots: headed with the GPU's name (class
-    ``stepwise-gpu``; the page's other GPUs follow in blocks of their own)."""
+    ``stepwise-gpu``; the page's other GPUs follow in blocks of their own). With the ``chapter`` whose
+    numbers it shows, a second GPU's block of a chapter with stale rows starts with the as-of note
+    (:func:`as_of_node`), where one of ``shown_steps`` (default: every step) is stale."""
     block = nodes.container(classes=["stepwise-gpu"] + ([f"stepwise-gpu-{dataset.slug}"]
                                                         if dataset.slug else []))
     block += nodes.rubric("", dataset.gpu_name, classes=["stepwise-gpu-heading"])
+    if chapter is not None:
+        shown = [s["id"] for s in chapter.steps] if shown_steps is None else shown_steps
+        if any(chapter.states[step_id].stale for step_id in shown):
+            block.extend(as_of_node(chapter))
     return block
+
+
+def as_of_node(chapter: Chapter) -> list[nodes.Node]:
+    """The as-of note of a second GPU's chapter with stale rows (:func:`.fmt.as_of_note`, its commands set as
+    code), as a note of class ``stepwise-as-of``; nothing where the note is empty."""
+    text = fmt.as_of_note(chapter)
+    if not text:
+        return []
+    para = nodes.paragraph()
+    for i, part in enumerate(text.split("`")):
+        if part:
+            para += nodes.literal("", part) if i % 2 else nodes.Text(part)
+    note = nodes.note(classes=["stepwise-as-of"])
+    note += para
+    return [note]
 
 
 def _ids(text: str) -> list[str]:
@@ -121,6 +143,9 @@ def _fmt_cell(cell: fmt.Cell) -> nodes.entry:
     entry = _cell(para, cell.classes)
     if cell.sub:
         entry += nodes.paragraph("", cell.sub, classes=["stepwise-sub"])
+    if cell.clock:  # the median SM clock of a row that ran below the boost clock (fmt.below_boost)
+        entry += nodes.paragraph("", "", tooltip(cell.clock, cell.clock_title),
+                                 classes=["stepwise-sub", "stepwise-clock"])
     return entry
 
 
@@ -151,16 +176,16 @@ class _Base(SphinxDirective):
 
     @property
     def dataset(self) -> Dataset:
-        """The primary dataset (see :class:`.data.Datasets`)."""
+        """The reference dataset (see :class:`.data.Datasets`)."""
         return dataset_of(self.env)
 
     @property
     def datasets(self) -> list[Dataset]:
-        """Every GPU's dataset, primary first."""
+        """Every GPU's dataset, the reference one first."""
         return list(datasets_of(self.env))
 
     def chapter(self, chapter_id: str, dataset: Dataset | None = None) -> Chapter:
-        """The chapter in ``dataset`` (default: the primary one)."""
+        """The chapter in ``dataset`` (default: the reference one)."""
         try:
             chapter = (dataset or self.dataset).chapter(chapter_id)
         except DataError as exc:
@@ -190,13 +215,16 @@ class _Base(SphinxDirective):
         deps += [str(Path(path).resolve()) for path in datasets_of(self.env).paths()]
         return deps
 
-    def per_gpu(self, render, chapter_id: str | None = None) -> list[nodes.Node]:
-        """The one loop over the GPUs: for every dataset, primary first, a :func:`gpu_block` with
-        what ``render(dataset, chapter)`` returns (``chapter`` is None without ``chapter_id``)."""
+    def per_gpu(self, render, chapter_id: str | None = None,
+                shown_steps: list[str] | None = None) -> list[nodes.Node]:
+        """The one loop over the GPUs: for every dataset, the reference one first, a :func:`gpu_block` with
+        what ``render(dataset, chapter)`` returns (``chapter`` is None without ``chapter_id``). A second GPU's
+        block of a chapter with stale rows among ``shown_steps`` (default: every step) starts with the as-of
+        note; a pending chapter's block says why it has no numbers."""
         out: list[nodes.Node] = []
         for dataset in self.datasets:
             chapter = self.chapter(chapter_id, dataset) if chapter_id else None
-            block = gpu_block(dataset)
+            block = gpu_block(dataset, chapter, shown_steps)
             if chapter is not None and chapter.pending:
                 block += not_measured_node(dataset, chapter)
             else:
@@ -222,7 +250,7 @@ class _Base(SphinxDirective):
         return figure
 
     def ncu_files(self, named: Path, chapter_id: str) -> list[tuple[Dataset | None, Path]]:
-        """A page's Nsight Compute file and its siblings of the build's other GPUs, primary first.
+        """A page's Nsight Compute file and its siblings of the build's other GPUs, the reference one first.
 
         Where the file's name starts with a GPU's slug and the chapter (``<slug>-<chapter>-``, as
         make profile names it), every other GPU's file beside it (its slug in that place) that

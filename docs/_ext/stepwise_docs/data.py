@@ -14,9 +14,12 @@ Two inputs, both contracts owned by the timing program:
 
 Every number the site shows comes from a measurement file. A :class:`Dataset`
 is the registry and one GPU's file; :class:`Datasets` all of a build's, the
-primary one first (:func:`load_datasets`). The registry says what *should* be
+reference one first (:func:`load_datasets`). The registry says what *should* be
 there; :meth:`Dataset.problems` says what is not (a step without rows, or whose
-source changed since it was measured).
+source changed since it was measured). A *second GPU* (a recorded GPU other than
+the reference one, :attr:`Dataset.is_second_gpu`) keeps the rows of a step that
+changed after it was recorded: the pages show them as of their commit
+(:meth:`Chapter.stale_steps`, :func:`.fmt.as_of_note`), and they are no problem.
 """
 from __future__ import annotations
 
@@ -115,6 +118,11 @@ class Chapter:
         if self.measured is not None:
             return ""
         return self.dataset.pending.get(self.id, "")
+
+    def stale_steps(self) -> list[tuple[dict, StepState]]:
+        """The steps whose rows are stale (their source changed since this chapter's run measured them), with
+        their states, in registry order: the same states that mark their rows ``stepwise-stale``."""
+        return [(step, self.states[step["id"]]) for step in self.steps if self.states[step["id"]].stale]
 
     # -- lookups ---------------------------------------------------------
     def _by_id(self, entries: list[dict], wanted: str, what: str, where: str = "") -> dict:
@@ -373,6 +381,12 @@ class Dataset:
         if source not in ("fresh", "recorded"):
             raise DataError(f"source must be 'fresh' or 'recorded', not {source!r}")
         self.source = source
+        #: Whether this is the build's reference dataset, the one the prose cites (set by :class:`Datasets`; a
+        #: dataset on its own is its own reference).
+        self.is_reference: bool = True
+        #: Whether this is a second GPU: a recorded file that is neither the reference dataset nor of the reference
+        #: GPU (set by :class:`Datasets`). Its stale rows are shown as of their commit rather than reported.
+        self.is_second_gpu: bool = False
         measured_chapters = {c["id"]: c for c in (measurements or {}).get("chapters", [])}
         self.chapters: dict[str, Chapter] = {
             c["id"]: Chapter(self, c, measured_chapters.get(c["id"])) for c in registry["chapters"]
@@ -381,9 +395,9 @@ class Dataset:
     @classmethod
     def load(cls, registry_path: Path, measurement_path: Path, repo_root: Path,
              source: str = "recorded", schema_path: Path = DEFAULT_SCHEMA) -> "Dataset":
-        """The primary dataset of a file or a directory of them (see :func:`load_datasets`, which
+        """The reference dataset of a file or a directory of them (see :func:`load_datasets`, which
         a build uses to load every GPU's)."""
-        return load_datasets(registry_path, measurement_path, repo_root, source, schema_path).primary
+        return load_datasets(registry_path, measurement_path, repo_root, source, schema_path).reference
 
     def chapter(self, chapter_id: str) -> Chapter:
         try:
@@ -435,7 +449,10 @@ class Dataset:
 
     def problems(self) -> list[Problem]:
         """Every step whose numbers are missing or stale, in registry order, and every entry of
-        ``pending.toml`` for this file that is no longer true (the chapter is recorded, or unknown)."""
+        ``pending.toml`` for this file that is no longer true (the chapter is recorded, or unknown).
+
+        A second GPU's stale rows are not among them (:attr:`is_second_gpu`): the pages show them as of their
+        commit (:func:`.fmt.as_of_note`). Its missing rows are, as every dataset's."""
         out: list[Problem] = []
         file_name = _display(self.measurement_path) if self.measurement_path else "the measurement file"
         for chapter_id in self.pending:
@@ -457,7 +474,7 @@ class Dataset:
                         f"under {self.repo_root}",
                     ))
                     continue
-                if state.stale:
+                if state.stale and not self.is_second_gpu:
                     out.append(Problem(
                         "stale", chapter.id, step["id"], step["file"],
                         f"stale measurement: {where} ({state.stale_reason} "
@@ -512,30 +529,41 @@ def _is_sha256(text: str) -> bool:
 # Several GPUs: one dataset per measurement file
 # ---------------------------------------------------------------------------
 
-#: The GPU whose recorded numbers the prose cites when no fresh measurement is rendered
-#: (conf value ``stepwise_primary_gpu``).
-DEFAULT_PRIMARY_GPU = "nvidia-h100-80gb-hbm3"
+#: The reference GPU: the one whose recorded numbers the prose cites when no fresh measurement is
+#: rendered, and whose recorded file must be current (conf value ``stepwise_reference_gpu``). The one
+#: place that names it; every other recorded GPU is a second GPU.
+REFERENCE_GPU = "nvidia-h200"
 
 
 class Datasets:
-    """Every GPU's dataset, the primary one first, then the others by GPU slug.
+    """Every GPU's dataset, the reference one first, then the others by GPU slug.
 
-    The primary dataset is the one the prose cites (the roles, the step sections' code and API,
+    The reference dataset is the one the prose cites (the roles, the step sections' code and API,
     the SGEMM chapter's bounds, roofline and autotuning): the fresh one if there is one, else the
-    one of ``primary_gpu``, else the first by slug. Tables and plots are drawn once per dataset.
+    one of ``reference_gpu``, else the first by slug. Tables and plots are drawn once per dataset.
+
+    Every other recorded dataset whose GPU is not ``reference_gpu`` is a *second GPU*
+    (:attr:`Dataset.is_second_gpu`): where a step changed after it was recorded, its rows stay, shown as
+    of their commit (:func:`.fmt.as_of_note`), and are no problem. The reference dataset, a fresh one
+    and the recorded file of the reference GPU must be current.
     """
 
-    def __init__(self, datasets: list[Dataset], primary_gpu: str = DEFAULT_PRIMARY_GPU):
+    def __init__(self, datasets: list[Dataset], reference_gpu: str = REFERENCE_GPU):
         if not datasets:
             raise DataError("no measurement files")
         fresh = [d for d in datasets if d.source == "fresh"]
         pool = sorted(fresh or datasets, key=lambda d: d.slug)
-        primary = next((d for d in pool if d.slug == primary_gpu), pool[0])
-        self.all: list[Dataset] = [primary] + sorted((d for d in datasets if d is not primary),
-                                                     key=lambda d: d.slug)
+        reference = next((d for d in pool if d.slug == reference_gpu), pool[0])
+        self.all: list[Dataset] = [reference] + sorted((d for d in datasets if d is not reference),
+                                                       key=lambda d: d.slug)
+        for dataset in self.all:
+            dataset.is_reference = dataset is reference
+            dataset.is_second_gpu = (dataset is not reference and dataset.source == "recorded"
+                                     and dataset.slug != reference_gpu)
 
     @property
-    def primary(self) -> Dataset:
+    def reference(self) -> Dataset:
+        """The dataset the prose cites: the fresh one, else the reference GPU's, else the first by slug."""
         return self.all[0]
 
     def __iter__(self):
@@ -545,8 +573,8 @@ class Datasets:
         return len(self.all)
 
     def problems(self) -> list[Problem]:
-        """Every dataset's problems, primary first; a problem of the sources or the registry (the
-        same for every dataset) once."""
+        """Every dataset's problems, the reference one's first (a second GPU's stale rows are none, see
+        :meth:`Dataset.problems`); a problem of the sources or the registry (the same for every dataset) once."""
         out: dict[str, Problem] = {}
         for dataset in self.all:
             for problem in dataset.problems():
@@ -559,11 +587,11 @@ class Datasets:
 
 def load_datasets(registry_path: Path, measurements: Path, repo_root: Path, source: str = "recorded",
                   schema_path: Path = DEFAULT_SCHEMA, recorded: Path | None = None,
-                  primary_gpu: str = DEFAULT_PRIMARY_GPU) -> Datasets:
+                  reference_gpu: str = REFERENCE_GPU) -> Datasets:
     """The datasets of a build: every file of ``measurements`` (a file or a directory; labelled
     ``source``), then every file of ``recorded`` (a directory of recorded files, labelled recorded)
     whose GPU the first ones do not cover. So a fresh measurement replaces the recorded one of its
-    GPU and is shown beside the recorded ones of the other GPUs."""
+    GPU and is shown beside the recorded ones of the other GPUs. ``reference_gpu``: see :class:`Datasets`."""
     registry = load_registry(registry_path)
     # pending.toml speaks of the recorded files only: a fresh measurement of the same GPU replaces them.
     pending = load_pending(recorded if recorded is not None else
@@ -578,5 +606,5 @@ def load_datasets(registry_path: Path, measurements: Path, repo_root: Path, sour
             if data["gpu"]["slug"] not in covered and path.resolve() not in resolved:
                 datasets.append(Dataset(registry, data, repo_root, path, "recorded",
                                         pending.get(data["gpu"]["slug"])))
-    return Datasets(datasets, primary_gpu)
+    return Datasets(datasets, reference_gpu)
 

@@ -87,8 +87,8 @@ class NcuDirective(_Base):
     Several GPUs: where the file's name starts with a GPU's slug and the chapter
     (``<slug>-<chapter>-...``, as make profile names it), the file of every other GPU of the build
     that lies beside it, with that GPU's slug in its place, is shown too, each under its GPU's
-    name (primary first); another GPU's missing file is not an error. The
-    ``stepwise-ncu-number`` role reads the primary GPU's file (the named one where it has none).
+    name (the reference one first); another GPU's missing file is not an error. The
+    ``stepwise-ncu-number`` role reads the reference GPU's file (the named one where it has none).
     """
 
     required_arguments = 2
@@ -100,20 +100,20 @@ class NcuDirective(_Base):
     }
 
     def run(self) -> list[nodes.Node]:
-        primary = self.chapter(self.arguments[0])
+        reference = self.chapter(self.arguments[0])
         rel, named = self.env.relfn2path(self.arguments[1])
         self.env.note_dependency(rel)
-        files = self.ncu_files(Path(named), primary.id)
+        files = self.ncu_files(Path(named), reference.id)
         role_file = next((path for ds, path in files if ds is self.dataset), Path(named))
-        self.env.temp_data.setdefault("stepwise_ncu", {})[primary.id] = str(role_file)
+        self.env.temp_data.setdefault("stepwise_ncu", {})[reference.id] = str(role_file)
         out = nodes.container(classes=["stepwise-table-block"])
         columns = []
         for dataset, path in files:
             self.env.note_dependency(str(path))
             if dataset is None:  # a file of no GPU of this build: as it is, unlabelled
-                block, chapter = out, primary
+                block, chapter = out, reference
             else:
-                block, chapter = gpu_block(dataset), self.chapter(primary.id, dataset)
+                block, chapter = gpu_block(dataset), self.chapter(reference.id, dataset)
                 out += block
             table, columns = self._table(chapter, path, dataset or self.dataset)
             block.extend(table)

@@ -180,6 +180,32 @@ def provenance(dataset: Dataset, chapter: Chapter | None = None) -> str:
     return f"{where}), {total} chapters in {len(groups)} runs: {'; '.join(parts)} {source}"
 
 
+def as_of_note(chapter: Chapter) -> str:
+    """What a second GPU's numbers of ``chapter`` are, where steps of it changed after its run measured them
+    (:meth:`.data.Chapter.stale_steps`, the state that marks their rows stale); empty where none did, and for
+    the reference dataset, a fresh one or the reference GPU's file (whose stale rows fail the strict build).
+
+    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 09_ping_pong changed; not
+    re-measured. The step's source then: `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
+    Every changed step is named; a command is between backticks (the pages set it as code)."""
+    stale = chapter.stale_steps()
+    if not stale or not chapter.dataset.is_second_gpu:
+        return ""
+    run = chapter.run
+    commit = short_commit(run.get("commit", "unknown"))
+    dirty = ", with uncommitted changes" if run.get("dirty") else ""
+    date = str(run.get("date", "an unknown date"))[:10]
+    ids = [step["id"] for step, _state in stale]
+    # The files the rows were measured from (of a step whose registry entry names another file since: the old one).
+    files = list(dict.fromkeys(next(iter(state.rows.values()))["file"] for _step, state in stale))
+    one = len(ids) == 1
+    steps = f"step {ids[0]}" if one else f"steps {', '.join(ids[:-1])} and {ids[-1]}"
+    whose = "The step's source" if one else ("The steps' source" if len(files) == 1 else "The steps' sources")
+    commands = ", ".join(f"`git show {commit}:{path}`" for path in files)
+    return (f"{chapter.dataset.gpu_name}: measured at commit {commit} ({date}{dirty}), before {steps} changed; "
+            f"not re-measured. {whose} then: {commands}.")
+
+
 # ---------------------------------------------------------------------------
 # Table rows
 # ---------------------------------------------------------------------------
@@ -190,6 +216,8 @@ class Cell:
     classes: list[str] = field(default_factory=list)
     title: str = ""  # a tooltip / longer explanation
     sub: str = ""  # a second, smaller line (the spread under a median)
+    clock: str = ""  # a third, smaller line: the median SM clock of a row that ran below the boost clock
+    clock_title: str = ""  # its tooltip
 
 
 @dataclass
@@ -313,15 +341,45 @@ def _clock_note(row: dict) -> str:
             f"{clock['min']:,.0f}{EN_DASH}{clock['max']:,.0f} MHz)")
 
 
-def _time_cells(row: dict | None) -> dict[str, Cell]:
+#: A row whose median SM clock lies more than this share below the GPU's boost clock ran below it for most of its
+#: kept samples (power- or heat-capped): its time is one of sustained load, not of the boost clock.
+BELOW_BOOST = 0.01
+
+
+def below_boost(row: dict | None, chapter: Chapter) -> tuple[str, str] | None:
+    """Where a row's median SM clock (``sm_clock_mhz.median``, over its kept samples) lies more than BELOW_BOOST
+    below the GPU's boost clock (``gpu.limits.max_sm_clock_mhz``; in a file without it, the highest clock of the
+    chapter's run and rows), the line shown under the row's median and its tooltip, ``("at 1,725 MHz", "median SM
+    clock over the kept samples; ...")``; else None: a row at the boost clock, or one whose clock was not read."""
+    clock = (row or {}).get("sm_clock_mhz")
+    if not clock:
+        return None
+    boost, what = (chapter.dataset.limits or {}).get("max_sm_clock_mhz"), "the GPU\u2019s boost clock"
+    if not boost:
+        readings = [r["sm_clock_mhz"]["max"] for kind in ("steps", "ceilings", "baselines")
+                    for r in (chapter.measured or {}).get(kind, []) if r.get("sm_clock_mhz")]
+        readings += [v for v in (chapter.run.get("sm_clock_mhz") or {}).values() if v]
+        if not readings:
+            return None
+        boost, what = max(readings), "the highest SM clock of this run"
+    if clock["median"] >= boost * (1 - BELOW_BOOST):
+        return None
+    return (f"at {clock['median']:,.0f} MHz",
+            f"median SM clock over the kept samples ({clock['min']:,.0f}{EN_DASH}{clock['max']:,.0f} MHz); "
+            f"{what} is {boost:,.0f} MHz: this row ran power-capped, a sustained-load figure")
+
+
+def _time_cells(row: dict | None, chapter: Chapter | None = None) -> dict[str, Cell]:
     if row is None:
         return {"median": Cell(DASH), "spread": Cell(DASH), "gbps": Cell(DASH), "gflops": Cell(DASH)}
+    clock, clock_title = (below_boost(row, chapter) if chapter is not None else None) or ("", "")
     return {
         "median": Cell(format_time(row["median_ms"]), ["stepwise-num"],
                        f"median of {row['samples']} samples; relative noise "
                        f"{sig(100 * row['rel_noise'], 2)} %; "
                        f"{row['throttled_samples']} throttled samples discarded{_clock_note(row)}",
-                       sub=format_spread(row["min_ms"], row["max_ms"], row["median_ms"])),
+                       sub=format_spread(row["min_ms"], row["max_ms"], row["median_ms"]),
+                       clock=clock, clock_title=clock_title),
         "spread": Cell(format_spread(row["min_ms"], row["max_ms"], row["median_ms"]), ["stepwise-num"]),
         "gbps": Cell(format_rate(row["gbps"], "GB/s").removesuffix(" GB/s") if row["gbps"] is not None
                      else DASH, ["stepwise-num"]),
@@ -339,7 +397,7 @@ def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
     for index, step in enumerate(steps):
         row = chapter.step_row(step["id"], n, timing)
         state = chapter.states[step["id"]]
-        cells = _time_cells(row)
+        cells = _time_cells(row, chapter)
         classes: list[str] = []
         notes: list[str] = []
         badges: list[str] = []
@@ -412,7 +470,7 @@ def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
                 entry["id"], n, timing)
             if row is None and n not in chapter.expected_sizes(entry["id"]):
                 continue  # a reference of another problem (cuDNN's RMSNorm in a LayerNorm table)
-            cells = _time_cells(row)
+            cells = _time_cells(row, chapter)
             for key in ("vs_prev", "vs_first", "accuracy", "tests"):
                 cells[key] = Cell(DASH)
             for baseline in chapter.baselines:

@@ -1,6 +1,6 @@
 """The Sphinx side of :mod:`.gemm`: three directives, registered by :func:`.sphinx_ext.setup`.
 
-They read the primary GPU's dataset only (see :class:`.data.Datasets`): the bounds, the roofline
+They read the reference GPU's dataset only (see :class:`.data.Datasets`): the bounds, the roofline
 and the autotuning sweep argue from one GPU. (``stepwise-sweep``, once here, is generic now and
 lives in :mod:`.overview`.)
 
@@ -199,16 +199,16 @@ class RooflineDirective(_GemmBase):
     option_spec = {**_GemmBase.option_spec, "steps": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        primary = self.chapter(self.arguments[0])
-        timing = self.timing_id(primary)
+        reference = self.chapter(self.arguments[0])
+        timing = self.timing_id(reference)
         rel, path_text = self.env.relfn2path(self.arguments[1])
         self.env.note_dependency(rel)
-        # The primary GPU's file where there is one beside the named file; else the named file's
+        # The reference GPU's file where there is one beside the named file; else the named file's
         # own GPU (the roofline pairs counts and times of one GPU).
-        files = self.ncu_files(Path(path_text), primary.id)
+        files = self.ncu_files(Path(path_text), reference.id)
         dataset, path = next(((d, p) for d, p in files if d is not None and p.is_file()), files[0])
         dataset = dataset or self.dataset
-        chapter = self.chapter(primary.id, dataset)
+        chapter = self.chapter(reference.id, dataset)
         self.env.note_dependency(str(path))
         gpu = dataset.gpu
         if dataset.measurements is not None and not ncu.same_gpu(path, gpu, chapter.id):
@@ -231,8 +231,8 @@ class RooflineDirective(_GemmBase):
         image = render_roofline(data, self.plot_dir)
         out = nodes.container(classes=["stepwise-table-block", "stepwise-roofline"])
         box = out
-        if files[0][0] is not None:  # a file of one of the build's GPUs: under its name
-            box = gpu_block(dataset)
+        if files[0][0] is not None:  # a file of one of the build's GPUs: under its name (a second GPU's as of)
+            box = gpu_block(dataset, chapter)
             out += box
         box += self.figure(image, roofline_alt_text(data), (
             f"Roofline at n = {n} ({timing}), both axes logarithmic. Solid: the memory roof, the "

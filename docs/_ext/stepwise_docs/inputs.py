@@ -4,6 +4,7 @@ the combined view on what this module reads.
 """
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +43,11 @@ def read_input(path: Path, where: str, error: type[DataError] = DataError, encod
     if not path.is_file():
         raise error(f"{where} is not a file")
     try:
+        if path.name.endswith(".gz"):  # a file kept compressed (the reruns under docs/measurements/logs/)
+            with gzip.open(path, "rt", encoding=encoding) as f:
+                return f.read()
         return path.read_text(encoding=encoding)
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise error(f"{where} cannot be read: {exc}") from exc
 
 

@@ -2,11 +2,13 @@
 every chapter's headline per GPU."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.util import logging
 
-from . import fmt
+from . import fmt, reruns
 from . import sweep as sweep_data
 from .common import _Base, _cell, _ids, _table, provenance_node, stepwise_chapterref, tooltip
 from .data import Chapter, DataError, Dataset
@@ -49,12 +51,12 @@ class SweepDirective(_Base):
                    "baselines": directives.unchanged_required, "rows": directives.unchanged_required}
 
     def run(self) -> list[nodes.Node]:
-        primary = self.chapter(self.arguments[0])
-        timings = self.timings(primary)
+        reference = self.chapter(self.arguments[0])
+        timings = self.timings(reference)
         selection = {key: _ids(self.options[key]) if key in self.options else None
                      for key in ("rows", "steps", "baselines")}
         try:
-            ids = sweep_data.select_rows(primary, **selection)
+            ids = sweep_data.select_rows(reference, **selection)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
 
@@ -69,9 +71,9 @@ class SweepDirective(_Base):
             return out
 
         out = nodes.container(classes=["stepwise-table-block", "stepwise-sweep"])
-        out.extend(self.per_gpu(figures, primary.id))
+        out.extend(self.per_gpu(figures, reference.id, [i for i in ids if reference.kind_of(i) == "steps"]))
         numbers = ", ".join(f"{sweep_data.step_number(i)} = {i}" for i in ids
-                            if primary.kind_of(i) == "steps")
+                            if reference.kind_of(i) == "steps")
         out += nodes.paragraph("", (
             f"Cells: the row\u2019s rate (GFLOP/s or GB/s, from its median time) or its median time, "
             f"empty where the row is not measured at that size. Columns: steps by number ({numbers}), "
@@ -176,13 +178,28 @@ def _breakable(text: str) -> list[nodes.Node]:
     return out
 
 
+def _mark_as_of(cells: list[nodes.entry], chapter: Chapter) -> None:
+    """One GPU's cells of a chapter's row in the results table, where that GPU is a second GPU that measured the
+    chapter before a step of it changed: each gets the class ``stepwise-as-of``, and the first a line ``as of
+    <commit>`` whose tooltip is the as-of note (:func:`.fmt.as_of_note`). Nothing otherwise."""
+    note = fmt.as_of_note(chapter)
+    if not note:
+        return
+    for cell in cells:
+        cell["classes"].append("stepwise-as-of")
+    label = f"as of {fmt.short_commit(chapter.run.get('commit', 'unknown'))}"
+    cells[0] += nodes.paragraph("", "", tooltip(label, note, ["stepwise-as-of-label"]), classes=["stepwise-sub"])
+
+
 class SummaryDirective(_Base):
     """``stepwise-summary``: one row per registry chapter with a ``headline``, in registry order:
-    the chapter (linked to its page), the problem and the timing, then per GPU (primary first) the
+    the chapter (linked to its page), the problem and the timing, then per GPU (the reference one first) the
     first and final step's median time, the speedup, the final step's share of the ceiling and
-    the library baselines' time over the final step's. Under it one provenance line per GPU and a
+    the library baselines' time over the final step's (``level`` where a rerun of the recorded commit puts it more
+    than :data:`.reruns.AGREE_WITHIN` from the recording's). Under it one provenance line per GPU and a
     legend. The table has the classes ``stepwise-data stepwise-summary stepwise-gpus-<N>``; each
-    GPU's header cell has ``stepwise-gpu-group``.
+    GPU's header cell has ``stepwise-gpu-group``; a second GPU's cells of a chapter it measured before a step of
+    it changed have ``stepwise-as-of``, under the first an ``as of <commit>`` line (:func:`_mark_as_of`).
     """
 
     required_arguments = 0
@@ -235,6 +252,7 @@ class SummaryDirective(_Base):
             for dataset in datasets:
                 cells = self._cells(fmt.headline(dataset.chapter(chapter.id)))
                 cells[0]["classes"].append("stepwise-gpu-start")
+                _mark_as_of(cells, dataset.chapter(chapter.id))
                 for cell in cells:
                     row += cell
             tbody += row
@@ -249,10 +267,16 @@ class SummaryDirective(_Base):
             "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
             "vs library: the time of the library that the chapter sets beside its final step (the one "
             "named in the cell; its page says why that one) over the final step\u2019s "
-            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; samples "
-            "spread: the library\u2019s or the final step\u2019s median lies more than "
-            f"{fmt.sig(100 * fmt.SPREAD_LIMIT, 2)} % above its fastest sample, so a rerun may not give the same "
-            "ratio; n/a: not measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why)."),
+            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; where a rerun of the "
+            "commit the chapter was recorded from is kept beside the recording (under logs/), the ratio is the "
+            "recording\u2019s where the two lie within "
+            f"{fmt.sig(100 * reruns.AGREE_WITHIN, 2)} % of each other, and level where they lie further apart: the "
+            "two runs do not say which is faster (hover for both ratios and what differed between the runs); "
+            "samples spread (where no rerun is kept): the library\u2019s or the final step\u2019s median lies more "
+            f"than {fmt.sig(100 * fmt.SPREAD_LIMIT, 2)} % above its fastest sample, so a rerun may not give the same "
+            "ratio; n/a: not measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why); "
+            "as of a commit: that GPU measured the chapter before a step of it changed, and has not measured it "
+            "since (hover for which)."),
             classes=["stepwise-legend"])
         return [out]
 
@@ -290,16 +314,20 @@ class SummaryDirective(_Base):
             cells.append(_cell(fmt.DASH))
         else:
             entry = nodes.entry(classes=["stepwise-num"])
-            for (bid, label, value), (_b, _l, row), spread in zip(h.vs(), h.baselines, h.spread()):
+            for (bid, label, value), (_b, _l, row), spread, again in zip(h.vs(), h.baselines, h.spread(),
+                                                                          self._reruns(h)):
                 if value is None:
                     para = na(final, (bid, row))
+                elif again is not None and again.level:  # two runs of one commit do not say which is faster
+                    para = nodes.paragraph("", "", tooltip("level", again.explanation(), ["stepwise-level"]))
                 else:
                     para = nodes.paragraph("", "", tooltip(
                         fmt.format_speedup(value),
                         f"{bid}\u2019s median time over {h.final_id}\u2019s, same GPU, size and timing "
-                        f"(above 1\u00d7: faster than {label})"))
+                        f"(above 1\u00d7: faster than {label})"
+                        + ("" if again is None else f"; {again.explanation()}")))
                 para += nodes.inline("", " " + label, classes=["stepwise-summary-label"])
-                if spread is not None:
+                if spread is not None and again is None:  # a rerun of the commit says what a rerun gives
                     spread_id, over = spread
                     para += nodes.inline("", " ")
                     para += tooltip("samples spread", (
@@ -309,3 +337,17 @@ class SummaryDirective(_Base):
                 entry += para
             cells.append(entry)
         return cells
+
+    def _reruns(self, h: fmt.Headline) -> list[reruns.Rerun | None]:
+        """Per baseline of the headline, its ratio in the recording and in a rerun of the chapter's commit kept
+        beside it (:func:`.reruns.find_rerun`; None where none is kept). A file named as such a rerun that cannot be
+        read is a warning (an error in a strict build), and the cell shows the recording alone."""
+        try:
+            rerun = reruns.find_rerun(h.chapter.dataset, h.chapter)
+        except DataError as exc:
+            logger.warning(f"stepwise-summary: {exc}", location=(self.env.docname, self.lineno),
+                           type="stepwise", subtype="rerun")
+            return [None] * len(h.baselines)
+        if rerun is not None:
+            self.env.note_dependency(str(Path(rerun.dataset.measurement_path).resolve()))
+        return reruns.compare(h, rerun)

@@ -16,7 +16,7 @@ from sphinx.util import logging
 from . import gemm_directives
 from .common import (_env_chapters_used, _env_steps, dataset_of, stepwise_anchor, stepwise_chapterref,
                      stepwise_stepref)
-from .data import DEFAULT_PRIMARY_GPU, DEFAULT_SCHEMA, DataError, load_datasets
+from .data import DEFAULT_SCHEMA, REFERENCE_GPU, DataError, load_datasets
 from .evidence import NcuDirective, NcuNumberRole, SassDirective
 from .overview import SummaryDirective, SweepDirective
 from .pytorch import PytorchDirective
@@ -62,11 +62,11 @@ def _load(app: Sphinx) -> None:
         datasets = load_datasets(Path(cfg.stepwise_registry), Path(cfg.stepwise_measurements),
                                  repo_root, cfg.stepwise_source, schema,
                                  Path(cfg.stepwise_recorded) if cfg.stepwise_recorded else None,
-                                 cfg.stepwise_primary_gpu or DEFAULT_PRIMARY_GPU)
+                                 cfg.stepwise_reference_gpu or REFERENCE_GPU)
     except DataError as exc:
         raise ExtensionError(str(exc), modname="stepwise_docs") from None
     app.stepwise_datasets = datasets  # type: ignore[attr-defined]
-    app.stepwise_dataset = datasets.primary  # type: ignore[attr-defined]
+    app.stepwise_dataset = datasets.reference  # type: ignore[attr-defined]
 
     problems = datasets.problems()
     if _as_bool(cfg.stepwise_strict) and problems:
@@ -188,7 +188,7 @@ def _resolve_refs(app: Sphinx, doctree: nodes.document, fromdocname: str) -> Non
 _CONFIG_VALUES = {
     "stepwise_registry": "", "stepwise_measurements": "", "stepwise_source": "recorded",
     "stepwise_strict": False, "stepwise_repo_root": "", "stepwise_measurement_schema": "",
-    "stepwise_sass_dir": "", "stepwise_recorded": "", "stepwise_primary_gpu": DEFAULT_PRIMARY_GPU,
+    "stepwise_sass_dir": "", "stepwise_recorded": "", "stepwise_reference_gpu": REFERENCE_GPU,
 }
 #: The directives of this module's pages (the SGEMM chapter's are in gemm_directives).
 _DIRECTIVES = {

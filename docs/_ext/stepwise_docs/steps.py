@@ -49,7 +49,7 @@ class StepDirective(_Base):
                 "This step does not compute the same function as the original kernel for every "
                 "input; its accuracy column is marked \u2260 op.", ["stepwise-not-op", "caution"]))
         out.extend(self.per_gpu(lambda dataset, ch: self._marks(ch, step) + [self._summary(ch, step)],
-                                 chapter.id))
+                                 chapter.id, [step["id"]]))
         out.append(self._resources(chapter, step))
         prev = chapter.previous_step(step["id"])
         if prev is not None and prev["file"] == step["file"]:
@@ -87,10 +87,11 @@ class StepDirective(_Base):
         return node
 
     def _marks(self, chapter: Chapter, step: dict) -> list[nodes.Node]:
-        """Warnings of one GPU's numbers for the step: stale, or not measured."""
+        """Warnings of one GPU's numbers for the step: stale, or not measured. A second GPU's stale step has
+        no warning here: its block starts with the as-of note (:meth:`_Base.per_gpu`, given this step)."""
         out: list[nodes.Node] = []
         state = chapter.states[step["id"]]
-        if state.stale:
+        if state.stale and not chapter.dataset.is_second_gpu:
             warn = nodes.warning()
             warn += nodes.paragraph(
                 "", f"Stale: source changed since measured ({state.stale_reason} "

@@ -102,8 +102,8 @@ class TableDirective(_Base):
     option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
 
     def run(self) -> list[nodes.Node]:
-        primary = self.chapter(self.arguments[0])
-        timings, sizes = self.timings(primary), self.sizes(primary)
+        reference = self.chapter(self.arguments[0])
+        timings, sizes = self.timings(reference), self.sizes(reference)
 
         def tables(dataset: Dataset, chapter: Chapter) -> list[nodes.Node]:
             out: list[nodes.Node] = []
@@ -114,8 +114,8 @@ class TableDirective(_Base):
             return out
 
         out = nodes.container(classes=["stepwise-table-block"])
-        out.extend(self.per_gpu(tables, primary.id))
-        out += _legend(primary)
+        out.extend(self.per_gpu(tables, reference.id))
+        out += _legend(reference)
         return [out]
 
 
@@ -126,8 +126,8 @@ class PlotDirective(_Base):
     option_spec = {"n": directives.positive_int}
 
     def run(self) -> list[nodes.Node]:
-        primary = self.chapter(self.arguments[0])
-        sizes = self.sizes(primary)
+        reference = self.chapter(self.arguments[0])
+        sizes = self.sizes(reference)
 
         def figures(dataset: Dataset, chapter: Chapter) -> list[nodes.Node]:
             out: list[nodes.Node] = []
@@ -142,7 +142,7 @@ class PlotDirective(_Base):
                     f"dashed lines: {chapter.share_of}{dotted}. Series \u2014 {series}.", dataset, chapter))
             return out
 
-        return self.per_gpu(figures, primary.id)
+        return self.per_gpu(figures, reference.id)
 
 
 class ResourcesDirective(_Base):
@@ -192,14 +192,14 @@ class AccuracyDirective(_Base):
     option_spec = {"timing": directives.unchanged_required, "n": directives.positive_int}
 
     def run(self) -> list[nodes.Node]:
-        primary = self.chapter(self.arguments[0])
-        timing = self.options.get("timing", primary.timings[0]["id"])
+        reference = self.chapter(self.arguments[0])
+        timing = self.options.get("timing", reference.timings[0]["id"])
         try:
-            primary.timing(timing)
+            reference.timing(timing)
         except DataError as exc:
             raise self.error(f"{self.name}: {exc}") from None
-        n, problem = self.sizes(primary)[0]
-        return self.per_gpu(lambda dataset, chapter: self._table(chapter, timing, n, problem), primary.id)
+        n, problem = self.sizes(reference)[0]
+        return self.per_gpu(lambda dataset, chapter: self._table(chapter, timing, n, problem), reference.id)
 
     def _table(self, chapter: Chapter, timing: str, n: int, problem: str) -> list[nodes.Node]:
         rows = [(step, chapter.step_row(step["id"], n, timing)) for step in chapter.steps
@@ -365,7 +365,7 @@ def _run_rows(ds: Dataset, run: dict, chapters: list[Chapter], all_chapters: boo
 class NumberRole(SphinxRole):
     """``{stepwise-number}`elementwise/04_lookup_table/second_application_max_rel@batch```.
 
-    ``CHAPTER/ROW/FIELD[@TIMING][#N][!GPU]``: the primary GPU's number, or with ``!GPU`` (a GPU
+    ``CHAPTER/ROW/FIELD[@TIMING][#N][!GPU]``: the reference GPU's number, or with ``!GPU`` (a GPU
     slug, e.g. ``!nvidia-h200``) that GPU's; a GPU the build has no measurement file of is an error.
     ``#N`` is a size, ``#MxNxK`` or ``#RxC`` a problem by its registry ``shape`` (``#RxC/WORD``
     where several sizes share it: the one whose problem text ends in WORD, e.g. ``#16384x8192/bf16``).
@@ -390,7 +390,7 @@ class NumberRole(SphinxRole):
             return [nodes.problematic(self.rawtext, self.rawtext)], [msg]
         chapter_id, row_id, field_name = parts
         datasets = datasets_of(self.env)
-        dataset = datasets.primary if slug is None else next(
+        dataset = datasets.reference if slug is None else next(
             (d for d in datasets if d.slug == slug), None)
         if dataset is None:
             msg = self.inliner.reporter.error(
@@ -414,8 +414,11 @@ class NumberRole(SphinxRole):
             self.env.note_dependency(str(Path(dataset.measurement_path).resolve()))
         classes = ["stepwise-number"]
         state = chapter.states.get(row_id)
+        as_of = ""
         if state is not None and state.stale:
             classes.append("stepwise-stale")
+            note = fmt.as_of_note(chapter)  # a second GPU's number, as of its commit
+            as_of = f". {note}" if note else ""
         node = tooltip(value, f"{fmt.field_description(field_name)}, {chapter_id}/{row_id}, "
-                              f"timing {timing}, n = {n}; {fmt.provenance(dataset, chapter)}", classes)
+                              f"timing {timing}, n = {n}; {fmt.provenance(dataset, chapter)}{as_of}", classes)
         return [node], []
