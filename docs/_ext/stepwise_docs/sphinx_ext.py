@@ -13,7 +13,7 @@ from sphinx.application import Sphinx
 from sphinx.errors import ConfigError, ExtensionError
 from sphinx.util import logging
 
-from . import gemm_directives
+from . import collapsible, gemm_directives
 from .common import (_env_chapters_used, _env_steps, dataset_of, stepwise_anchor, stepwise_chapterref,
                      stepwise_stepref)
 from .data import DEFAULT_SCHEMA, REFERENCE_GPU, DataError, load_datasets
@@ -210,6 +210,7 @@ def setup(app: Sphinx) -> dict:
     for name, directive in _DIRECTIVES.items():
         app.add_directive(name, directive)
     gemm_directives.setup(app)
+    collapsible.setup(app)
     app.add_role("stepwise-number", NumberRole())
     app.add_role("stepwise-ncu-number", NcuNumberRole())
 

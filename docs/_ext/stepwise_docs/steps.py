@@ -11,7 +11,7 @@ from docutils.parsers.rst import directives
 from docutils.statemachine import StringList
 from sphinx import addnodes
 
-from . import fmt, resources
+from . import collapsible, fmt, resources
 from .common import (_Base, _cell, _env_steps, _fmt_cell, _table, provenance_node, stepwise_anchor,
                      stepwise_stepref, tooltip)
 from .data import Chapter, DataError
@@ -57,9 +57,13 @@ class StepDirective(_Base):
             # shown once, at the first step of the run.
             out.append(self._same_source(chapter, prev, step))
         else:
-            out.extend(self._source(step, path))
+            # The diff is the step's change and stays in view; the whole file is one click away (open at the
+            # first step, which has no diff).
+            changed = None
             if prev is not None:
-                out.extend(self._diff(prev, step))
+                diff_nodes, changed = self._diff(prev, step)
+                out.extend(diff_nodes)
+            out.extend(self._source(step, path, prev, changed))
         if "no-api" not in self.options:
             out.extend(self._api(step))
         return out
@@ -199,7 +203,10 @@ class StepDirective(_Base):
         wrapper += literal
         return wrapper
 
-    def _source(self, step: dict, path: Path) -> list[nodes.Node]:
+    def _source(self, step: dict, path: Path, prev: dict | None = None,
+                changed: tuple[int, int] | None = None) -> list[nodes.Node]:
+        """The whole step in a collapsed block under one line (its lines, and what changed over ``prev``: the
+        lines ``changed`` added and removed), open where there is no previous step; the download link under it."""
         text = path.read_text(encoding="utf-8")
         docdir = (Path(self.env.srcdir) / self.env.docname).parent
         rel = os.path.relpath(path, docdir).replace(os.sep, "/")
@@ -212,8 +219,9 @@ class StepDirective(_Base):
                            "toolkit): ")
         para += download
         return [
-            nodes.rubric("", "Source", classes=["stepwise-rubric"]),
-            self._literal(text, "cuda", step["file"], True, str(path)),
+            collapsible.details(source_summary(step, text, prev, changed),
+                                [self._literal(text, "cuda", step["file"], True, str(path))],
+                                ["stepwise-source"], open_=prev is None),
             para,
         ]
 
@@ -230,22 +238,23 @@ class StepDirective(_Base):
                 para += nodes.Text(text)
         return para
 
-    def _diff(self, prev: dict, step: dict) -> list[nodes.Node]:
+    def _diff(self, prev: dict, step: dict) -> tuple[list[nodes.Node], tuple[int, int] | None]:
+        """The unified diff of ``prev``'s file and ``step``'s under its rubric, and the lines it adds and removes
+        (None where the previous file is missing: no diff)."""
         repo = self.dataset.repo_root
         prev_path = repo / prev["file"]
         if not prev_path.is_file():
-            return []
+            return [], None
         self.env.note_dependency(str(prev_path.resolve()))
         old = prev_path.read_text(encoding="utf-8").splitlines(keepends=True)
         new = (repo / step["file"]).read_text(encoding="utf-8").splitlines(keepends=True)
-        diff = "".join(difflib.unified_diff(old, new, fromfile=prev["file"], tofile=step["file"]))
-        if not diff:
-            diff = "(no change)\n"
+        lines = list(difflib.unified_diff(old, new, fromfile=prev["file"], tofile=step["file"]))
+        diff = "".join(lines) or "(no change)\n"
         return [
             nodes.rubric("", f"What changed since {prev['id']}", classes=["stepwise-rubric"]),
             self._literal(diff, "diff", f"diff {prev['file']} {step['file']}", False,
                           str(repo / step["file"])),
-        ]
+        ], diff_counts(lines)
 
     def _api(self, step: dict) -> list[nodes.Node]:
         xml = self.config.breathe_projects.get(self.config.breathe_default_project) \
@@ -299,3 +308,19 @@ def same_source_parts(prev: dict, step: dict) -> list[tuple[str, str]]:
         parts.append(("text", f" with blocks of {resources.block_text(kernels[0]['block'])} threads"))
     parts.append(("text", "."))
     return parts
+
+
+def diff_counts(unified_diff_lines: list[str]) -> tuple[int, int]:
+    """The lines a unified diff adds and removes (its ``+``/``-`` lines, not the ``+++``/``---`` headers)."""
+    added = sum(1 for line in unified_diff_lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in unified_diff_lines if line.startswith("-") and not line.startswith("---"))
+    return added, removed
+
+
+def source_summary(step: dict, text: str, prev: dict | None, changed: tuple[int, int] | None) -> str:
+    """The one line over a step's collapsed source: ``Full source: 09_ping_pong.cuh, 1,217 lines (+341 -12 over
+    08_persistent)``."""
+    name = step["file"].rsplit("/", 1)[-1]
+    lines = len(text.splitlines())
+    over = f" (+{changed[0]:,} \u2212{changed[1]:,} over {prev['id']})" if prev is not None and changed else ""
+    return f"Full source: {name}, {lines:,} line{'' if lines == 1 else 's'}{over}"
