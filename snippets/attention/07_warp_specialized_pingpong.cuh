@@ -240,6 +240,12 @@ __device__ __forceinline__ void wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
 }
 
+//! The consumers' turns at the tensor cores pass through named barriers: barrier 0 is __syncthreads(), and
+//! consumer c waits for its turn at barrier first_turn_barrier + c.
+constexpr int first_turn_barrier = 1;
+//! The threads at a turn's barrier: the warpgroup that waits for its turn and the one that hands it over.
+constexpr int turn_barrier_threads = 2 * 128;
+
 //! @brief Waits at named barrier `id` until `count` threads arrived or waited there.
 __device__ __forceinline__ void named_sync(int id, int count)
 {
@@ -326,9 +332,9 @@ static __global__ void __launch_bounds__(threads, 1)
         return;
     }
     setmaxnreg_inc<consumer_registers>();
-    const int my_turn = 1 + consumer, other_turn = 2 - consumer;  // named barriers 1 and 2
+    const int my_turn = first_turn_barrier + consumer, other_turn = first_turn_barrier + 1 - consumer;
     if (consumer == 1) {
-        named_arrive(1, 256);  // the first warpgroup issues first
+        named_arrive(first_turn_barrier, turn_barrier_threads);  // the first warpgroup issues first
     }
     const unsigned char* const q_rows = smem + L::q + consumer * group_rows * 128;
     const std::uint64_t q_desc = smem_descriptor(q_rows, 0), k_desc = smem_descriptor(smem + L::k, 0);
@@ -352,8 +358,8 @@ static __global__ void __launch_bounds__(threads, 1)
     for (int i = 0; i < HeadDim / 2; ++i) {
         out[i] = 0.0f;
     }
-    float sc[s_regs];
-    std::uint32_t p[key_tile / 16][4];
+    float scores[s_regs];
+    std::uint32_t p_fragments[key_tile / 16][4];
 
     const auto issue_scores = [&](int s) {
         wgmma_fence();
@@ -361,7 +367,7 @@ static __global__ void __launch_bounds__(threads, 1)
         for (int kk = 0; kk < HeadDim / 16; ++kk) {  // descriptors count 16-byte units
             const unsigned q_within = ((kk / 4) * L::q_region + (kk % 4) * 32) / 16;
             const unsigned k_within = (s * L::tile_bytes + (kk / 4) * L::kv_region + (kk % 4) * 32) / 16;
-            wgmma_64x128x16_ss<Negate ? -1 : 1>(sc, q_desc + q_within, k_desc + k_within, kk > 0);
+            wgmma_64x128x16_ss<Negate ? -1 : 1>(scores, q_desc + q_within, k_desc + k_within, kk > 0);
         }
         wgmma_commit();
     };
@@ -371,9 +377,9 @@ static __global__ void __launch_bounds__(threads, 1)
         for (int k = 0; k < key_tile / 16; ++k) {
             const std::uint64_t desc = v_desc + (s * L::tile_bytes + k * 16 * 128) / 16;
             if constexpr (HeadDim == 128) {
-                wgmma_64x128x16_rs(out, p[k], desc);
+                wgmma_64x128x16_rs(out, p_fragments[k], desc);
             } else {
-                wgmma_64x64x16_rs(out, p[k], desc);
+                wgmma_64x64x16_rs(out, p_fragments[k], desc);
             }
         }
         wgmma_commit();
@@ -389,7 +395,7 @@ static __global__ void __launch_bounds__(threads, 1)
                 for (int j = 0; j < key_tile / 8; ++j) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        sc[4 * j + 2 * h + e] = j * 8 + e < limit ? sc[4 * j + 2 * h + e] : -INFINITY;
+                        scores[4 * j + 2 * h + e] = j * 8 + e < limit ? scores[4 * j + 2 * h + e] : -INFINITY;
                     }
                 }
             }
@@ -399,8 +405,8 @@ static __global__ void __launch_bounds__(threads, 1)
             float part[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
             for (int j = 0; j < key_tile / 8; ++j) {
-                part[(2 * j) % 4] = fmaxf(part[(2 * j) % 4], sc[4 * j + 2 * h]);
-                part[(2 * j + 1) % 4] = fmaxf(part[(2 * j + 1) % 4], sc[4 * j + 2 * h + 1]);
+                part[(2 * j) % 4] = fmaxf(part[(2 * j) % 4], scores[4 * j + 2 * h]);
+                part[(2 * j + 1) % 4] = fmaxf(part[(2 * j + 1) % 4], scores[4 * j + 2 * h + 1]);
             }
             float tile_max = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
             tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -414,12 +420,12 @@ static __global__ void __launch_bounds__(threads, 1)
             for (int j = 0; j < key_tile / 8; ++j) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
-                    float w = exp2_approx(fmaf(sc[4 * j + 2 * h + e], scale_log2, shift));
+                    float weight = exp2_approx(fmaf(scores[4 * j + 2 * h + e], scale_log2, shift));
                     if constexpr (masked.value) {
-                        w = j * 8 + e < limit ? w : 0.0f;  // -inf times a scale of 0 is NaN
+                        weight = j * 8 + e < limit ? weight : 0.0f;  // -inf times a scale of 0 is NaN
                     }
-                    sc[4 * j + 2 * h + e] = w;
-                    sums[(2 * j + e) % 4] += w;
+                    scores[4 * j + 2 * h + e] = weight;
+                    sums[(2 * j + e) % 4] += weight;
                 }
             }
             sum[h] = sum[h] * rescale[h] + ((sums[0] + sums[1]) + (sums[2] + sums[3]));  // this thread's columns
@@ -429,10 +435,10 @@ static __global__ void __launch_bounds__(threads, 1)
     const auto pack_weights = [&] {
 #pragma unroll
         for (int k = 0; k < key_tile / 16; ++k) {
-            p[k][0] = pack(sc[8 * k], sc[8 * k + 1]);
-            p[k][1] = pack(sc[8 * k + 2], sc[8 * k + 3]);
-            p[k][2] = pack(sc[8 * k + 4], sc[8 * k + 5]);
-            p[k][3] = pack(sc[8 * k + 6], sc[8 * k + 7]);
+            p_fragments[k][0] = pack(scores[8 * k], scores[8 * k + 1]);
+            p_fragments[k][1] = pack(scores[8 * k + 2], scores[8 * k + 3]);
+            p_fragments[k][2] = pack(scores[8 * k + 4], scores[8 * k + 5]);
+            p_fragments[k][3] = pack(scores[8 * k + 6], scores[8 * k + 7]);
         }
     };
 
@@ -441,13 +447,13 @@ static __global__ void __launch_bounds__(threads, 1)
     {
         const int s = 0;
         mbarrier_wait(&k_full[s], 0);
-        named_sync(my_turn, 256);
+        named_sync(my_turn, turn_barrier_threads);
         issue_scores(s);
         if (consumer == 0 || tiles > 1) {  // the second warpgroup's last turn is not taken
-            named_arrive(other_turn, 256);
+            named_arrive(other_turn, turn_barrier_threads);
         }
         wgmma_wait<0>();
-        fence_accumulators(sc);
+        fence_accumulators(scores);
         release(&k_empty[s]);
         if (key_tile > group_min_keys) {
             softmax(0, std::true_type{}, rescale);
@@ -459,15 +465,15 @@ static __global__ void __launch_bounds__(threads, 1)
     for (int tile = 1; tile < tiles; ++tile) {
         const int s = tile % stages, prev = (tile - 1) % stages;
         mbarrier_wait(&k_full[s], (tile / stages) % 2);
-        named_sync(my_turn, 256);
+        named_sync(my_turn, turn_barrier_threads);
         issue_scores(s);
         mbarrier_wait(&v_full[prev], ((tile - 1) / stages) % 2);
         issue_pv(prev);
         if (consumer == 0 || tile + 1 < tiles) {
-            named_arrive(other_turn, 256);
+            named_arrive(other_turn, turn_barrier_threads);
         }
         wgmma_wait<1>();
-        fence_accumulators(sc);
+        fence_accumulators(scores);
         release(&k_empty[s]);
         if ((tile + 1) * key_tile > group_min_keys) {  // warpgroup-uniform
             softmax(tile * key_tile, std::true_type{}, rescale);

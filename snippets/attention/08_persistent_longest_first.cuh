@@ -246,6 +246,12 @@ __device__ __forceinline__ void wgmma_wait()
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(pending) : "memory");
 }
 
+//! The consumers' turns at the tensor cores pass through named barriers: barrier 0 is __syncthreads(), and
+//! consumer c waits for its turn at barrier first_turn_barrier + c.
+constexpr int first_turn_barrier = 1;
+//! The threads at a turn's barrier: the warpgroup that waits for its turn and the one that hands it over.
+constexpr int turn_barrier_threads = 2 * 128;
+
 //! @brief Waits at named barrier `id` until `count` threads arrived or waited there.
 __device__ __forceinline__ void named_sync(int id, int count)
 {
@@ -267,10 +273,10 @@ struct WorkItem {
 
 //! @brief Work item `w`: the items of a head are adjacent (blocks that run together share its K and V in L2), and
 //!        within a head the last rows, which see the most keys under the causal mask, come first.
-__device__ __forceinline__ WorkItem work_item(long long w, const Shape& sh, int row_blocks)
+__device__ __forceinline__ WorkItem work_item(long long index, const Shape& sh, int row_blocks)
 {
-    const int matrix = static_cast<int>(w / row_blocks);
-    const int block = row_blocks - 1 - static_cast<int>(w % row_blocks);
+    const int matrix = static_cast<int>(index / row_blocks);
+    const int block = row_blocks - 1 - static_cast<int>(index % row_blocks);
     const int head = matrix % sh.heads, batch = matrix / sh.heads;
     return {matrix, batch * sh.kv_heads + head / (sh.heads / sh.kv_heads), block * block_rows};
 }
@@ -328,31 +334,32 @@ static __global__ void __launch_bounds__(threads, 1)
     if (group == 0) {
         setmaxnreg_dec<producer_registers>();
         if (t == 0) {
-            unsigned it = 0;  // tiles loaded so far
-            long long w = blockIdx.x;
-            for (unsigned n = 0;; ++n) {  // work items
-                const int qb = Persistent ? n % 2 : 0;
+            unsigned tiles_before = 0;  // tiles loaded so far
+            long long item_index = blockIdx.x;
+            for (unsigned items_before = 0;; ++items_before) {  // work items
+                const int q_buffer = Persistent ? items_before % 2 : 0;
                 if constexpr (Persistent) {
-                    mbarrier_wait(&q_empty[qb], (n / 2) % 2 ^ 1);  // the item before the last is read
-                    item_of[qb] = w < items ? w : -1;
-                    if (w >= items) {
-                        mbarrier_arrive(&q_full[qb]);  // no bytes: the consumers see -1 and stop
+                    mbarrier_wait(&q_empty[q_buffer], (items_before / 2) % 2 ^ 1);  // the item before the last is read
+                    item_of[q_buffer] = item_index < items ? item_index : -1;
+                    if (item_index >= items) {
+                        mbarrier_arrive(&q_full[q_buffer]);  // no bytes: the consumers see -1 and stop
                         break;
                     }
                 }
-                const WorkItem item = work_item(w, sh, row_blocks);
-                mbarrier_arrive_expect_bytes(&q_full[qb], static_cast<unsigned>(L::q_bytes));
+                const WorkItem item = work_item(item_index, sh, row_blocks);
+                mbarrier_arrive_expect_bytes(&q_full[q_buffer], static_cast<unsigned>(L::q_bytes));
                 for (int c = 0; c < L::chunks; ++c) {
-                    tma_load(smem + L::q + qb * L::q_bytes + c * L::q_region, &map_q, c * chunk, item.first_row,
-                             item.q_matrix, &q_full[qb]);
+                    tma_load(smem + L::q + q_buffer * L::q_bytes + c * L::q_region, &map_q, c * chunk, item.first_row,
+                             item.q_matrix, &q_full[q_buffer]);
                 }
                 if constexpr (Persistent) {
-                    w = gridDim.x + static_cast<long long>(atomicAdd(d_items_taken, 1ull));  // the next, taken early
+                    // the next, taken early
+                    item_index = gridDim.x + static_cast<long long>(atomicAdd(d_items_taken, 1ull));
                 }
                 const int tiles = tiles_of(item);
-                for (int tile = 0; tile < tiles; ++tile, ++it) {
-                    const int s = it % stages;
-                    const unsigned free_parity = (it / stages) % 2 ^ 1;
+                for (int tile = 0; tile < tiles; ++tile, ++tiles_before) {
+                    const int s = tiles_before % stages;
+                    const unsigned free_parity = (tiles_before / stages) % 2 ^ 1;
                     mbarrier_wait(&k_empty[s], free_parity);
                     mbarrier_arrive_expect_bytes(&k_full[s], static_cast<unsigned>(L::tile_bytes));
                     for (int c = 0; c < L::chunks; ++c) {
@@ -374,9 +381,9 @@ static __global__ void __launch_bounds__(threads, 1)
         return;
     }
     setmaxnreg_inc<consumer_registers>();
-    const int my_turn = 1 + consumer, other_turn = 2 - consumer;  // named barriers 1 and 2
+    const int my_turn = first_turn_barrier + consumer, other_turn = first_turn_barrier + 1 - consumer;
     if (consumer == 1) {
-        named_arrive(1, 256);  // the first warpgroup issues first
+        named_arrive(first_turn_barrier, turn_barrier_threads);  // the first warpgroup issues first
     }
     const unsigned char* const q_rows = smem + L::q + consumer * group_rows * 128;
     const std::uint64_t q_descs = smem_descriptor(q_rows, 0), k_desc = smem_descriptor(smem + L::k, 0);
@@ -388,16 +395,16 @@ static __global__ void __launch_bounds__(threads, 1)
         }
     };
 
-    unsigned it = 0;  // tiles computed so far
-    for (unsigned n = 0;; ++n) {  // work items
-        const int qb = Persistent ? n % 2 : 0;
-        mbarrier_wait(&q_full[qb], (n / 2) % 2);
-        const long long w = Persistent ? item_of[qb] : blockIdx.x;
-        if (w < 0) {
+    unsigned tiles_before = 0;  // tiles computed so far
+    for (unsigned items_before = 0;; ++items_before) {  // work items
+        const int q_buffer = Persistent ? items_before % 2 : 0;
+        mbarrier_wait(&q_full[q_buffer], (items_before / 2) % 2);
+        const long long item_index = Persistent ? item_of[q_buffer] : blockIdx.x;
+        if (item_index < 0) {
             break;
         }
-        const WorkItem item = work_item(w, sh, row_blocks);
-        const std::uint64_t q_desc = q_descs + qb * L::q_bytes / 16;
+        const WorkItem item = work_item(item_index, sh, row_blocks);
+        const std::uint64_t q_desc = q_descs + q_buffer * L::q_bytes / 16;
         const int tiles = tiles_of(item);
         const int group_first = item.first_row + consumer * group_rows;
         const int group_min_keys = sh.causal ? min(group_first + 1, sh.seq) : sh.seq;  // the fewest keys a row sees
@@ -413,8 +420,8 @@ static __global__ void __launch_bounds__(threads, 1)
         for (int i = 0; i < HeadDim / 2; ++i) {
             out[i] = 0.0f;
         }
-        float sc[s_regs];
-        std::uint32_t p[key_tile / 16][4];
+        float scores[s_regs];
+        std::uint32_t p_fragments[key_tile / 16][4];
 
         const auto issue_scores = [&](int s) {
             wgmma_fence();
@@ -422,7 +429,7 @@ static __global__ void __launch_bounds__(threads, 1)
             for (int kk = 0; kk < HeadDim / 16; ++kk) {  // descriptors count 16-byte units
                 const unsigned q_within = ((kk / 4) * L::q_region + (kk % 4) * 32) / 16;
                 const unsigned k_within = (s * L::tile_bytes + (kk / 4) * L::kv_region + (kk % 4) * 32) / 16;
-                wgmma_64x128x16_ss<Negate ? -1 : 1>(sc, q_desc + q_within, k_desc + k_within, kk > 0);
+                wgmma_64x128x16_ss<Negate ? -1 : 1>(scores, q_desc + q_within, k_desc + k_within, kk > 0);
             }
             wgmma_commit();
         };
@@ -432,9 +439,9 @@ static __global__ void __launch_bounds__(threads, 1)
             for (int k = 0; k < key_tile / 16; ++k) {
                 const std::uint64_t desc = v_desc + (s * L::tile_bytes + k * 16 * 128) / 16;
                 if constexpr (HeadDim == 128) {
-                    wgmma_64x128x16_rs(out, p[k], desc);
+                    wgmma_64x128x16_rs(out, p_fragments[k], desc);
                 } else {
-                    wgmma_64x64x16_rs(out, p[k], desc);
+                    wgmma_64x64x16_rs(out, p_fragments[k], desc);
                 }
             }
             wgmma_commit();
@@ -450,7 +457,7 @@ static __global__ void __launch_bounds__(threads, 1)
                     for (int j = 0; j < key_tile / 8; ++j) {
 #pragma unroll
                         for (int e = 0; e < 2; ++e) {
-                            sc[4 * j + 2 * h + e] = j * 8 + e < limit ? sc[4 * j + 2 * h + e] : -INFINITY;
+                            scores[4 * j + 2 * h + e] = j * 8 + e < limit ? scores[4 * j + 2 * h + e] : -INFINITY;
                         }
                     }
                 }
@@ -460,8 +467,8 @@ static __global__ void __launch_bounds__(threads, 1)
                 float part[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
 #pragma unroll
                 for (int j = 0; j < key_tile / 8; ++j) {
-                    part[(2 * j) % 4] = fmaxf(part[(2 * j) % 4], sc[4 * j + 2 * h]);
-                    part[(2 * j + 1) % 4] = fmaxf(part[(2 * j + 1) % 4], sc[4 * j + 2 * h + 1]);
+                    part[(2 * j) % 4] = fmaxf(part[(2 * j) % 4], scores[4 * j + 2 * h]);
+                    part[(2 * j + 1) % 4] = fmaxf(part[(2 * j + 1) % 4], scores[4 * j + 2 * h + 1]);
                 }
                 float tile_max = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
                 tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
@@ -475,12 +482,12 @@ static __global__ void __launch_bounds__(threads, 1)
                 for (int j = 0; j < key_tile / 8; ++j) {
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        float w = exp2_approx(fmaf(sc[4 * j + 2 * h + e], scale_log2, shift));
+                        float weight = exp2_approx(fmaf(scores[4 * j + 2 * h + e], scale_log2, shift));
                         if constexpr (masked.value) {
-                            w = j * 8 + e < limit ? w : 0.0f;  // -inf times a scale of 0 is NaN
+                            weight = j * 8 + e < limit ? weight : 0.0f;  // -inf times a scale of 0 is NaN
                         }
-                        sc[4 * j + 2 * h + e] = w;
-                        sums[(2 * j + e) % 4] += w;
+                        scores[4 * j + 2 * h + e] = weight;
+                        sums[(2 * j + e) % 4] += weight;
                     }
                 }
                 sum[h] = sum[h] * rescale[h] + ((sums[0] + sums[1]) + (sums[2] + sums[3]));  // this thread's columns
@@ -490,25 +497,25 @@ static __global__ void __launch_bounds__(threads, 1)
         const auto pack_weights = [&] {
 #pragma unroll
             for (int k = 0; k < key_tile / 16; ++k) {
-                p[k][0] = pack(sc[8 * k], sc[8 * k + 1]);
-                p[k][1] = pack(sc[8 * k + 2], sc[8 * k + 3]);
-                p[k][2] = pack(sc[8 * k + 4], sc[8 * k + 5]);
-                p[k][3] = pack(sc[8 * k + 6], sc[8 * k + 7]);
+                p_fragments[k][0] = pack(scores[8 * k], scores[8 * k + 1]);
+                p_fragments[k][1] = pack(scores[8 * k + 2], scores[8 * k + 3]);
+                p_fragments[k][2] = pack(scores[8 * k + 4], scores[8 * k + 5]);
+                p_fragments[k][3] = pack(scores[8 * k + 6], scores[8 * k + 7]);
             }
         };
 
         float rescale[2];
         {
-            const int s = it % stages;
-            mbarrier_wait(&k_full[s], (it / stages) % 2);
-            named_sync(my_turn, 256);
+            const int s = tiles_before % stages;
+            mbarrier_wait(&k_full[s], (tiles_before / stages) % 2);
+            named_sync(my_turn, turn_barrier_threads);
             issue_scores(s);
-            named_arrive(other_turn, 256);
+            named_arrive(other_turn, turn_barrier_threads);
             wgmma_wait<0>();
-            fence_accumulators(sc);
+            fence_accumulators(scores);
             release(&k_empty[s]);
             if (tiles == 1) {
-                release(&q_empty[qb]);
+                release(&q_empty[q_buffer]);
             }
             if (key_tile > group_min_keys) {
                 softmax(0, std::true_type{}, rescale);
@@ -518,18 +525,18 @@ static __global__ void __launch_bounds__(threads, 1)
             pack_weights();
         }
         for (int tile = 1; tile < tiles; ++tile) {
-            const int s = (it + tile) % stages, prev = (it + tile - 1) % stages;
-            mbarrier_wait(&k_full[s], ((it + tile) / stages) % 2);
-            named_sync(my_turn, 256);
+            const int s = (tiles_before + tile) % stages, prev = (tiles_before + tile - 1) % stages;
+            mbarrier_wait(&k_full[s], ((tiles_before + tile) / stages) % 2);
+            named_sync(my_turn, turn_barrier_threads);
             issue_scores(s);
-            mbarrier_wait(&v_full[prev], ((it + tile - 1) / stages) % 2);
+            mbarrier_wait(&v_full[prev], ((tiles_before + tile - 1) / stages) % 2);
             issue_pv(prev);
-            named_arrive(other_turn, 256);
+            named_arrive(other_turn, turn_barrier_threads);
             wgmma_wait<1>();
-            fence_accumulators(sc);
+            fence_accumulators(scores);
             release(&k_empty[s]);
             if (tile + 1 == tiles) {
-                release(&q_empty[qb]);
+                release(&q_empty[q_buffer]);
             }
             if ((tile + 1) * key_tile > group_min_keys) {  // warpgroup-uniform
                 softmax(tile * key_tile, std::true_type{}, rescale);
@@ -549,14 +556,14 @@ static __global__ void __launch_bounds__(threads, 1)
             pack_weights();
         }
         {
-            const int last = (it + tiles - 1) % stages;
-            mbarrier_wait(&v_full[last], ((it + tiles - 1) / stages) % 2);
+            const int last = (tiles_before + tiles - 1) % stages;
+            mbarrier_wait(&v_full[last], ((tiles_before + tiles - 1) / stages) % 2);
             issue_pv(last);
             wgmma_wait<0>();
             fence_accumulators(out);
             release(&v_empty[last]);
         }
-        it += tiles;
+        tiles_before += tiles;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {  // the row's sum over the quad's columns, in every lane of the quad
             sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
@@ -584,7 +591,7 @@ static __global__ void __launch_bounds__(threads, 1)
         }
     }
     if (consumer == 0) {
-        named_sync(my_turn, 256);  // the second warpgroup's arrival after its last turn
+        named_sync(my_turn, turn_barrier_threads);  // the second warpgroup's arrival after its last turn
     }
 #endif
 }
