@@ -150,7 +150,7 @@ std::vector<std::int64_t> all_sizes(const ChapterEntry& chapter);
 //! @brief The problem at size `n` as the chapter's steps name it ("8192 x 8192 float"), else "n = <n>".
 std::string problem_text(const ChapterEntry& chapter, std::int64_t n);
 
-//! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
+//! @brief The SHA-256 of a step's source, embedded at build time (docs/_ext/stepwise_docs/source_hash.py).
 //! @throws std::out_of_range for a file the build did not hash
 std::string source_sha256(const std::string& file);
 

@@ -1,4 +1,4 @@
-"""The SASS report (conf/sass_report.py), its reader (stepwise_docs.sass) and the stepwise-sass directive.
+"""The SASS report (stepwise_docs/sass_report.py), its reader (stepwise_docs.sass) and the stepwise-sass directive.
 
 tests/docs/fixtures/sass/cuobjdump-sass-divergence.txt is a captured ``cuobjdump -sass`` listing,
 trimmed (see the README beside it): the counts below are those of the trimmed file. The script
@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 
 import synth
-import sass_report  # conf/, on sys.path through synth
-from stepwise_docs import sass
+from stepwise_docs import sass, sass_report
 from stepwise_docs.data import DataError, Dataset
 from stepwise_docs.steps import same_source_parts
 
 PY = sys.executable
-SCRIPT = synth.REPO / "conf" / "sass_report.py"
+SCRIPT = synth.REPO / "docs" / "_ext" / "stepwise_docs" / "sass_report.py"
 LISTING = synth.FIXTURES / "sass" / "cuobjdump-sass-divergence.txt"
 VERSION = """cuobjdump: NVIDIA (R) fat binary listing tool
 Copyright (c) 2005-2025 NVIDIA Corporation
@@ -361,7 +360,7 @@ def test_load_a_report(tmp_path):
 
 
 @pytest.mark.parametrize("data, needles", [
-    (None, ["does not exist", "cmake --build build", "conf/sass_report.py"]),
+    (None, ["does not exist", "cmake --build build", "stepwise_docs/sass_report.py"]),
     ("{ not json", ["is not valid JSON", "line 1"]),
     ("[]", ["is not a JSON object"]),
     ({"tool": "t", "arch": "sm_90", "object": "o"}, ["has no 'functions'"]),
@@ -525,7 +524,7 @@ def test_a_missing_sass_report_fails_naming_file_and_how_to_make_it(project, tmp
     assert proc.returncode != 0
     assert "stepwise-sass" in proc.stderr and "SASS report" in proc.stderr
     assert "elsewhere/shapes.json does not exist" in proc.stderr
-    assert "cmake --build build; see conf/sass_report.py" in proc.stderr
+    assert "cmake --build build; see docs/_ext/stepwise_docs/sass_report.py" in proc.stderr
 
 
 @needs_doxygen

@@ -46,7 +46,8 @@ Usage::
 
 Exit status: 0 when the file was written; 1 when cuobjdump failed or no function matched
 (one line on stderr, and no file); 2 for a usage error. stdlib only, Python 3.9+: it runs at
-build time like ptxas_report.py.
+build time like conf/ptxas_report.py (as a script, from this folder: it imports nothing of its
+package, which imports it).
 """
 from __future__ import annotations
 
