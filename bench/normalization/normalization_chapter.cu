@@ -289,11 +289,7 @@ public:
                                  : step.rms_norm_fp32(d_temp, temp_bytes, in, g, out, shape.rows, shape.cols, epsilon,
                                                       context.stream);
                 };
-                std::size_t temp_bytes = 0;
-                STEPWISE_CUDA_CHECK(run(nullptr, temp_bytes));
-                DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
-                add_step_rows(chapter, context, entry_, step.id,
-                              checked([&] { return run(d_temp.data(), temp_bytes); }));
+                add_step_rows_with_workspace(chapter, context, entry_, step.id, run, checked);
             }
         }
         for (const auto& [id, refused] : cudnn_refused) {  // missing at some sizes: listed once, with each refusal

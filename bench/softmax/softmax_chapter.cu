@@ -193,11 +193,7 @@ public:
                                                reinterpret_cast<float*>(d_out.data()), shape.rows, shape.cols,
                                                context.stream);
                 };
-                std::size_t temp_bytes = 0;
-                STEPWISE_CUDA_CHECK(run(nullptr, temp_bytes));
-                DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
-                add_step_rows(chapter, context, entry_, step.id,
-                              checked([&] { return run(d_temp.data(), temp_bytes); }));
+                add_step_rows_with_workspace(chapter, context, entry_, step.id, run, checked);
             }
         }
     }
