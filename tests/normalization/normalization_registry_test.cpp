@@ -1,41 +1,16 @@
 // The normalization chapter's registry entry (no GPU needed).
-#include "core/row_shapes.hpp"
 #include "support/registry_test_support.hpp"
 
 #include <gtest/gtest.h>
 
-#include <set>
-#include <string>
-#include <utility>
-#include <vector>
-
 namespace stepwise::normalization {
 namespace {
 
-TEST(NormalizationRegistry, PytorchsRowsAreTimedAtTheMainShapesInBothTypes)
+TEST(NormalizationRegistry, PytorchsRowsAreTimedAtTheMainShapesInBothTypesWithTheStepsEpsilon)
 {
-    const nlohmann::json chapter = stepwise::testing::registry_chapter("normalization");
-    ASSERT_FALSE(chapter.is_null());
-    std::set<std::pair<std::vector<int>, std::string>> wanted;
-    for (const auto& [rows, cols] : row_shapes::main_shapes) {
-        for (const char* dtype : {"fp32", "bf16"}) {
-            wanted.insert({{rows, cols}, dtype});
-        }
-    }
-    std::vector<std::string> ids;
-    for (const auto& row : chapter.at("pytorch")) {
-        ids.push_back(row.at("id"));
-        std::set<std::pair<std::vector<int>, std::string>> got;
-        for (const auto& size : row.at("sizes")) {
-            got.insert({size.at("shape").get<std::vector<int>>(), size.at("dtype").get<std::string>()});
-            const std::string problem = size.at("problem"), dtype = size.at("dtype");
-            EXPECT_NE(problem.find(dtype), std::string::npos) << problem;
-            EXPECT_EQ(size.at("epsilon").get<float>(), 1e-5f) << problem;
-        }
-        EXPECT_EQ(got, wanted) << row.at("id");
-        EXPECT_EQ(row.at("sizes").size(), wanted.size()) << row.at("id");
-    }
-    EXPECT_EQ(ids, (std::vector<std::string>{"pytorch_layer_norm", "pytorch_rms_norm"}));
+    stepwise::testing::expect_pytorch_rows_at_the_main_shapes(
+        "normalization", {"pytorch_layer_norm", "pytorch_rms_norm"},
+        [](const nlohmann::json& size) { EXPECT_EQ(size.at("epsilon").get<float>(), 1e-5f) << size.at("problem"); });
 }
 
 }  // namespace
