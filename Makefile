@@ -1,7 +1,8 @@
 # Stepwise CUDA: the front door. `make` or `make help` lists the targets.
 #
-# Each recipe runs as one bash script (.ONESHELL) with -e -u -o pipefail; commands worth
-# seeing are echoed with a leading "+" by the `run` helper below.
+# Each recipe runs as one bash script (.ONESHELL) with -e -u -o pipefail. The stages are programs in conf/ (build.py,
+# measure.py, profile.py, docs.py, check.py, built_site.py), each tested in tests/docs/; the GPU machine's python3
+# runs them where there is no .venv.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -13,7 +14,7 @@ SHELL := /bin/bash
 BUILD_DIR        ?= build
 MEASURE          ?= auto
 CUDA_ARCH        ?=
-RACECHECK_FILTER ?= -*RaceDemonstration*:DynamicParallelism*:TensorCoreGemmCublas*:TensorCoreGemmCutlass*
+RACECHECK_FILTER ?=
 BOOTSTRAP        ?= yes
 SKIP_BUILD       ?= no
 COMMIT           ?=
@@ -28,20 +29,10 @@ export PATH := $(PATH):/usr/local/cuda/bin
 endif
 
 PY         := .venv/bin/python
-BENCH      := $(BUILD_DIR)/bench/stepwise_bench
-GPU_TESTS  := $(BUILD_DIR)/tests/stepwise_gpu_tests
+PYTHON     := $(if $(wildcard $(PY)),$(PY),python3)
 REGISTRY   := $(BUILD_DIR)/registry.json
 FRESH      := $(BUILD_DIR)/measurements
 RECORDED   ?= docs/measurements
-SITE_FILE  := $(BUILD_DIR)/site-dir.txt
-CMAKE_CONFIGURE := cmake -S . -B "$(BUILD_DIR)" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-                   $(if $(CUDA_ARCH),-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCH))
-
-# Shell helpers every recipe starts with: run CMD... echoes "+ CMD" to stderr, then runs it;
-# die MSG prints MSG to stderr and fails. The stages that are programs live in conf/ (measure.py,
-# profile.py, docs.py, check.py), with tests; the GPU machine's python3 runs them where there is no .venv.
-PRELUDE = run() { printf '+ %s\n' "$$*" >&2; "$$@"; }; die() { printf '%s\n' "$$*" >&2; exit 1; }; \
-          py=python3; [ ! -x "$(PY)" ] || py="$(PY)"
 
 ifeq ($(filter auto yes no,$(MEASURE)),)
 $(error MEASURE must be auto, yes or no (not '$(MEASURE)'))
@@ -50,6 +41,7 @@ ifeq ($(filter yes no,$(RECORD)),)
 $(error RECORD must be yes or no (not '$(RECORD)'))
 endif
 PROFILE_OUT := $(if $(filter yes,$(RECORD)),$(RECORDED)/logs,$(FRESH)/logs)
+MAYBE_BUILD := $(if $(filter yes,$(SKIP_BUILD)),,build)
 
 .PHONY: help bootstrap configure build test measure profile docs check-site serve clean distclean
 
@@ -79,8 +71,8 @@ Variables (set on the command line, e.g. make docs MEASURE=no):
   MEASURE           make docs: auto = measure if a GPU is usable, else recorded; yes = must measure;
                     no = recorded numbers only (now: $(MEASURE))
   CUDA_ARCH         passed as -DCMAKE_CUDA_ARCHITECTURES, e.g. 90 or native (now: $(or $(CUDA_ARCH),unset: CMake picks))
-  RACECHECK_FILTER  gtest filter for the racecheck run, to leave out races shown on purpose and dynamic
-                    parallelism, which racecheck does not support (memcheck does) (now: $(RACECHECK_FILTER))
+  RACECHECK_FILTER  gtest filter for the racecheck run, in place of the chapters' racecheck_exclude in
+                    the registry (races shown on purpose, tests racecheck cannot check) (now: $(or $(RACECHECK_FILTER),unset))
   BOOTSTRAP         no = skip conf/bootstrap.sh, you installed the dependencies yourself (now: $(BOOTSTRAP))
   SKIP_BUILD        make measure: yes = use $(BUILD_DIR) as it is (built on another machine) (now: $(SKIP_BUILD))
   COMMIT            make measure: the commit to name in the measurement file, for a tree copied from a clean
@@ -102,59 +94,34 @@ bootstrap:
 	conf/bootstrap.sh
 
 configure: bootstrap
-	@$(PRELUDE)
-	[ -f CMakeLists.txt ] || die "make configure: there is no CMakeLists.txt at the repository root"
-	run $(CMAKE_CONFIGURE)
+	$(PYTHON) conf/build.py --build-dir "$(BUILD_DIR)" --cuda-arch "$(CUDA_ARCH)" --configure
 
 build: bootstrap
-	@$(PRELUDE)
-	[ -f CMakeLists.txt ] || die "make build: there is no CMakeLists.txt at the repository root"
-	if [ ! -f "$(BUILD_DIR)/build.ninja" ] || [ -n "$(CUDA_ARCH)" ]; then
-	  run $(CMAKE_CONFIGURE)
-	fi
-	printf '\n==> make build\n'
-	start=$$SECONDS
-	run cmake --build "$(BUILD_DIR)"
-	[ -x "$(BENCH)" ] || die "make build: the build did not produce $(BENCH)"
-	# The build writes the step registry, with every kernel's compiled resources (bench/CMakeLists.txt).
-	[ -f "$(REGISTRY)" ] || die "make build: the build did not write $(REGISTRY)"
-	echo "Registry: $(REGISTRY)"
-	echo "make build: $$((SECONDS - start)) s"
+	$(PYTHON) conf/build.py --build-dir "$(BUILD_DIR)" --cuda-arch "$(CUDA_ARCH)"
 
-measure: $(if $(filter yes,$(SKIP_BUILD)),,build)
-	@$(PRELUDE)
-	run "$$py" conf/measure.py --build-dir "$(BUILD_DIR)" --out-dir "$(FRESH)" --commit "$(COMMIT)" \
+measure: $(MAYBE_BUILD)
+	$(PYTHON) conf/measure.py --build-dir "$(BUILD_DIR)" --out-dir "$(FRESH)" --commit "$(COMMIT)" \
 	  --racecheck-filter='$(RACECHECK_FILTER)' --chapters "$(CHAPTERS)" --recorded "$(RECORDED)" \
 	  $(if $(filter yes,$(RECORD)),--record)
 
-profile: $(if $(filter yes,$(SKIP_BUILD)),,build)
-	@$(PRELUDE)
+profile: $(MAYBE_BUILD)
 	# Nsight Compute counts and racecheck reports of the chapters that argue from them; clocks are left alone.
-	run "$$py" conf/profile.py --bench "$(BENCH)" --registry "$(REGISTRY)" --gpu-tests "$(GPU_TESTS)" \
-	  --out-dir "$(PROFILE_OUT)" $(foreach chapter,$(CHAPTERS),--chapter $(chapter))
+	$(PYTHON) conf/profile.py --bench "$(BUILD_DIR)/bench/stepwise_bench" --registry "$(REGISTRY)" \
+	  --gpu-tests "$(BUILD_DIR)/tests/stepwise_gpu_tests" --out-dir "$(PROFILE_OUT)" \
+	  $(foreach chapter,$(CHAPTERS),--chapter $(chapter))
 	[ "$(RECORD)" = yes ] || echo "  (make profile RECORD=yes writes them into $(RECORDED)/logs/ to record them)"
 
 docs: build
-	@$(PRELUDE)
-	run "$(PY)" conf/docs.py --build-dir "$(BUILD_DIR)" --measure "$(MEASURE)" --python "$(PY)" \
-	  --chapters "$(CHAPTERS)"
+	$(PY) conf/docs.py --build-dir "$(BUILD_DIR)" --measure "$(MEASURE)" --python "$(PY)" --chapters "$(CHAPTERS)"
 
 test: bootstrap
-	@$(PRELUDE)
-	run "$(PY)" conf/check.py --build-dir "$(BUILD_DIR)" --python "$(PY)"
+	$(PY) conf/check.py --build-dir "$(BUILD_DIR)" --python "$(PY)"
 
 check-site:
-	@$(PRELUDE)
-	site=$$(cat "$(SITE_FILE)" 2>/dev/null || true)
-	[ -n "$$site" ] && [ -f "$$site/index.html" ] || die "make check-site: no built site recorded in $(SITE_FILE) (run make docs first)"
-	run "$(PY)" tests/browser/check_site.py --site "$$site"
+	$(PY) conf/built_site.py check --build-dir "$(BUILD_DIR)" --python "$(PY)"
 
 serve:
-	@$(PRELUDE)
-	site=$$(cat "$(SITE_FILE)" 2>/dev/null || true)
-	[ -n "$$site" ] && [ -f "$$site/index.html" ] || die "make serve: no built site recorded in $(SITE_FILE) (run make docs first)"
-	echo "Serving $$site at http://127.0.0.1:$(PORT)/ (Ctrl-C stops)"
-	exec "$$py" -m http.server --bind 127.0.0.1 --directory "$$site" $(PORT)
+	$(PYTHON) conf/built_site.py serve --build-dir "$(BUILD_DIR)" --port "$(PORT)" --python "$(PYTHON)"
 
 clean:
 	@case "$(BUILD_DIR)" in ""|/|.|..|./|~) echo "make clean: refusing BUILD_DIR='$(BUILD_DIR)'" >&2; exit 1 ;; esac

@@ -96,8 +96,8 @@ def check_inputs(registry: Path, measurements: Path, root: Path, source: str, st
                  recorded: Path | None = None, reference_gpu: str | None = None):
     """Load and check the inputs the way the Sphinx extension will; returns the datasets
     (the reference one first)."""
-    sys.path.insert(0, str(CONF_DIR.parent / "docs" / "_ext"))
     try:
+        import conf  # noqa: F401  (conf/conf.py, beside this file, puts docs/_ext on the path)
         from stepwise_docs.data import REFERENCE_GPU, DataError, load_datasets
     except ImportError as exc:  # e.g. run with a Python without jsonschema
         raise BuildError(f"cannot import the docs tooling ({exc}); run with the project "

@@ -21,7 +21,7 @@ STEPWISE_DOXYGEN_XML    Doxygen's XML output directory (read by Breathe)
 STEPWISE_REPO_ROOT      the repository the registry's file paths are relative to
                         (default: the parent of this directory)
 STEPWISE_SASS_DIR       where the chapters' SASS reports are, ``<chapter>.json``
-                        (written by conf/sass_report.py at build time; build_docs.py does
+                        (written by stepwise_docs/sass_report.py at build time; build_docs.py does
                         not set it: the default is the registry's folder + ``/sass``,
                         build/sass/)
 
@@ -38,8 +38,11 @@ from pathlib import Path
 CONF_DIR = Path(__file__).resolve().parent
 REPO_ROOT = CONF_DIR.parent
 
-# Our own extension lives in docs/_ext (relative to this file, not to the cwd).
-sys.path.insert(0, str(REPO_ROOT / "docs" / "_ext"))
+# Our own extension lives in docs/_ext (relative to this file, not to the cwd). The one place that puts it on
+# the path: the scripts beside this file that use it (build_docs.py, profile.py) import this module for it.
+EXT_DIR = REPO_ROOT / "docs" / "_ext"
+if str(EXT_DIR) not in sys.path:
+    sys.path.insert(0, str(EXT_DIR))
 
 from stepwise_docs.data import REFERENCE_GPU  # noqa: E402  (the one place that names the reference GPU)
 
@@ -92,7 +95,7 @@ stepwise_source = os.environ.get("STEPWISE_SOURCE", "recorded")
 stepwise_strict = os.environ.get("STEPWISE_STRICT", "0") not in ("", "0", "false", "no")
 stepwise_repo_root = os.environ.get("STEPWISE_REPO_ROOT", str(REPO_ROOT))
 stepwise_measurement_schema = str(CONF_DIR / "measurement.schema.json")
-# The build's SASS reports (conf/sass_report.py), one <chapter>.json per chapter that has one.
+# The build's SASS reports (stepwise_docs/sass_report.py), one <chapter>.json per chapter that asks for one.
 stepwise_sass_dir = os.environ.get(
     "STEPWISE_SASS_DIR", str(Path(stepwise_registry).resolve().parent / "sass") if stepwise_registry else "")
 

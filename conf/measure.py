@@ -10,14 +10,15 @@ In this order, continuing past a failed stage so that every failure shows, each 
    [--dirty]``: before the sanitizers, so that a slow racecheck cannot hold the numbers back. The commit
    is ``--commit`` (a tree copied from a clean checkout to a machine whose git does not know it), else
    git's HEAD, with ``--dirty`` where git sees changes to it, else ``unknown``;
-4. where the run measures the softmax, normalization or attention chapter, ``conf/pytorch_baselines.py``
-   with ``python3`` on PATH: PyTorch's own rows of those three chapters, into ``pytorch/<gpu-slug>.json``
-   beside the measurement file; where that Python has no PyTorch (exit status 3) they are left out with its
-   line;
+4. where the run measures a chapter whose registry entry has PyTorch rows (``pytorch``),
+   ``conf/pytorch_baselines.py`` with ``python3`` on PATH: PyTorch's own rows of every such chapter, into
+   ``pytorch/<gpu-slug>.json`` beside the measurement file; where that Python has no PyTorch (exit status 3)
+   they are left out with its line;
 5. where ``compute-sanitizer`` is found (PATH, then the CUDA toolkit's folders), memcheck over the
-   GPU tests and racecheck over those of ``--racecheck-filter`` (a gtest filter of patterns to leave
-   out, ``-A:B``), with STEPWISE_UNDER_SANITIZER set to the tool's name (tests of timings, register
-   counts and the largest problems skip themselves under the instrumentation); logs in REPORTS.
+   GPU tests and racecheck over them less the patterns of the chapters' ``racecheck_exclude`` in the
+   step registry (``--racecheck-filter``, a gtest filter, replaces them), with STEPWISE_UNDER_SANITIZER
+   set to the tool's name (tests of timings, register counts and the largest problems skip themselves
+   under the instrumentation); logs in REPORTS.
 
 ``--chapters "transpose sgemm"`` runs only those chapters' GPU tests (the suites starting with each
 chapter's ``gtest_prefix`` in the step registry), timing rows and sanitizer runs, and merges the result
@@ -26,7 +27,7 @@ were, each with its own run. That file is FILE itself where it exists (an earlie
 the recorded one, ``RECORDED/<gpu-slug>.json``. An unknown chapter is a one-line error that lists the
 chapters. Without ``--chapters`` every chapter is measured and nothing is merged.
 
-cuDNN (the softmax chapter's baseline) is opened by the timing program at run time: from
+cuDNN (the row-wise chapters' baseline) is opened by the timing program at run time: from
 STEPWISE_CUDNN_LIBRARY where set, else from the loader's path and the CUDA toolkit. Where neither has
 it, this script looks for the ``nvidia-cudnn-cu13`` wheel's ``libcudnn.so.9`` in the site-packages
 of ``python3`` on PATH (where PyTorch brings it) and sets STEPWISE_CUDNN_LIBRARY for the timing
@@ -114,18 +115,31 @@ def commit_of(given: str | None) -> tuple[str, bool]:
     return head.stdout.strip(), bool(status.stdout.strip())
 
 
-def chapter_prefixes(registry: Path, wanted: list[str]) -> dict[str, str]:
-    """The gtest prefix of each chapter of ``wanted``, in the guide's order (the step registry's)."""
+def registry_chapters(registry: Path) -> list[dict]:
+    """The step registry's chapters, in the guide's order."""
     try:
         chapters = json.loads(registry.read_text(encoding="utf-8"))["chapters"]
-        prefixes = {c["id"]: c["gtest_prefix"] for c in chapters}
+        missing = next((key for c in chapters for key in ("id", "gtest_prefix") if key not in c), None)
+        if missing:
+            raise KeyError(missing)
+        return chapters
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"cannot read the chapters' gtest prefixes from the step registry {registry}: {exc}") \
-            from None
+        raise UsageError(f"cannot read the chapters from the step registry {registry}: {exc}") from None
+
+
+def chapter_prefixes(chapters: list[dict], wanted: list[str]) -> dict[str, str]:
+    """The gtest prefix of each chapter of ``wanted``, in the guide's order (the step registry's)."""
+    prefixes = {c["id"]: c["gtest_prefix"] for c in chapters}
     unknown = [c for c in wanted if c not in prefixes]
     if unknown:
         raise UsageError(f"unknown chapter '{unknown[0]}' (the chapters: {', '.join(prefixes)})")
     return {c: prefixes[c] for c in prefixes if c in wanted}
+
+
+def racecheck_exclusions(chapters: list[dict]) -> str:
+    """The gtest filter that leaves out what the chapters' ``racecheck_exclude`` names (``-A:B``; empty: none)."""
+    patterns = [e["tests"] for c in chapters for e in c.get("racecheck_exclude") or []]
+    return "-" + ":".join(patterns) if patterns else ""
 
 
 def chapter_filter(prefixes: dict[str, str], racecheck_filter: str = "") -> str:
@@ -159,20 +173,13 @@ def sanitize(sanitizer: str, tool: str, gpu_tests: Path, log: Path, extra: list[
 
 
 PYTORCH_FOLDER = "pytorch"  # beside the measurement file: <folder>/pytorch/<gpu-slug>.json
-PYTORCH_CHAPTERS = ("softmax", "normalization", "attention")  # conf/pytorch_baselines.py's CALLS
 
 
-def pytorch_wanted(registry: Path, measured: dict | None) -> bool:
-    """Whether this run takes PyTorch's rows: it measures a chapter that has them (``measured``: the
-    chapters of ``--chapters``, None: every chapter of the step registry). All three chapters' rows
-    are taken together: the PyTorch file is one run's."""
-    if measured is not None:
-        return any(c in measured for c in PYTORCH_CHAPTERS)
-    try:
-        ids = {c["id"] for c in json.loads(registry.read_text())["chapters"]}
-    except (OSError, json.JSONDecodeError, KeyError, TypeError):
-        return False
-    return any(c in ids for c in PYTORCH_CHAPTERS)
+def pytorch_wanted(chapters: list[dict], measured: dict | None) -> bool:
+    """Whether this run takes PyTorch's rows: it measures a chapter whose registry entry has some
+    (``measured``: the chapters of ``--chapters``, None: every chapter). Every such chapter's rows are
+    taken together: the PyTorch file is one run's."""
+    return any(c.get("pytorch") and (measured is None or c["id"] in measured) for c in chapters)
 
 
 def cudnn_library(cuda_home: Path = CUDA_HOME, python: str | None = None) -> tuple[Path | None, str]:
@@ -203,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, required=True, help="the build folder (build)")
     parser.add_argument("--out-dir", type=Path, required=True, help="where the measurement file goes")
     parser.add_argument("--commit", default="", help="the commit to name (default: git's HEAD)")
-    parser.add_argument("--racecheck-filter", default="", help="gtest filter for the racecheck run")
+    parser.add_argument("--racecheck-filter", default="",
+                        help="gtest filter for the racecheck run (default: less the registry's racecheck_exclude)")
     parser.add_argument("--chapters", default="", help="only these chapters (space or comma separated)")
     parser.add_argument("--record", action="store_true", help="write into the recorded file of this GPU")
     parser.add_argument("--recorded", type=Path, default=RECORDED, help="the recorded files' folder")
@@ -218,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
         for binary in (bench, gpu_tests):
             if not (binary.is_file() and os.access(binary, os.X_OK)):
                 raise UsageError(f"the build did not produce {binary}")
-        prefixes = chapter_prefixes(args.build_dir / "registry.json", wanted) if wanted else {}
+        chapters = registry_chapters(args.build_dir / "registry.json")
+        prefixes = chapter_prefixes(chapters, wanted) if wanted else {}
+        racecheck_filter = args.racecheck_filter or racecheck_exclusions(chapters)
         tests_filter = chapter_filter(prefixes) if wanted else ""
-        race_filter = chapter_filter(prefixes, args.racecheck_filter) if wanted else args.racecheck_filter
+        race_filter = chapter_filter(prefixes, racecheck_filter) if wanted else racecheck_filter
         gpu = probe(bench)
         if not gpu.usable:
             raise UsageError(f"no usable CUDA GPU ({gpu.message})")
@@ -264,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
             if old.resolve() != out.resolve():
                 old.unlink()
     # 3. PyTorch's own rows of the chapters that have them, by python3 where it has PyTorch.
-    if pytorch_wanted(args.build_dir / "registry.json", prefixes if wanted else None):
+    if pytorch_wanted(chapters, prefixes if wanted else None):
         pytorch_out = out_dir / PYTORCH_FOLDER / f"{gpu.slug}.json"
         python = shutil.which("python3")
         with stages.stage("PyTorch baselines"):

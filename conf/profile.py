@@ -39,10 +39,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "docs" / "_ext"))
-from stepwise_docs.ncu import METRICS  # noqa: E402  (the one list of metrics the pages read)
-from measure import probe  # noqa: E402  (conf/measure.py, beside this file: the one GPU probe)
+import conf  # noqa: F401  (conf/conf.py, beside this file, puts docs/_ext on the path)
+from measure import probe  # conf/measure.py, beside this file: the one GPU probe
+from stepwise_docs.ncu import METRICS  # the one list of metrics the pages read
 
 PROG = "profile.py"
 #: Where the CUDA toolkit's tools are looked for after PATH (STEPWISE_CUDA_BIN overrides it, for the tests).

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """PyTorch's own softmax, LayerNorm, RMSNorm and attention, timed as the timing program times its rows.
 
-A second baseline for the softmax, normalization and attention chapters, beside cuDNN: at each of the
-six main shapes, in fp32 and bf16, ``torch.softmax``, ``torch.native_layer_norm`` (LayerNorm that also
-returns each row's mean and 1/std, as the chapter's steps write them) and ``torch.nn.functional.rms_norm``;
-at each size of the attention chapter's final step, ``torch.nn.functional.scaled_dot_product_attention``
-on its FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not,
-grouped K and V with ``enable_gqa``); all called on the GPU with random inputs, after a second of bf16 products that brings the clocks up. Timed as
-the timing program's ``single_cold`` rows: CUDA events
+A second baseline, beside cuDNN, for the chapters whose registry entry asks for it: each entry's ``pytorch``
+lists its rows, each with the sizes to time it at (the main shapes of the row-wise chapters, every size of
+attention's final step) and what the call needs besides the size's ``shape`` (``dtype``, ``epsilon``,
+``kv_heads``, ``causal``). A row's id names the call (:data:`CALLS`): ``torch.softmax``,
+``torch.native_layer_norm`` (LayerNorm that also returns each row's mean and 1/std, as the steps write them),
+``torch.nn.functional.rms_norm`` and ``torch.nn.functional.scaled_dot_product_attention`` on its
+FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not, grouped K
+and V with ``enable_gqa``); all called on the GPU with random inputs, after a second of bf16 products that
+brings the clocks up. Timed as the timing program's ``single_cold`` rows: CUDA events
 around one call, a buffer of twice the L2 written before each sample and a spin of some 200 us queued
 after it (so that the events time the GPU's work, not Python's dispatch), 3 warm-up samples, then samples
 until the standard error of their mean is 0.2 % of it (at least 50, at most 2000, at most 1 s a row);
@@ -32,20 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SCHEMA = 1
-#: The chapters' six main shapes (rows x cols), from the issue that asked for them.
-MAIN_SHAPES = [(16384, 8192), (4096, 32768), (65536, 128), (32768, 1024), (8192, 4096), (1024, 131072)]
-EPSILON = 1e-5  # the normalization chapter's
-#: The rows of each chapter: id, the call, and the word of a size's problem text that selects it.
+#: The calls a chapter's registry entry may ask for, by row id: how the pages cite each.
 CALLS = {
-    "softmax": [("pytorch_softmax", "torch.softmax(x, dim=-1)", None)],
-    "normalization": [
-        ("pytorch_layer_norm", "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)", "LayerNorm"),
-        ("pytorch_rms_norm", "torch.nn.functional.rms_norm(x, (cols,), gamma, 1e-5)", "RMSNorm"),
-    ],
-    "attention": [("pytorch_sdpa_bf16", "torch.nn.functional.scaled_dot_product_attention(q, k, v, "
-                   "is_causal=causal, scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), FlashAttention "
-                   "backend", None)],
+    "pytorch_softmax": "torch.softmax(x, dim=-1)",
+    "pytorch_layer_norm": "torch.native_layer_norm(x, (cols,), gamma, beta, epsilon)",
+    "pytorch_rms_norm": "torch.nn.functional.rms_norm(x, (cols,), gamma, epsilon)",
+    "pytorch_sdpa_bf16": "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
+                         "scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), FlashAttention backend",
 }
+#: The row of the calls on [batch, heads, seq, head_dim] queries, keys and values; the others take rows x cols.
+ATTENTION_ROW = "pytorch_sdpa_bf16"
 ATTENTION_CHECKED_ROWS = 128  # the queries checked against float64 (the first ones: a causal row sees keys 0 to i)
 TIMING = ("events around one call; L2 flushed before each sample (a buffer of twice its size written), then a "
           "spin of some 200 us queued, so that Python's dispatch is not timed; 3 warm-up samples, then until the "
@@ -73,49 +71,40 @@ class Case:
     problem: str
     shape: tuple[int, ...]  # rows, cols; attention: batch, heads, seq, head_dim
     dtype: str  # "fp32" or "bf16"
+    epsilon: float = 0.0  # LayerNorm, RMSNorm
     kv_heads: int = 0  # attention: the heads of K and V
     causal: bool = False
 
 
-def attention_problem(n: int) -> tuple[int, bool]:
-    """The K/V heads and the mask of an attention size, from its key (bench/attention: causal * 10^18 +
-    head_dim * 10^15 + batch * 10^12 + heads * 10^9 + kv_heads * 10^6 + seq)."""
-    return n // 10**6 % 1000, n >= 10**18
-
-
-def cases(registry: dict, chapters: list[str]) -> list[Case]:
-    """What to time: for each chapter, its final step's sizes at the main shapes (attention: every size),
-    each with the call its problem text names (LayerNorm or RMSNorm), in the registry's order."""
+def cases(registry: dict, chapters: list[str] | None = None) -> list[Case]:
+    """What to time: every size of every PyTorch row of the chapters' registry entries (``chapters``: those
+    only; None: every chapter that has rows), in the registry's order."""
     out: list[Case] = []
     by_id = {c["id"]: c for c in registry.get("chapters", [])}
-    for chapter_id in chapters:
-        if chapter_id not in CALLS:
-            raise InputError(f"no PyTorch baseline for chapter {chapter_id!r} (known: {', '.join(CALLS)})")
+    for chapter_id in chapters or [c for c, entry in by_id.items() if entry.get("pytorch")]:
         chapter = by_id.get(chapter_id)
-        if chapter is None or not chapter.get("steps"):
-            raise InputError(f"the step registry has no chapter {chapter_id!r} with steps")
-        found = 0
-        for size in chapter["steps"][-1]["sizes"]:
-            shape = tuple(size.get("shape", ()))
-            if chapter_id == "attention":
-                (row_id, call, _word), = CALLS[chapter_id]
-                if len(shape) != 4:
-                    raise InputError(f"attention size {size['problem']!r}: its shape is not batch, heads, seq, "
-                                     "head_dim")
-                kv_heads, causal = attention_problem(size["n"])
-                out.append(Case(chapter_id, row_id, call, size["n"], size["problem"], shape, "bf16", kv_heads,
-                                causal))
-                found += 1
-                continue
-            words = size["problem"].split()
-            if shape not in MAIN_SHAPES or words[-1] not in TOLERANCE:
-                continue
-            for row_id, call, word in CALLS[chapter_id]:
-                if word is None or word in words:
-                    out.append(Case(chapter_id, row_id, call, size["n"], size["problem"], shape, words[-1]))
-                    found += 1
-        if found == 0:
-            raise InputError(f"chapter {chapter_id!r}: its final step has no size at the main shapes")
+        if chapter is None:
+            raise InputError(f"the step registry has no chapter {chapter_id!r}")
+        if not chapter.get("pytorch"):
+            raise InputError(f"chapter {chapter_id!r} has no PyTorch rows in the step registry (the chapters that "
+                             f"have: {', '.join(c for c, e in by_id.items() if e.get('pytorch')) or 'none'})")
+        for row in chapter["pytorch"]:
+            if row["id"] not in CALLS:
+                raise InputError(f"chapter {chapter_id!r}: no PyTorch call {row['id']!r} (known: {', '.join(CALLS)})")
+            if not row["sizes"]:
+                raise InputError(f"chapter {chapter_id!r}: PyTorch row {row['id']!r} has no sizes")
+            for size in row["sizes"]:
+                shape = tuple(size["shape"])
+                if len(shape) != (4 if row["id"] == ATTENTION_ROW else 2):
+                    raise InputError(f"{row['id']} at {size['problem']!r}: its shape {list(shape)} is not "
+                                     + ("batch, heads, seq, head_dim" if row["id"] == ATTENTION_ROW else "rows, cols"))
+                if size["dtype"] not in TOLERANCE:
+                    raise InputError(f"{row['id']} at {size['problem']!r}: no dtype {size['dtype']!r} "
+                                     f"(known: {', '.join(TOLERANCE)})")
+                epsilon = float(size.get("epsilon", 0.0))
+                call = CALLS[row["id"]].replace("epsilon", f"{epsilon:g}".replace("e-0", "e-"))  # 1e-5
+                out.append(Case(chapter_id, row["id"], call, size["n"], size["problem"], shape, size["dtype"],
+                                epsilon, int(size.get("kv_heads", 0)), bool(size.get("causal", False))))
     return out
 
 
@@ -159,7 +148,7 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
     """The inputs of ``case``, the call to time on them, and the largest error of its result over the
     largest value of the same call in float64 (attention: of the first ATTENTION_CHECKED_ROWS queries,
     computed plainly, with K and V repeated for grouped heads)."""
-    if case.chapter == "attention":
+    if case.row_id == ATTENTION_ROW:
         batch, heads, seq, head_dim = case.shape
         q = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
         k, v = (torch.randn(batch, case.kv_heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
@@ -188,8 +177,8 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
     beta = torch.randn(cols, device="cuda", generator=gen).to(dtype)
     call = {
         "pytorch_softmax": lambda t, g, b: torch.softmax(t, dim=-1),
-        "pytorch_layer_norm": lambda t, g, b: torch.native_layer_norm(t, (cols,), g, b, EPSILON)[0],
-        "pytorch_rms_norm": lambda t, g, b: torch.nn.functional.rms_norm(t, (cols,), g, EPSILON),
+        "pytorch_layer_norm": lambda t, g, b: torch.native_layer_norm(t, (cols,), g, b, case.epsilon)[0],
+        "pytorch_rms_norm": lambda t, g, b: torch.nn.functional.rms_norm(t, (cols,), g, case.epsilon),
     }[case.row_id]
 
     def error(y):
@@ -205,7 +194,7 @@ def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - 
 
     call, args, error_of = row_call(case, torch, torch.Generator(device="cuda").manual_seed(seed))
     label, backend = case.call, contextlib.nullcontext
-    if case.chapter == "attention":
+    if case.row_id == ATTENTION_ROW:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         def backend():
@@ -243,7 +232,8 @@ def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pytorch_baselines.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--registry", type=Path, required=True, help="the step registry (build/registry.json)")
-    parser.add_argument("--chapters", nargs="+", default=list(CALLS), help="chapters to time (default: all three)")
+    parser.add_argument("--chapters", nargs="+", default=None,
+                        help="chapters to time (default: every chapter whose registry entry has PyTorch rows)")
     parser.add_argument("--gpu-slug", required=True, help="the GPU's slug, as the timing program names it")
     parser.add_argument("--commit", required=True, help="the commit whose registry this is")
     parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")

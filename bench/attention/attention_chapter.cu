@@ -153,6 +153,13 @@ public:
         add_sweep(entry_, std::move(sweep));
         entry_.headline = Headline{size_key(main_problems[0]), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
+        // PyTorch's scaled_dot_product_attention beside the final step, at each of its sizes.
+        PytorchRow pytorch{"pytorch_sdpa_bf16", {}};
+        for (const ProblemSize& size : entry_.steps.back().sizes) {
+            const at::Problem p = problem_of(size.n);
+            pytorch.sizes.push_back(pytorch_size(size, "bf16", {{"kv_heads", p.kv_heads}, {"causal", p.causal}}));
+        }
+        entry_.pytorch = {pytorch};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,

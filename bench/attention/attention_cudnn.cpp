@@ -48,40 +48,16 @@ struct CudnnSdpa::Api : CudnnCalls {
     std::map<std::tuple<int, int, int, int, int, bool, std::uint32_t>, std::unique_ptr<Plan>> plans;
 };
 
-CudnnSdpa::CudnnSdpa() : api_(std::make_unique<Api>())
-{
-    const CudnnLibrary& library = cudnn_library();
-    version_ = library.version;
-    reason_ = api_->open(library);
-    if (reason_.empty()) {
-        fe::cudnn_dlhandle = library.handle;  // defined once, beside the normalization chapter's baseline
-    }
-}
+CudnnSdpa::CudnnSdpa() : api_(std::make_unique<Api>()) { reason_ = open_for_graphs(*api_, version_); }
 
 CudnnSdpa::~CudnnSdpa() = default;
 
 CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& status)
 {
-    status = cudaErrorNotSupported;
-    if (!available()) {
-        last_status_ = reason_;
-        return nullptr;
-    }
     std::uint32_t scale_bits = 0;
     std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
-    const auto key = std::make_tuple(pr.batch, pr.heads, pr.kv_heads, pr.seq, pr.head_dim, pr.causal, scale_bits);
-    if (const auto kept = api_->plans.find(key); kept != api_->plans.end()) {
-        status = cudaSuccess;
-        return kept->second.get();
-    }
-    int sm_version = 0;
-    if (const cudaError_t e = graph_sm_version(sm_version, last_status_); e != cudaSuccess) {
-        status = e;
-        return nullptr;
-    }
-    try {
-        auto p = std::make_unique<Plan>();
-        fe::graph::Graph& g = p->graph;
+    const auto describe = [&](Plan& p, int sm_version, std::int64_t& workspace_bytes) {
+        fe::graph::Graph& g = p.graph;
         g.set_io_data_type(fe::DataType_t::BFLOAT16)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
             .set_compute_data_type(fe::DataType_t::FLOAT)
@@ -93,10 +69,10 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
                                 .set_dim({b, heads, s, d})
                                 .set_stride({heads * s * d, s * d, d, 1}));
         };
-        p->q = bshd("Q", h);
-        p->k = bshd("K", hk);
-        p->v = bshd("V", hk);
-        auto [o, lse] = g.sdpa(p->q, p->k, p->v,
+        p.q = bshd("Q", h);
+        p.k = bshd("K", hk);
+        p.v = bshd("V", hk);
+        auto [o, lse] = g.sdpa(p.q, p.k, p.v,
                                fe::graph::SDPA_attributes()
                                    .set_name("sdpa")
                                    .set_generate_stats(true)
@@ -104,21 +80,13 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
                                    .set_causal_mask(pr.causal));
         o->set_output(true).set_dim({b, h, s, d}).set_stride({h * s * d, s * d, d, 1});
         lse->set_output(true).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride({h * s, s, 1, 1});
-        p->o = o;
-        p->lse = lse;
-        std::int64_t workspace_bytes = 0;
-        if (std::string why = build_every_graph_plan(g, api_->handle, p->candidates, workspace_bytes); !why.empty()) {
-            last_status_ = std::move(why);
-            return nullptr;
-        }
-        p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
-        status = cudaSuccess;
-        last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
-        return (api_->plans[key] = std::move(p)).get();
-    } catch (...) {
-        describe_current_exception(status, last_status_);
-    }
-    return nullptr;
+        p.o = o;
+        p.lse = lse;
+        return build_every_graph_plan(g, api_->handle, p.candidates, workspace_bytes);
+    };
+    return kept_graph_plan(api_->plans,
+                           std::make_tuple(pr.batch, pr.heads, pr.kv_heads, pr.seq, pr.head_dim, pr.causal, scale_bits),
+                           *api_, reason_, last_status_, status, describe);
 }
 
 cudaError_t CudnnSdpa::prepare(const Problem& p, float scale)
@@ -131,29 +99,14 @@ cudaError_t CudnnSdpa::prepare(const Problem& p, float scale)
 cudaError_t CudnnSdpa::execute(Plan& p, std::int64_t plan_index, const void* d_q, const void* d_k, const void* d_v,
                                void* d_o, float* d_lse, cudaStream_t stream)
 {
-    Api& a = *api_;
-    if (const cudnnStatus_t s = a.set_stream(a.handle, stream); s != CUDNN_STATUS_SUCCESS) {
-        last_status_ = std::string("cudnnSetStream: ") + a.error_string(s);
-        return cudaErrorNotSupported;
-    }
-    try {
+    return execute_graph(*api_, stream, "execute_plan_at_index", last_status_, [&] {
         std::unordered_map<Tensor, void*> pack = {{p.q, const_cast<void*>(d_q)},
                                                   {p.k, const_cast<void*>(d_k)},
                                                   {p.v, const_cast<void*>(d_v)},
                                                   {p.o, d_o},
                                                   {p.lse, d_lse}};
-        if (fe::error_t e = p.graph.execute_plan_at_index(a.handle, pack, p.workspace.data(), plan_index);
-            e.is_bad()) {
-            last_status_ = first_line("execute_plan_at_index", e.get_message());
-            return cudaErrorNotSupported;
-        }
-    } catch (...) {  // nothing here throws a CudaError: the status stays cudaErrorNotSupported
-        cudaError_t status = cudaErrorNotSupported;
-        describe_current_exception(status, last_status_);
-        return status;
-    }
-    last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
-    return cudaSuccess;
+        return p.graph.execute_plan_at_index(api_->handle, pack, p.workspace.data(), plan_index);
+    });
 }
 
 std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpa::pick(const void* d_q, const void* d_k, const void* d_v,

@@ -1,11 +1,11 @@
 #include "attention/attention_reference.hpp"
 
 #include "core/bf16.hpp"
+#include "core/random_values.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <random>
 #include <sstream>
 
 namespace stepwise::attention {
@@ -36,13 +36,7 @@ float default_scale(int head_dim) { return static_cast<float>(1.0 / std::sqrt(st
 
 std::vector<float> random_inputs(std::size_t count, std::uint64_t seed)
 {
-    std::mt19937_64 engine(seed);
-    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    std::vector<float> out(count);
-    for (float& x : out) {
-        x = value(engine);
-    }
-    return round_to_bf16(out);
+    return round_to_bf16(uniform_values(count, -1.0f, 1.0f, seed));
 }
 
 namespace {

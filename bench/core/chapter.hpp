@@ -68,6 +68,20 @@ struct Headline {
     std::string baseline = "";
 };
 
+//! @brief A row of PyTorch's that `make measure` times beside the chapter's (conf/pytorch_baselines.py), and where.
+struct PytorchRow {
+    std::string id;  //!< the call, one of conf/pytorch_baselines.py's CALLS ("pytorch_softmax", ...)
+    //! Its sizes: each a size of the chapter's final step ("n", "problem", "shape") with what the call needs besides
+    //! ("dtype": "fp32" or "bf16"; "kv_heads" and "causal" for attention).
+    std::vector<nlohmann::json> sizes;
+};
+
+//! @brief GoogleTest suites that `make measure` leaves out of compute-sanitizer's racecheck run, and why.
+struct RacecheckExclusion {
+    std::string tests;   //!< a gtest filter pattern ("DynamicParallelism*")
+    std::string reason;  //!< why racecheck cannot check them
+};
+
 //! @brief A chapter as the registry lists it.
 struct ChapterEntry {
     std::string id, title;
@@ -84,6 +98,11 @@ struct ChapterEntry {
     std::vector<StepEntry> steps;
     std::optional<Headline> headline;  //!< what the front page shows (none: the chapter is not on it)
     std::optional<Sweep> sweep;        //!< none: no size sweep beyond the steps' own sizes
+    std::vector<PytorchRow> pytorch;   //!< PyTorch's rows beside the chapter's (none: no PyTorch baseline)
+    std::vector<RacecheckExclusion> racecheck_exclude;
+    //! Whether the build counts the SASS of the chapter's kernels (namespace stepwise::<id>::) into sass/<id>.json,
+    //! which its page's stepwise-sass directive reads.
+    bool sass = false;
 };
 
 //! @brief GoogleTest counts for one step.
@@ -150,7 +169,11 @@ std::vector<std::int64_t> all_sizes(const ChapterEntry& chapter);
 //! @brief The problem at size `n` as the chapter's steps name it ("8192 x 8192 float"), else "n = <n>".
 std::string problem_text(const ChapterEntry& chapter, std::int64_t n);
 
-//! @brief The SHA-256 of a step's source, embedded at build time (conf/source_hash.py).
+//! @brief A size of a PyTorch row (PytorchRow::sizes): `size`'s n, problem and shape, its `dtype` and `extra`'s fields.
+nlohmann::json pytorch_size(const ProblemSize& size, const std::string& dtype,
+                            const nlohmann::json& extra = nlohmann::json::object());
+
+//! @brief The SHA-256 of a step's source, embedded at build time (docs/_ext/stepwise_docs/source_hash.py).
 //! @throws std::out_of_range for a file the build did not hash
 std::string source_sha256(const std::string& file);
 

@@ -49,4 +49,13 @@ std::string first_line(const char* step, const std::string& message)
 }
 
 }  // namespace stepwise
+
+#if STEPWISE_CUDNN_FRONTEND
+// cudnn-frontend's dynamic loading looks every cuDNN function up in this handle (cudnn_frontend_shim.h declares it):
+// open_for_graphs() (core/cudnn_graph.hpp) sets it to the process's cuDNN before a baseline's first call into the
+// frontend.
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
+#endif
 #endif

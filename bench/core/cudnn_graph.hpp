@@ -5,12 +5,16 @@
 
 #include "core/cuda_check.hpp"
 #include "core/cudnn_calls.hpp"
+#include "core/cudnn_library.hpp"
+#include "core/device_buffer.hpp"
 
 #include <cudnn_frontend.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,6 +117,86 @@ inline void describe_current_exception(cudaError_t& status, std::string& why)
     } catch (...) {
         why = "cudnn-frontend: an exception that is no std::exception";
     }
+}
+
+//! @brief Opens the process's cuDNN in `api` (CudnnCalls::open) for a graph baseline, and points cudnn-frontend's
+//!        dynamic loading at it (cudnn_frontend::cudnn_dlhandle, defined in core/cudnn_calls.cpp); `version` becomes
+//!        the library's.
+//! @return empty where it opened, else why not (the baseline's reason())
+inline std::string open_for_graphs(CudnnCalls& api, std::string& version)
+{
+    const CudnnLibrary& library = cudnn_library();
+    version = library.version;
+    std::string reason = api.open(library);
+    if (reason.empty()) {
+        cudnn_frontend::cudnn_dlhandle = library.handle;
+    }
+    return reason;
+}
+
+//! @brief A graph baseline's kept plan of one problem: `plans[key]` where it is kept, else a new `Plan` whose graph
+//!        `describe(plan, sm_version, workspace_bytes)` describes and builds (empty: it built, and needs that many
+//!        bytes of workspace; else why not), given a workspace of that size and kept. `Plan` has a `workspace`.
+//! @return the plan; nullptr where `reason` (the baseline's: empty where cuDNN is available) or the build says why
+//!         not, in `last_status`, with `status` cudaErrorNotSupported or the CUDA error that stopped it
+template <class Plan, class Key, class Describe>
+Plan* kept_graph_plan(std::map<Key, std::unique_ptr<Plan>>& plans, const Key& key, const CudnnCalls& api,
+                      const std::string& reason, std::string& last_status, cudaError_t& status, Describe describe)
+{
+    status = cudaErrorNotSupported;
+    if (!reason.empty()) {
+        last_status = reason;
+        return nullptr;
+    }
+    if (const auto kept = plans.find(key); kept != plans.end()) {
+        status = cudaSuccess;
+        return kept->second.get();
+    }
+    // check_support() asks for the GPU's compute capability where the graph has none: it is given this program's.
+    int sm_version = 0;
+    if (const cudaError_t e = graph_sm_version(sm_version, last_status); e != cudaSuccess) {
+        status = e;
+        return nullptr;
+    }
+    try {
+        auto p = std::make_unique<Plan>();
+        std::int64_t workspace_bytes = 0;
+        if (std::string why = describe(*p, sm_version, workspace_bytes); !why.empty()) {
+            last_status = std::move(why);
+            return nullptr;
+        }
+        p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
+        status = cudaSuccess;
+        last_status = api.error_string(CUDNN_STATUS_SUCCESS);
+        return (plans[key] = std::move(p)).get();
+    } catch (...) {
+        describe_current_exception(status, last_status);
+    }
+    return nullptr;
+}
+
+//! @brief Runs a graph baseline's plan on `stream`: `execute()` returns the frontend's error_t, `step` names it.
+//! @return cudaSuccess; cudaErrorNotSupported where cuDNN refused, with why in `last_status`
+template <class Execute>
+cudaError_t execute_graph(const CudnnCalls& api, cudaStream_t stream, const char* step, std::string& last_status,
+                          Execute execute)
+{
+    if (const cudnnStatus_t s = api.set_stream(api.handle, stream); s != CUDNN_STATUS_SUCCESS) {
+        last_status = std::string("cudnnSetStream: ") + api.error_string(s);
+        return cudaErrorNotSupported;
+    }
+    try {
+        if (cudnn_frontend::error_t e = execute(); e.is_bad()) {
+            last_status = first_line(step, e.get_message());
+            return cudaErrorNotSupported;
+        }
+    } catch (...) {  // nothing here throws a CudaError: the status stays cudaErrorNotSupported
+        cudaError_t status = cudaErrorNotSupported;
+        describe_current_exception(status, last_status);
+        return status;
+    }
+    last_status = api.error_string(CUDNN_STATUS_SUCCESS);
+    return cudaSuccess;
 }
 
 }  // namespace stepwise

@@ -177,6 +177,13 @@ nlohmann::json chapter_header(const ChapterEntry& chapter)
     return {{"id", chapter.id}, {"title", chapter.title}, {"share_of", chapter.share_of}, {"timings", timings}};
 }
 
+nlohmann::json pytorch_size(const ProblemSize& size, const std::string& dtype, const nlohmann::json& extra)
+{
+    nlohmann::json j = {{"n", size.n}, {"problem", size.problem}, {"shape", size.shape}, {"dtype", dtype}};
+    j.update(extra);
+    return j;
+}
+
 nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapters,
                              const std::vector<CompiledKernel>& compiled)
 {
@@ -234,6 +241,15 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
             }
             j["steps"].push_back(std::move(step));
         }
+        j["pytorch"] = nlohmann::json::array();  // conf/pytorch_baselines.py times them (make measure)
+        for (const PytorchRow& row : c.pytorch) {
+            j["pytorch"].push_back({{"id", row.id}, {"sizes", row.sizes}});
+        }
+        j["racecheck_exclude"] = nlohmann::json::array();  // conf/measure.py's racecheck filter
+        for (const RacecheckExclusion& e : c.racecheck_exclude) {
+            j["racecheck_exclude"].push_back({{"tests", e.tests}, {"reason", e.reason}});
+        }
+        j["sass"] = c.sass;  // the build's sass/<id>.json (bench/CMakeLists.txt)
         if (c.headline) {
             j["headline"] = {{"n", c.headline->n},
                              {"timing", c.headline->timing},

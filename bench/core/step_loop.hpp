@@ -5,11 +5,15 @@
 #pragma once
 
 #include "core/chapter.hpp"
+#include "core/cuda_check.hpp"
+#include "core/device_buffer.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -96,6 +100,19 @@ std::vector<nlohmann::json> time_rows(MeasureContext& context, const ChapterEntr
 //!        GoogleTest counts) appended to `out["steps"]`.
 void add_step_rows(nlohmann::json& out, MeasureContext& context, const ChapterEntry& chapter,
                    const std::string& step_id, const TimedRow& row);
+
+//! @brief add_step_rows() of a launcher that takes a workspace, `run(d_temp, temp_bytes)` (CUB's convention: with a
+//!        null `d_temp` it sets the bytes it needs): the workspace is allocated once, and `checked(launch)` makes the
+//!        TimedRow of a launch on it.
+template <class Run, class Checked>
+void add_step_rows_with_workspace(nlohmann::json& out, MeasureContext& context, const ChapterEntry& chapter,
+                                  const std::string& step_id, Run run, Checked checked)
+{
+    std::size_t temp_bytes = 0;
+    STEPWISE_CUDA_CHECK(run(nullptr, temp_bytes));
+    DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
+    add_step_rows(out, context, chapter, step_id, checked([&] { return run(d_temp.data(), temp_bytes); }));
+}
 
 //! @brief A ceiling's or a baseline's rows (time_rows(), with its id and title) appended to `out[list]`, `list`
 //!        "ceilings" or "baselines". A ceiling is named "ceiling <id>" in messages, a baseline by its id.

@@ -21,6 +21,7 @@ public:
     {
         entry_.profile.ncu_tests = "DivergenceProfile.*";
         entry_.profile.ncu_kernels = "regex:branch_kernel";
+        entry_.sass = true;  // the page shows the compiled branches
         entry_.timings = {
             {"batch", "events around 10 back-to-back launches, time per launch; inputs warm in L2", false, 10},
         };

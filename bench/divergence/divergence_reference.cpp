@@ -1,8 +1,9 @@
 #include "divergence/divergence_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -10,13 +11,7 @@ namespace stepwise::divergence {
 
 std::vector<float> random_angles(std::size_t count, std::uint64_t seed)
 {
-    std::mt19937_64 engine(seed);
-    std::uniform_real_distribution<float> angle(-3.0f, 3.0f);
-    std::vector<float> out(count);
-    for (float& x : out) {
-        x = angle(engine);
-    }
-    return out;
+    return uniform_values(count, -3.0f, 3.0f, seed);
 }
 
 std::vector<double> reference_sums(const std::vector<float>& input, BranchRule rule)

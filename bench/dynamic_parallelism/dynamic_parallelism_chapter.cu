@@ -25,6 +25,8 @@ public:
         : ChapterBase("dynamic_parallelism", "Dynamic parallelism: kernels that launch kernels",
                       "host_launches", "DynamicParallelism")
     {
+        entry_.racecheck_exclude = {{"DynamicParallelism*", "racecheck does not support dynamic parallelism (it says "
+                                                            "so, and checks nothing in a kernel that launches one)"}};
         entry_.timings = {
             {"single", "events around one call of the launcher (its launches, copies and waits); L2 not flushed",
              false, 1},

@@ -1,5 +1,7 @@
 #include "elementwise/elementwise_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -39,13 +41,7 @@ std::vector<float> assignment_input(int dimx, int dimy, std::uint64_t seed)
 
 std::vector<float> uniform_input(int dimx, int dimy, float low, float high, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> value(low, high);
-    std::vector<float> data(element_count(dimx, dimy));
-    for (float& v : data) {
-        v = value(rng);
-    }
-    return data;
+    return uniform_values(element_count(dimx, dimy), low, high, seed);
 }
 
 std::vector<double> reference_update(const std::vector<float>& input, int dimx, int dimy, int applications)

@@ -3,6 +3,7 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/row_shapes.hpp"
 #include "core/step_loop.hpp"
 #include "normalization/normalization_cudnn.hpp"
 #include "normalization/normalization_reference.hpp"
@@ -25,22 +26,10 @@ struct Shape {
     int rows, cols, element_bytes;
 };
 
-//! The main shapes (those of the softmax chapter, from the PyTorch figures the chapter starts from), in fp32: every
-//! step is measured at them for both operations, the final step and the libraries in bf16 too.
-constexpr int main_shapes[][2] = {{65536, 128}, {32768, 1024}, {8192, 4096}, {16384, 8192}, {4096, 32768}, {1024, 131072}};
-//! Shapes that are multiples of nothing, a single value, and rows of three values or of 100000.
-constexpr int odd_shapes[][2] = {{1000, 1000}, {4097, 4095}, {3, 100000}, {100000, 3}, {1, 1}};
-//! The sweep: LayerNorm of bf16 rows of every power of two from 32 to 131072 values, 256 MiB in all.
-constexpr int sweep_min_log2 = 5;
-constexpr int sweep_max_log2 = 17;
-constexpr std::int64_t sweep_bytes = std::int64_t{256} << 20;
+using row_shapes::checked_values;
 const std::vector<std::string> sweep_rows = {"08_bf16", "cudnn_layer_norm", "device_copy"};
 constexpr const char* final_step = "08_bf16";
 constexpr float epsilon = 1e-5f;
-
-//! The rows compared with the double reference at one size: all of them up to this many values, else evenly spaced
-//! rows (the first and last among them) of about this many values.
-constexpr std::int64_t checked_values = std::int64_t{1} << 22;
 
 //! The registry's n of a shape: operation (1 LayerNorm, 2 RMSNorm) * 10^16 + element bytes * 10^15 + rows * 10^7 +
 //! cols (a key; the size's `shape` gives rows and cols, its problem text the operation and the type).
@@ -90,16 +79,16 @@ public:
                            s.layer_norm_bf16 != nullptr ? "layer_norm_of, rms_norm_of" : "layer_norm, rms_norm",
                            true,  true,    {},     s.kernels};
             for (const Norm norm : {Norm::layer, Norm::rms}) {
-                for (const auto& rc : main_shapes) {
-                    step.sizes.push_back(problem_size({norm, rc[0], rc[1], 4}));
+                for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                    step.sizes.push_back(problem_size({norm, rows, cols, 4}));
                 }
                 if (s.layer_norm_bf16 != nullptr) {
-                    for (const auto& rc : main_shapes) {
-                        step.sizes.push_back(problem_size({norm, rc[0], rc[1], 2}));
+                    for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                        step.sizes.push_back(problem_size({norm, rows, cols, 2}));
                     }
-                    for (const auto& rc : odd_shapes) {
-                        step.sizes.push_back(problem_size({norm, rc[0], rc[1], 4}));
-                        step.sizes.push_back(problem_size({norm, rc[0], rc[1], 2}));
+                    for (const auto& [rows, cols] : row_shapes::odd_shapes) {
+                        step.sizes.push_back(problem_size({norm, rows, cols, 4}));
+                        step.sizes.push_back(problem_size({norm, rows, cols, 2}));
                     }
                 }
             }
@@ -112,13 +101,25 @@ public:
             {"cudnn_layer_norm", "cuDNN graph API LayerNorm forward (training phase: writes mean and 1/std)", layer_sizes},
             {"cudnn_rms_norm", "cuDNN graph API RMSNorm forward (inference phase)", rms_sizes}};
         Sweep sweep{{}, sweep_rows, 0, 1, 1, "row length (values per row, LayerNorm, bf16, 256 MiB in all)"};
-        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
+        for (int k = row_shapes::sweep_min_log2; k <= row_shapes::sweep_max_log2; ++k) {
             const int cols = 1 << k;
-            sweep.sizes.push_back(problem_size({Norm::layer, static_cast<int>(sweep_bytes / 2 / cols), cols, 2}));
+            sweep.sizes.push_back(
+                problem_size({Norm::layer, static_cast<int>(row_shapes::sweep_bytes / 2 / cols), cols, 2}));
         }
         add_sweep(entry_, std::move(sweep));
         entry_.headline =
             Headline{size_key({Norm::layer, 16384, 8192, 4}), "single_cold", entry_.steps.front().id, final_step};
+        // PyTorch's LayerNorm and RMSNorm beside the final step at the main shapes, in both types.
+        for (const Norm norm : {Norm::layer, Norm::rms}) {
+            PytorchRow pytorch{norm == Norm::layer ? "pytorch_layer_norm" : "pytorch_rms_norm", {}};
+            for (const int element_bytes : {4, 2}) {
+                for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                    pytorch.sizes.push_back(pytorch_size(problem_size({norm, rows, cols, element_bytes}),
+                                                         element_bytes == 2 ? "bf16" : "fp32", {{"epsilon", epsilon}}));
+                }
+            }
+            entry_.pytorch.push_back(pytorch);
+        }
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
@@ -288,11 +289,7 @@ public:
                                  : step.rms_norm_fp32(d_temp, temp_bytes, in, g, out, shape.rows, shape.cols, epsilon,
                                                       context.stream);
                 };
-                std::size_t temp_bytes = 0;
-                STEPWISE_CUDA_CHECK(run(nullptr, temp_bytes));
-                DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
-                add_step_rows(chapter, context, entry_, step.id,
-                              checked([&] { return run(d_temp.data(), temp_bytes); }));
+                add_step_rows_with_workspace(chapter, context, entry_, step.id, run, checked);
             }
         }
         for (const auto& [id, refused] : cudnn_refused) {  // missing at some sizes: listed once, with each refusal

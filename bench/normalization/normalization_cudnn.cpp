@@ -20,12 +20,6 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
-
-// cudnn-frontend's dynamic loading looks every cuDNN function up in this handle (cudnn_frontend_shim.h declares it):
-// CudnnNorm sets it to the process's cuDNN before its first call into the frontend.
-namespace cudnn_frontend {
-void* cudnn_dlhandle = nullptr;
-}  // namespace cudnn_frontend
 #endif
 
 namespace stepwise::normalization {
@@ -50,51 +44,25 @@ struct CudnnNorm::Api : CudnnCalls {
     std::map<std::tuple<Kind, int, int, bool>, std::unique_ptr<Plan>> plans;
 };
 
-CudnnNorm::CudnnNorm() : api_(std::make_unique<Api>())
-{
-    const CudnnLibrary& library = cudnn_library();
-    version_ = library.version;
-    reason_ = api_->open(library);
-    if (reason_.empty()) {
-        fe::cudnn_dlhandle = library.handle;
-    }
-}
+CudnnNorm::CudnnNorm() : api_(std::make_unique<Api>()) { reason_ = open_for_graphs(*api_, version_); }
 
 CudnnNorm::~CudnnNorm() = default;
 
 CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf16, cudaError_t& status)
 {
-    status = cudaErrorNotSupported;
-    if (!available()) {
-        last_status_ = reason_;
-        return nullptr;
-    }
-    const auto key = std::make_tuple(kind, num_rows, num_cols, bf16);
-    if (const auto kept = api_->plans.find(key); kept != api_->plans.end()) {
-        status = cudaSuccess;
-        return kept->second.get();
-    }
-    // check_support() asks for the GPU's compute capability where the graph has none: it is given this program's.
-    int sm_version = 0;
-    if (const cudaError_t e = graph_sm_version(sm_version, last_status_); e != cudaSuccess) {
-        status = e;
-        return nullptr;
-    }
-
-    try {
-        auto p = std::make_unique<Plan>();
-        fe::graph::Graph& g = p->graph;
+    const auto describe = [&](Plan& p, int sm_version, std::int64_t& workspace_bytes) {
+        fe::graph::Graph& g = p.graph;
         const fe::DataType_t io = bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::FLOAT;
         g.set_io_data_type(io)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
             .set_compute_data_type(fe::DataType_t::FLOAT)
             .set_sm_version(sm_version);
         const std::int64_t rows = num_rows, cols = num_cols;
-        p->x = g.tensor(fe::graph::Tensor_attributes()
-                            .set_name("x")
-                            .set_dim({rows, cols, 1, 1})
-                            .set_stride({cols, 1, cols, cols})
-                            .set_data_type(io));
+        p.x = g.tensor(fe::graph::Tensor_attributes()
+                           .set_name("x")
+                           .set_dim({rows, cols, 1, 1})
+                           .set_stride({cols, 1, cols, cols})
+                           .set_data_type(io));
         const auto per_column = [&](const char* name) {
             return g.tensor(fe::graph::Tensor_attributes()
                                 .set_name(name)
@@ -102,57 +70,42 @@ CudnnNorm::Plan* CudnnNorm::plan(Kind kind, int num_rows, int num_cols, bool bf1
                                 .set_stride({cols, 1, cols, cols})
                                 .set_data_type(io));
         };
-        p->gamma = per_column("gamma");
+        p.gamma = per_column("gamma");
         // Passed by value, from the host, at each call.
-        p->epsilon = g.tensor(fe::graph::Tensor_attributes()
-                                  .set_name("epsilon")
-                                  .set_dim({1, 1, 1, 1})
-                                  .set_stride({1, 1, 1, 1})
-                                  .set_data_type(fe::DataType_t::FLOAT)
-                                  .set_is_pass_by_value(true));
+        p.epsilon = g.tensor(fe::graph::Tensor_attributes()
+                                 .set_name("epsilon")
+                                 .set_dim({1, 1, 1, 1})
+                                 .set_stride({1, 1, 1, 1})
+                                 .set_data_type(fe::DataType_t::FLOAT)
+                                 .set_is_pass_by_value(true));
         if (kind == Kind::layer_norm) {
-            p->beta = per_column("beta");
-            const auto [y, mean, rstd] = g.layernorm(p->x, p->gamma, p->beta,
+            p.beta = per_column("beta");
+            const auto [y, mean, rstd] = g.layernorm(p.x, p.gamma, p.beta,
                                                      fe::graph::Layernorm_attributes()
                                                          .set_forward_phase(fe::NormFwdPhase_t::TRAINING)
-                                                         .set_epsilon(p->epsilon));
+                                                         .set_epsilon(p.epsilon));
             mean->set_output(true).set_data_type(fe::DataType_t::FLOAT);
             rstd->set_output(true).set_data_type(fe::DataType_t::FLOAT);
-            p->y = y;
-            p->mean = mean;
-            p->rstd = rstd;
+            p.y = y;
+            p.mean = mean;
+            p.rstd = rstd;
         } else {
-            p->y = g.rmsnorm(p->x, p->gamma,
-                             fe::graph::Rmsnorm_attributes()
-                                 .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
-                                 .set_epsilon(p->epsilon))[0];
+            p.y = g.rmsnorm(p.x, p.gamma,
+                            fe::graph::Rmsnorm_attributes()
+                                .set_forward_phase(fe::NormFwdPhase_t::INFERENCE)
+                                .set_epsilon(p.epsilon))[0];
         }
-        p->y->set_output(true).set_data_type(io);
-
-        std::int64_t workspace_bytes = 0;
-        if (std::string why = build_graph_plans(g, api_->handle, workspace_bytes); !why.empty()) {
-            last_status_ = std::move(why);
-            return nullptr;
-        }
-        p->workspace = DeviceBuffer<unsigned char>(static_cast<std::size_t>(workspace_bytes));
-        status = cudaSuccess;
-        last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
-        return (api_->plans[key] = std::move(p)).get();
-    } catch (...) {
-        describe_current_exception(status, last_status_);
-    }
-    return nullptr;
+        p.y->set_output(true).set_data_type(io);
+        return build_graph_plans(g, api_->handle, workspace_bytes);
+    };
+    return kept_graph_plan(api_->plans, std::make_tuple(kind, num_rows, num_cols, bf16), *api_, reason_, last_status_,
+                           status, describe);
 }
 
 cudaError_t CudnnNorm::execute(Plan& p, const void* d_in, const void* d_gamma, const void* d_beta, void* d_out,
                                float* d_mean, float* d_rstd, float epsilon, cudaStream_t stream)
 {
-    Api& a = *api_;
-    if (const cudnnStatus_t s = a.set_stream(a.handle, stream); s != CUDNN_STATUS_SUCCESS) {
-        last_status_ = std::string("cudnnSetStream: ") + a.error_string(s);
-        return cudaErrorNotSupported;
-    }
-    try {
+    return execute_graph(*api_, stream, "execute", last_status_, [&] {
         std::unordered_map<Tensor, void*> pack = {{p.x, const_cast<void*>(d_in)},
                                                   {p.gamma, const_cast<void*>(d_gamma)},
                                                   {p.epsilon, &epsilon},
@@ -162,17 +115,8 @@ cudaError_t CudnnNorm::execute(Plan& p, const void* d_in, const void* d_gamma, c
             pack.emplace(p.mean, d_mean);
             pack.emplace(p.rstd, d_rstd);
         }
-        if (fe::error_t e = p.graph.execute(a.handle, pack, p.workspace.data()); e.is_bad()) {
-            last_status_ = first_line("execute", e.get_message());
-            return cudaErrorNotSupported;
-        }
-    } catch (...) {  // nothing here throws a CudaError: the status stays cudaErrorNotSupported
-        cudaError_t status = cudaErrorNotSupported;
-        describe_current_exception(status, last_status_);
-        return status;
-    }
-    last_status_ = a.error_string(CUDNN_STATUS_SUCCESS);
-    return cudaSuccess;
+        return p.graph.execute(api_->handle, pack, p.workspace.data());
+    });
 }
 
 cudaError_t CudnnNorm::prepare_layer_norm(int num_rows, int num_cols, bool bf16)

@@ -1,21 +1,16 @@
 #include "normalization/normalization_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <sstream>
 
 namespace stepwise::normalization {
 
 std::vector<float> random_values(std::size_t count, std::uint64_t seed, float low, float high)
 {
-    std::mt19937_64 engine(seed);
-    std::uniform_real_distribution<float> value(low, high);
-    std::vector<float> out(count);
-    for (float& x : out) {
-        x = value(engine);
-    }
-    return out;
+    return uniform_values(count, low, high, seed);
 }
 
 RowStats layer_norm_row(const float* x, const float* gamma, const float* beta, int num_cols, double epsilon,

@@ -1,31 +1,20 @@
 #include "reduction/reduction_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <cmath>
-#include <random>
 #include <stdexcept>
 
 namespace stepwise::reduction {
 
 std::vector<int> random_ints(std::size_t num_items, int low, int high, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed);
-    std::uniform_int_distribution<int> value(low, high);
-    std::vector<int> values(num_items);
-    for (int& v : values) {
-        v = value(rng);
-    }
-    return values;
+    return uniform_values(num_items, low, high, seed);
 }
 
 std::vector<float> random_floats(std::size_t num_items, float low, float high, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> value(low, high);
-    std::vector<float> values(num_items);
-    for (float& v : values) {
-        v = value(rng);
-    }
-    return values;
+    return uniform_values(num_items, low, high, seed);
 }
 
 std::int64_t exact_sum(const std::vector<int>& values)

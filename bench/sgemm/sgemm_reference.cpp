@@ -1,5 +1,7 @@
 #include "sgemm/sgemm_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -24,13 +26,7 @@ void check_shapes(int M, int N, int K, const std::vector<float>& A, const std::v
 
 std::vector<float> random_matrix(int rows, int cols, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-    std::vector<float> out(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
-    for (float& v : out) {
-        v = uniform(rng);
-    }
-    return out;
+    return uniform_values(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols), -1.f, 1.f, seed);
 }
 
 std::vector<double> reference_gemm(int M, int N, int K, double alpha, const std::vector<float>& A,

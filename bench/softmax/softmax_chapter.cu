@@ -3,6 +3,7 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/row_shapes.hpp"
 #include "core/step_loop.hpp"
 #include "softmax/softmax_cudnn.hpp"
 #include "softmax/softmax_reference.hpp"
@@ -21,23 +22,9 @@ struct Shape {
     int rows, cols, element_bytes;
 };
 
-//! The main shapes: rows of 128 to 131072 values, 16 MiB to 512 MiB of fp32 (from the PyTorch figures the chapter
-//! starts from). Every step is measured at them in fp32, the final step and the libraries in bf16 too.
-constexpr Shape main_shapes[] = {{65536, 128, 4}, {32768, 1024, 4}, {8192, 4096, 4},
-                                 {16384, 8192, 4}, {4096, 32768, 4}, {1024, 131072, 4}};
-//! Shapes that are multiples of nothing, a single value, and rows of three values or of 100000: the final step and
-//! the libraries, in both types.
-constexpr Shape odd_shapes[] = {{1000, 1000, 4}, {4097, 4095, 4}, {3, 100000, 4}, {100000, 3, 4}, {1, 1, 4}};
-//! The sweep: bf16 rows of every power of two from 32 to 131072 values, 256 MiB in all.
-constexpr int sweep_min_log2 = 5;
-constexpr int sweep_max_log2 = 17;
-constexpr std::int64_t sweep_bytes = std::int64_t{256} << 20;
+using row_shapes::checked_values;
 const std::vector<std::string> sweep_rows = {"08_bf16", "cudnn_softmax", "device_copy"};
 constexpr const char* final_step = "08_bf16";
-
-//! The rows compared with the double reference at one size: all of them up to this many values, else evenly spaced
-//! rows (the first and last among them) of about this many values.
-constexpr std::int64_t checked_values = std::int64_t{1} << 22;
 
 //! The registry's n of a shape: element bytes * 10^15 + rows * 10^7 + cols (a key; the size's `shape` gives rows
 //! and cols, its problem text the type).
@@ -51,8 +38,6 @@ Shape shape_of(std::int64_t key)
     return {static_cast<int>(key % 1000000000000000 / 10000000), static_cast<int>(key % 10000000),
             static_cast<int>(key / 1000000000000000)};
 }
-
-Shape in_bf16(Shape s) { return {s.rows, s.cols, 2}; }
 
 std::string size_text(Shape s)
 {
@@ -77,27 +62,36 @@ public:
             // documents.
             StepEntry step{s.id, s.title, s.file, s.name_space, s.bf16 != nullptr ? "softmax_of" : "softmax", true,
                            true, {}, s.kernels};
-            for (const Shape& shape : main_shapes) {
-                step.sizes.push_back(problem_size(shape));
+            for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                step.sizes.push_back(problem_size({rows, cols, 4}));
             }
             if (s.bf16 != nullptr) {
-                for (const Shape& shape : main_shapes) {
-                    step.sizes.push_back(problem_size(in_bf16(shape)));
+                for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                    step.sizes.push_back(problem_size({rows, cols, 2}));
                 }
-                for (const Shape& shape : odd_shapes) {
-                    step.sizes.push_back(problem_size(shape));
-                    step.sizes.push_back(problem_size(in_bf16(shape)));
+                for (const auto& [rows, cols] : row_shapes::odd_shapes) {
+                    step.sizes.push_back(problem_size({rows, cols, 4}));
+                    step.sizes.push_back(problem_size({rows, cols, 2}));
                 }
             }
             entry_.steps.push_back(step);
         }
         Sweep sweep{{}, sweep_rows, 0, 1, 1, "row length (values per row, bf16, 256 MiB in all)"};
-        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
+        for (int k = row_shapes::sweep_min_log2; k <= row_shapes::sweep_max_log2; ++k) {
             const int cols = 1 << k;
-            sweep.sizes.push_back(problem_size({static_cast<int>(sweep_bytes / 2 / cols), cols, 2}));
+            sweep.sizes.push_back(problem_size({static_cast<int>(row_shapes::sweep_bytes / 2 / cols), cols, 2}));
         }
         add_sweep(entry_, std::move(sweep));
         entry_.headline = Headline{size_key({16384, 8192, 4}), "single_cold", entry_.steps.front().id, final_step};
+        // PyTorch's softmax beside the final step at the main shapes, in both types.
+        PytorchRow pytorch{"pytorch_softmax", {}};
+        for (const int element_bytes : {4, 2}) {
+            for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                pytorch.sizes.push_back(pytorch_size(problem_size({rows, cols, element_bytes}),
+                                                     element_bytes == 2 ? "bf16" : "fp32"));
+            }
+        }
+        entry_.pytorch = {pytorch};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
@@ -199,11 +193,7 @@ public:
                                                reinterpret_cast<float*>(d_out.data()), shape.rows, shape.cols,
                                                context.stream);
                 };
-                std::size_t temp_bytes = 0;
-                STEPWISE_CUDA_CHECK(run(nullptr, temp_bytes));
-                DeviceBuffer<unsigned char> d_temp(std::max<std::size_t>(temp_bytes, 1));
-                add_step_rows(chapter, context, entry_, step.id,
-                              checked([&] { return run(d_temp.data(), temp_bytes); }));
+                add_step_rows_with_workspace(chapter, context, entry_, step.id, run, checked);
             }
         }
     }

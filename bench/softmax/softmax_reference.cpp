@@ -1,23 +1,18 @@
 #include "softmax/softmax_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <sstream>
 
 namespace stepwise::softmax {
 
 std::vector<float> random_logits(std::size_t count, std::uint64_t seed)
 {
-    std::mt19937_64 engine(seed);
-    std::uniform_real_distribution<float> logit(-10.0f, 10.0f);
-    std::vector<float> out(count);
-    for (float& x : out) {
-        x = logit(engine);
-    }
-    return out;
+    return uniform_values(count, -10.0f, 10.0f, seed);
 }
 
 void reference_row(const float* x, int num_cols, double* y)

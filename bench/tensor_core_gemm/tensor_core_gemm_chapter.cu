@@ -112,6 +112,11 @@ public:
                       "tensor_peak", "TensorCoreGemm")
     {
         entry_.profile = {"TensorCoreGemmProfile.*", "regex:gemm_kernel", ""};
+        // The tests of the libraries' GEMMs (cuBLAS, cuBLASLt, CUTLASS) at small sizes: their kernels are not ours.
+        entry_.racecheck_exclude = {{"TensorCoreGemmCublas*", "cuBLAS's and cuBLASLt's kernels, not ours: racecheck "
+                                                              "reports hazards in cuBLAS's"},
+                                    {"TensorCoreGemmCutlass*", "CUTLASS's kernels, not ours"}};
+        entry_.sass = true;  // the page counts HMMA against HGMMA
         // Under a sustained tensor-core load the card's power limit, not a passing throttle, sets the SM clock (the
         // H200's settles below 90 % of its highest at 8192^3): every sample is kept, and each row records its clocks.
         // That clock follows what ran before, so at each size the libraries and the steps are sampled in turn.

@@ -1,7 +1,8 @@
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <cmath>
-#include <random>
 #include <stdexcept>
 #include <string>
 
@@ -31,11 +32,10 @@ double dot(const bf16* a, const bf16* b, int K)
 
 std::vector<bf16> random_matrix(int rows, int cols, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-    std::vector<bf16> out(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
-    for (bf16& v : out) {
-        v = __float2bfloat16_rn(uniform(rng));
+    std::vector<bf16> out;
+    for (const float v : uniform_values(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols), -1.f, 1.f,
+                                        seed)) {
+        out.push_back(__float2bfloat16_rn(v));
     }
     return out;
 }

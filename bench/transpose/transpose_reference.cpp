@@ -1,5 +1,7 @@
 #include "transpose/transpose_reference.hpp"
 
+#include "core/random_values.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -10,13 +12,7 @@ namespace stepwise::transpose {
 
 std::vector<float> random_matrix(int num_rows, int num_cols, std::uint64_t seed)
 {
-    std::mt19937_64 rng(seed);
-    std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-    std::vector<float> out(static_cast<std::size_t>(num_rows) * num_cols);
-    for (float& v : out) {
-        v = uniform(rng);
-    }
-    return out;
+    return uniform_values(static_cast<std::size_t>(num_rows) * num_cols, -1.f, 1.f, seed);
 }
 
 std::vector<float> random_bit_patterns(std::size_t count, std::uint64_t seed)

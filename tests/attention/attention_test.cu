@@ -29,6 +29,7 @@ void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
 namespace {
 
 using stepwise::testing::fresh_seed;
+using stepwise::testing::expect_refuses_a_workspace_one_byte_short;
 using stepwise::testing::launch_with_poisoned_workspace;
 using stepwise::testing::under_sanitizer;
 
@@ -411,17 +412,10 @@ void expect_rejects_a_workspace_one_byte_short(const Step& step)
     const Problem p{1, 2, 2, 100, 64, false};
     DeviceBuffer<bf16> q(q_elements(p)), k(kv_elements(p)), v(kv_elements(p)), o(q_elements(p));
     DeviceBuffer<float> lse(q_elements(p) / p.head_dim);
-    const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
+    expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& temp_bytes) {
         return step.attention(d_temp, temp_bytes, q.data(), k.data(), v.data(), o.data(), lse.data(), p,
                               default_scale(p.head_dim), 0);
-    };
-    std::size_t temp_bytes = 0;
-    ASSERT_EQ(call(nullptr, temp_bytes), cudaSuccess);
-    ASSERT_GT(temp_bytes, 1u);
-    DeviceBuffer<unsigned char> d_temp(temp_bytes);
-    std::size_t short_bytes = temp_bytes - 1;
-    EXPECT_EQ(call(d_temp.data(), short_bytes), cudaErrorInvalidValue);
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    });
 }
 
 TEST(AttentionFirstStep, RejectsAWorkspaceOneByteShort)

@@ -1,11 +1,11 @@
 // CPU tests of the bf16 helpers: rounding as the GPU rounds, and buffers as the GPU holds them.
 #include "core/bf16.hpp"
+#include "core/random_values.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
-#include <random>
 #include <vector>
 
 namespace stepwise {
@@ -15,13 +15,7 @@ constexpr float inf = std::numeric_limits<float>::infinity();
 
 std::vector<float> random_values(std::size_t count, std::uint64_t seed)
 {
-    std::mt19937_64 engine(seed);
-    std::uniform_real_distribution<float> value(-10.0f, 10.0f);
-    std::vector<float> out(count);
-    for (float& x : out) {
-        x = value(engine);
-    }
-    return out;
+    return uniform_values(count, -10.0f, 10.0f, seed);
 }
 
 TEST(Bf16, RoundsToNearestEven)

@@ -19,8 +19,6 @@ TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
 {
     const auto chapters = make_chapters();
     ASSERT_FALSE(chapters.empty());
-    // The one step that is not timed: it shows what nested launches print.
-    const std::set<std::string> untimed = {"dynamic_parallelism/01_nested_hello_world"};
     std::set<std::string> namespaces;
     for (const auto& chapter : chapters) {
         const ChapterEntry& c = chapter->entry();
@@ -48,7 +46,6 @@ TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
                 }
                 EXPECT_TRUE(namespaces.insert(s.name_space).second) << "two steps share " << s.name_space;
             }
-            EXPECT_EQ(s.sizes.empty(), untimed.count(c.id + "/" + s.id) == 1) << c.id << "/" << s.id;
             previous = &s;
         }
         bool share_of_is_a_ceiling = false;
@@ -56,19 +53,30 @@ TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
             share_of_is_a_ceiling |= r.id == c.share_of;
         }
         EXPECT_TRUE(share_of_is_a_ceiling) << c.id << ": share_of names no ceiling";
+        // A step may be untimed (it shows what it prints), its chapter's tests say which; the chapter is timed.
+        EXPECT_TRUE(std::any_of(c.steps.begin(), c.steps.end(), [](const StepEntry& s) { return !s.sizes.empty(); }))
+            << c.id << " times no step";
         EXPECT_FALSE(c.gtest_prefix.empty());
     }
 }
 
 TEST(Registry, JsonListsChaptersStepsAndHashes)
 {
-    const nlohmann::json registry = registry_json(make_chapters());
+    const auto chapters = make_chapters();
+    const nlohmann::json registry = registry_json(chapters);
     EXPECT_EQ(registry.at("schema"), 1);
-    const auto& elementwise = registry.at("chapters").at(0);
-    EXPECT_EQ(elementwise.at("id"), "elementwise");
-    EXPECT_EQ(elementwise.at("steps").at(0).at("id"), "01_original_kernel_a");
-    EXPECT_EQ(elementwise.at("steps").at(0).at("source_sha256").get<std::string>().size(), 64u);
-    EXPECT_EQ(elementwise.at("timings").size(), 2u);
+    ASSERT_EQ(registry.at("chapters").size(), chapters.size());
+    for (std::size_t i = 0; i < chapters.size(); ++i) {  // in the guide's order
+        const ChapterEntry& entry = chapters[i]->entry();
+        const nlohmann::json& chapter = registry.at("chapters").at(i);
+        EXPECT_EQ(chapter.at("id"), entry.id);
+        EXPECT_EQ(chapter.at("steps").at(0).at("id"), entry.steps.at(0).id);
+        EXPECT_EQ(chapter.at("steps").at(0).at("source_sha256").get<std::string>().size(), 64u);
+        EXPECT_EQ(chapter.at("timings").size(), entry.timings.size());
+        EXPECT_EQ(chapter.at("pytorch").size(), entry.pytorch.size());
+        EXPECT_EQ(chapter.at("racecheck_exclude").size(), entry.racecheck_exclude.size());
+        EXPECT_EQ(chapter.at("sass"), entry.sass);
+    }
 }
 
 TEST(Registry, EveryStepSaysWhatItsSnippetRequires)
@@ -93,22 +101,6 @@ TEST(Registry, EveryStepSaysWhatItsSnippetRequires)
         }
     }
     EXPECT_GT(with_requirement, 0);
-}
-
-TEST(Registry, JsonSaysSgemmSteps9To11NeedSm80)
-{
-    const nlohmann::json registry = registry_json(make_chapters());
-    const auto sgemm = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
-                                    [](const nlohmann::json& c) { return c.at("id") == "sgemm"; });
-    ASSERT_NE(sgemm, registry.at("chapters").end());
-    for (const auto& step : sgemm->at("steps")) {
-        const std::string id = step.at("id");
-        if (id < "09") {  // fp32 FMAs and plain loads: any GPU CUDA 13 supports
-            EXPECT_FALSE(step.contains("needs")) << id;
-        } else if (id < "12") {  // cp.async, TF32 WMMA
-            EXPECT_EQ(step.value("needs", ""), "sm_80") << id;
-        }
-    }
 }
 
 TEST(Unsupported, TheReasonNamesWhatTheStepNeedsAndThisGpu)
@@ -175,58 +167,9 @@ TEST(Registry, SweepRowsAreMeasuredAtTheSweepAndMainSizesAndNothingElseGrows)
     EXPECT_THROW(add_sweep(unknown, Sweep{{{5, "5"}}, {"03_missing"}, 4, 1}), std::logic_error);
 }
 
-TEST(Registry, JsonCarriesHeadlineAndSweep)
-{
-    const nlohmann::json registry = registry_json(make_chapters());
-    const auto reduction = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
-                                        [](const nlohmann::json& c) { return c.at("id") == "reduction"; });
-    ASSERT_NE(reduction, registry.at("chapters").end());
-    EXPECT_EQ(reduction->at("headline").at("n"), 1 << 28);
-    EXPECT_EQ(reduction->at("headline").at("final"), "17_single_pass");
-    EXPECT_FALSE(reduction->at("headline").contains("baseline"));  // its first baseline, CUB's
-    const auto gemm = std::find_if(registry.at("chapters").begin(), registry.at("chapters").end(),
-                                   [](const nlohmann::json& c) { return c.at("id") == "tensor_core_gemm"; });
-    ASSERT_NE(gemm, registry.at("chapters").end());
-    EXPECT_EQ(gemm->at("headline").at("baseline"), "cublaslt_gemm_bf16_best");
-    const nlohmann::json& sweep = reduction->at("sweep");
-    EXPECT_EQ(sweep.at("sizes").front(), 1 << 10);
-    EXPECT_EQ(sweep.at("sizes").back(), 1 << 30);
-    EXPECT_EQ(sweep.at("sizes").size(), 19u);  // 2^10 .. 2^30 but the main sizes 2^22 and 2^28
-    EXPECT_EQ(sweep.at("footprint").at("bytes_per_n"), 4.0);
-    const auto& steps = reduction->at("steps");
-    const auto final_step = std::find_if(steps.begin(), steps.end(),
-                                         [](const nlohmann::json& s) { return s.at("id") == "17_single_pass"; });
-    EXPECT_EQ(final_step->at("sizes").size(), 21u);
-    const auto first_step = std::find_if(steps.begin(), steps.end(),
-                                         [](const nlohmann::json& s) { return s.at("id") == "01_neighbored_pairs"; });
-    EXPECT_EQ(first_step->at("sizes").size(), 2u);
-}
-
 TEST(Registry, UnhashedFilesAreAnError)
 {
-    EXPECT_THROW(source_sha256("snippets/elementwise/99_missing.cuh"), std::out_of_range);
-}
-
-TEST(Rows, StepFieldsComeFromTheRegistryAtTheRowsSize)
-{
-    const auto chapters = make_chapters();
-    const auto found = std::find_if(chapters.begin(), chapters.end(),
-                                    [](const auto& c) { return c->entry().id == "reduction"; });
-    ASSERT_NE(found, chapters.end());
-    const ChapterEntry& reduction = (*found)->entry();
-    const StepEntry& step = find_step(reduction, "17_single_pass");
-    nlohmann::json row = {{"n", 268435456}};
-    add_step_fields(row, step, TestCounts{7, 0, 1});
-    EXPECT_EQ(row.at("id"), "17_single_pass");
-    EXPECT_EQ(row.at("file"), "snippets/reduction/17_single_pass.cuh");
-    EXPECT_EQ(row.at("source_sha256"), source_sha256(step.file));
-    EXPECT_EQ(row.at("problem"), "2^28 int");
-    EXPECT_EQ(row.at("beyond_article"), true);
-    EXPECT_EQ(row.at("tests").at("passed"), 7);
-    EXPECT_EQ(row.at("tests").at("skipped"), 1);
-    nlohmann::json unknown_size = {{"n", 3}};
-    EXPECT_THROW(add_step_fields(unknown_size, step, TestCounts{}), std::out_of_range);
-    EXPECT_THROW(find_step(reduction, "99_nothing"), std::out_of_range);
+    EXPECT_THROW(source_sha256("snippets/no_such_chapter/99_missing.cuh"), std::out_of_range);
 }
 
 TEST(Selection, EmptyMeansEverything)
@@ -240,9 +183,19 @@ TEST(Selection, EmptyMeansEverything)
 TEST(Selection, StepsByBareOrQualifiedId)
 {
     const auto chapters = make_chapters();
-    const auto selection = select_steps(chapters, {}, {"06_float4", "elementwise/01_original_kernel_a"});
+    const ChapterEntry& first = chapters.front()->entry();
+    // A step of the first chapter by its bare id (one no other chapter has), its first step by chapter/id.
+    const auto unique = std::find_if(first.steps.rbegin(), first.steps.rend(), [&](const StepEntry& s) {
+        return std::none_of(chapters.begin() + 1, chapters.end(), [&](const auto& c) {
+            return std::any_of(c->entry().steps.begin(), c->entry().steps.end(),
+                               [&](const StepEntry& other) { return other.id == s.id; });
+        });
+    });
+    ASSERT_NE(unique, first.steps.rend());
+    ASSERT_NE(unique->id, first.steps.front().id);
+    const auto selection = select_steps(chapters, {}, {unique->id, first.id + "/" + first.steps.front().id});
     ASSERT_EQ(selection.size(), 1u);
-    EXPECT_EQ(selection[0].step_ids, (std::vector<std::string>{"01_original_kernel_a", "06_float4"}));
+    EXPECT_EQ(selection[0].step_ids, (std::vector<std::string>{first.steps.front().id, unique->id}));
 }
 
 TEST(Selection, UnknownChapterOrStepIsAUsageErrorNamingWhatIsKnown)
@@ -252,13 +205,15 @@ TEST(Selection, UnknownChapterOrStepIsAUsageErrorNamingWhatIsKnown)
         select_steps(chapters, {"nope"}, {});
         FAIL() << "accepted an unknown chapter";
     } catch (const UsageError& e) {
-        EXPECT_EQ(std::string(e.what()).rfind("unknown chapter 'nope' (known: elementwise", 0), 0u) << e.what();
+        EXPECT_EQ(std::string(e.what()).rfind("unknown chapter 'nope' (known: " + chapters.front()->entry().id, 0), 0u)
+            << e.what();
     }
+    const std::string unknown = chapters.front()->entry().id + "/99_nothing";
     try {
-        select_steps(chapters, {}, {"elementwise/99_nothing"});
+        select_steps(chapters, {}, {unknown});
         FAIL() << "accepted an unknown step";
     } catch (const UsageError& e) {
-        EXPECT_NE(std::string(e.what()).find("unknown step 'elementwise/99_nothing' (known: "), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("unknown step '" + unknown + "' (known: "), std::string::npos);
     }
 }
 
@@ -290,14 +245,17 @@ TEST(Rows, TheSmClockOfTheKeptSamplesIsRecordedWhereItWasRead)
 
 TEST(Registry, ATimingsOwnThrottleThresholdIsListedAndOnlyThere)
 {
-    const nlohmann::json registry = registry_json(make_chapters());
-    for (const auto& chapter : registry.at("chapters")) {
-        for (const auto& timing : chapter.at("timings")) {
-            // Sustained tensor-core work runs where the power limit puts the clock: those chapters keep every sample.
-            if (chapter.at("id") == "tensor_core_gemm" || chapter.at("id") == "attention") {
-                EXPECT_EQ(timing.at("throttle_threshold"), 0.0);
-            } else {
-                EXPECT_FALSE(timing.contains("throttle_threshold")) << chapter.at("id");
+    const auto chapters = make_chapters();
+    const nlohmann::json registry = registry_json(chapters);
+    for (std::size_t i = 0; i < chapters.size(); ++i) {
+        const std::vector<TimingMode>& modes = chapters[i]->entry().timings;
+        const nlohmann::json& timings = registry.at("chapters").at(i).at("timings");
+        ASSERT_EQ(timings.size(), modes.size());
+        for (std::size_t t = 0; t < modes.size(); ++t) {
+            EXPECT_EQ(timings.at(t).contains("throttle_threshold"), modes[t].throttle_threshold.has_value())
+                << chapters[i]->entry().id;
+            if (modes[t].throttle_threshold) {
+                EXPECT_EQ(timings.at(t).at("throttle_threshold"), *modes[t].throttle_threshold);
             }
         }
     }

@@ -22,7 +22,7 @@ for p in (REPO / "conf", REPO / "docs" / "_ext"):
     if str(p) not in sys.path:
         sys.path.insert(0, str(p))
 
-from source_hash import source_sha256  # noqa: E402
+from stepwise_docs.source_hash import source_sha256  # noqa: E402
 
 
 def stub_executable(path: Path, body: str) -> None:

@@ -8,7 +8,7 @@ from stepwise_docs.steps import launcher_names
 
 
 @pytest.mark.parametrize("text, names", [
-    ("softmax", ["softmax"]),
+    ("update", ["update"]),
     ("sum_matrix<32, 16>", ["sum_matrix<32, 16>"]),
     ("layer_norm, rms_norm", ["layer_norm", "rms_norm"]),
     ("layer_norm_of, rms_norm_of<float, 4>", ["layer_norm_of", "rms_norm_of<float, 4>"]),

@@ -1,4 +1,4 @@
-"""The SASS report (conf/sass_report.py), its reader (stepwise_docs.sass) and the stepwise-sass directive.
+"""The SASS report (stepwise_docs/sass_report.py), its reader (stepwise_docs.sass) and the stepwise-sass directive.
 
 tests/docs/fixtures/sass/cuobjdump-sass-divergence.txt is a captured ``cuobjdump -sass`` listing,
 trimmed (see the README beside it): the counts below are those of the trimmed file. The script
@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 
 import synth
-import sass_report  # conf/, on sys.path through synth
-from stepwise_docs import sass
+from stepwise_docs import sass, sass_report
 from stepwise_docs.data import DataError, Dataset
 from stepwise_docs.steps import same_source_parts
 
 PY = sys.executable
-SCRIPT = synth.REPO / "conf" / "sass_report.py"
+SCRIPT = synth.REPO / "docs" / "_ext" / "stepwise_docs" / "sass_report.py"
 LISTING = synth.FIXTURES / "sass" / "cuobjdump-sass-divergence.txt"
 VERSION = """cuobjdump: NVIDIA (R) fat binary listing tool
 Copyright (c) 2005-2025 NVIDIA Corporation
@@ -264,6 +263,21 @@ def test_script_without_namespace_keeps_every_function(tmp_path, obj):
     assert len(json.loads(out.read_text())["functions"]) == 4
 
 
+@needs_cxxfilt
+def test_script_writes_a_report_per_chapter_the_registry_asks_for(tmp_path, obj):
+    registry = tmp_path / "registry.json"
+    registry.write_text(json.dumps({"chapters": [{"id": "divergence", "sass": True}, {"id": "transpose",
+                                                                                     "sass": False}]}))
+    out_dir = tmp_path / "sass"
+    write_report(out_dir / "retired.json", "{}")  # a chapter that no longer asks: removed
+    proc = run_script("--cuobjdump", str(fake_cuobjdump(tmp_path)), "--object", str(obj), "--registry",
+                      str(registry), "--out-dir", str(out_dir))
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out_dir.iterdir()) == ["chapters.txt", "divergence.json"]
+    assert (out_dir / "chapters.txt").read_text() == "divergence\n"
+    assert len(sass.load(out_dir / "divergence.json").functions) == 3
+
+
 def test_cuobjdump_fails(tmp_path, obj):
     out = tmp_path / "divergence.json"
     out.write_text("{}")  # an old report must not stay behind
@@ -311,6 +325,8 @@ def test_missing_object_and_missing_tool(tmp_path, obj):
 
 @pytest.mark.parametrize("args, needle", [
     (["--cuobjdump", "x", "--object", "y"], "--out"),
+    (["--cuobjdump", "x", "--object", "y", "--registry", "r.json"], "--out-dir"),
+    (["--cuobjdump", "x", "--object", "y", "--out", "z", "--registry", "r.json", "--out-dir", "d"], "either"),
     (["--cuobjdump", "x", "--object", "y", "--out", "z", "--colour"], "--colour"),
     ([], "required"),
 ])
@@ -361,7 +377,7 @@ def test_load_a_report(tmp_path):
 
 
 @pytest.mark.parametrize("data, needles", [
-    (None, ["does not exist", "cmake --build build", "conf/sass_report.py"]),
+    (None, ["does not exist", "cmake --build build", "stepwise_docs/sass_report.py"]),
     ("{ not json", ["is not valid JSON", "line 1"]),
     ("[]", ["is not a JSON object"]),
     ({"tool": "t", "arch": "sm_90", "object": "o"}, ["has no 'functions'"]),
@@ -525,7 +541,8 @@ def test_a_missing_sass_report_fails_naming_file_and_how_to_make_it(project, tmp
     assert proc.returncode != 0
     assert "stepwise-sass" in proc.stderr and "SASS report" in proc.stderr
     assert "elsewhere/shapes.json does not exist" in proc.stderr
-    assert "cmake --build build; see conf/sass_report.py" in proc.stderr
+    assert "cmake --build build where the chapter's registry entry sets sass; see " \
+           "docs/_ext/stepwise_docs/sass_report.py" in proc.stderr
 
 
 @needs_doxygen

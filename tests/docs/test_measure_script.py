@@ -108,6 +108,21 @@ def test_chapters_run_their_tests_and_sanitizers_only_and_merge_into_the_recorde
     assert f"Merging into {recorded}" in proc.stdout
 
 
+def test_racecheck_leaves_out_what_the_registry_says_unless_a_filter_is_given(tmp_path):
+    env, args = setup(tmp_path)
+    registry = tmp_path / "build" / "registry.json"
+    chapters = [{"id": c, "gtest_prefix": prefix, "racecheck_exclude": []} for c, prefix in CHAPTERS.items()]
+    chapters[0]["racecheck_exclude"] = [{"tests": "ElementwiseRace*", "reason": "races on purpose"}]
+    chapters[2]["racecheck_exclude"] = [{"tests": "SgemmCublas*", "reason": "not our kernels"}]
+    synth.write_json(registry, {"schema": 1, "chapters": chapters})
+    assert run(tmp_path, env, args).returncode == 0
+    assert "--gtest_filter=-ElementwiseRace*:SgemmCublas* " in calls(tmp_path)[-1]
+    assert run(tmp_path, env, args, "--chapters", "transpose").returncode == 0
+    assert "--gtest_filter=Transpose*-ElementwiseRace*:SgemmCublas* " in calls(tmp_path)[-1]
+    assert run(tmp_path, env, args, "--racecheck-filter=-Other*").returncode == 0
+    assert "--gtest_filter=-Other* " in calls(tmp_path)[-1]
+
+
 def test_chapters_merge_into_this_gpus_fresh_file_where_there_is_one(tmp_path):
     env, args = setup(tmp_path)
     write(tmp_path / "recorded" / "fixture-gpu.json", "recorded\n")
@@ -241,10 +256,11 @@ def test_cudnn_is_found_in_a_pythons_wheel_where_the_toolkit_has_none(tmp_path, 
 
 
 def with_pytorch_chapters(tmp_path: Path, python_exit: int) -> tuple[dict, list[str]]:
-    """The stand-ins, a registry with the softmax chapter too, and a python3 that logs its arguments."""
+    """The stand-ins, a registry with a chapter that has PyTorch rows too, and a python3 that logs its arguments."""
     env, args = setup(tmp_path)
     synth.write_json(tmp_path / "build" / "registry.json", {"schema": 1, "chapters": [
-        {"id": c, "gtest_prefix": prefix} for c, prefix in {**CHAPTERS, "softmax": "Softmax"}.items()]})
+        {"id": c, "gtest_prefix": prefix} for c, prefix in CHAPTERS.items()] + [
+        {"id": "softmax", "gtest_prefix": "Softmax", "pytorch": [{"id": "pytorch_softmax", "sizes": []}]}]})
     synth.stub_executable(tmp_path / "bin" / "python3", f"""echo "python3 $@" >> {tmp_path / "calls.log"}
 exit {python_exit}
 """)

@@ -13,56 +13,67 @@ import pytorch_baselines as pb  # noqa: E402
 
 
 def registry() -> dict:
-    def size(n, problem, shape):
-        return {"n": n, "problem": problem, "shape": list(shape)}
+    """A made-up registry whose chapters ask for PyTorch rows as the real ones do (bench/<chapter>/*_chapter.cu)."""
+    def size(n, problem, shape, dtype, **extra):
+        return {"n": n, "problem": problem, "shape": list(shape), "dtype": dtype, **extra}
 
-    softmax = {"id": "softmax", "steps": [{"id": "01_x", "sizes": []}, {"id": "08_bf16", "sizes": [
-        size(1, "16384 x 8192 fp32", (16384, 8192)), size(2, "16384 x 8192 bf16", (16384, 8192)),
-        size(3, "1000 x 1000 fp32", (1000, 1000))]}]}  # an odd shape: not a main one
-    norm = {"id": "normalization", "steps": [{"id": "08_bf16", "sizes": [
-        size(11, "65536 x 128 LayerNorm bf16", (65536, 128)), size(12, "65536 x 128 RMSNorm bf16", (65536, 128)),
-        size(13, "3 x 100000 RMSNorm fp32", (3, 100000))]}]}
-    attention = {"id": "attention", "steps": [{"id": "09_x", "sizes": [
-        size(128004032008004096, "4 x 32 (8 K/V heads) x 4096, head dim 128, non-causal", (4, 32, 4096, 128)),
-        size(1064008016016002048, "8 x 16 x 2048, head dim 64, causal", (8, 16, 2048, 64))]}]}
-    return {"chapters": [softmax, norm, attention, {"id": "sgemm", "steps": []}]}
-
-
-def test_cases_are_the_final_steps_main_shapes_with_the_call_the_problem_names():
-    got = pb.cases(registry(), ["softmax", "normalization"])
-    assert [(c.row_id, c.n, c.shape, c.dtype) for c in got] == [
-        ("pytorch_softmax", 1, (16384, 8192), "fp32"), ("pytorch_softmax", 2, (16384, 8192), "bf16"),
-        ("pytorch_layer_norm", 11, (65536, 128), "bf16"), ("pytorch_rms_norm", 12, (65536, 128), "bf16")]
-    assert got[2].call.startswith("torch.native_layer_norm") and got[2].problem == "65536 x 128 LayerNorm bf16"
+    rows_cols = {"id": "rows_cols", "steps": [{"id": "01_x", "sizes": []}], "pytorch": [
+        {"id": "pytorch_softmax", "sizes": [size(1, "16384 x 8192 fp32", (16384, 8192), "fp32"),
+                                            size(2, "16384 x 8192 bf16", (16384, 8192), "bf16")]}]}
+    norms = {"id": "norms", "steps": [], "pytorch": [
+        {"id": "pytorch_layer_norm", "sizes": [size(11, "65536 x 128 LayerNorm bf16", (65536, 128), "bf16",
+                                                    epsilon=1e-5)]},
+        {"id": "pytorch_rms_norm", "sizes": [size(12, "65536 x 128 RMSNorm bf16", (65536, 128), "bf16",
+                                                  epsilon=1e-5)]}]}
+    heads = {"id": "heads", "steps": [], "pytorch": [{"id": "pytorch_sdpa_bf16", "sizes": [
+        size(7, "4 x 32 (8 K/V heads) x 4096, head dim 128, non-causal", (4, 32, 4096, 128), "bf16", kv_heads=8,
+             causal=False),
+        size(8, "8 x 16 x 2048, head dim 64, causal", (8, 16, 2048, 64), "bf16", kv_heads=16, causal=True)]}]}
+    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}]}
 
 
-def test_attention_takes_every_size_with_its_heads_and_mask_from_the_key():
-    grouped, causal = pb.cases(registry(), ["attention"])
+def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
+    got = pb.cases(registry(), ["rows_cols", "norms"])
+    assert [(c.chapter, c.row_id, c.n, c.shape, c.dtype) for c in got] == [
+        ("rows_cols", "pytorch_softmax", 1, (16384, 8192), "fp32"),
+        ("rows_cols", "pytorch_softmax", 2, (16384, 8192), "bf16"),
+        ("norms", "pytorch_layer_norm", 11, (65536, 128), "bf16"), ("norms", "pytorch_rms_norm", 12, (65536, 128), "bf16")]
+    assert got[2].call == "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)" and got[2].epsilon == 1e-5
+    assert got[2].problem == "65536 x 128 LayerNorm bf16"
+    assert [c.chapter for c in pb.cases(registry())] == ["rows_cols"] * 2 + ["norms"] * 2 + ["heads"] * 2  # every one
+
+
+def test_attention_takes_its_heads_and_mask_from_the_registry():
+    grouped, causal = pb.cases(registry(), ["heads"])
     assert (grouped.row_id, grouped.shape, grouped.kv_heads, grouped.causal, grouped.dtype) == (
         "pytorch_sdpa_bf16", (4, 32, 4096, 128), 8, False, "bf16")
     assert (causal.shape, causal.kv_heads, causal.causal) == ((8, 16, 2048, 64), 16, True)
     reg = registry()
-    reg["chapters"][2]["steps"][-1]["sizes"][0]["shape"] = [4, 32, 4096]
+    reg["chapters"][2]["pytorch"][0]["sizes"][0]["shape"] = [4, 32, 4096]
     with pytest.raises(pb.InputError, match="is not batch, heads, seq, head_dim"):
-        pb.cases(reg, ["attention"])
+        pb.cases(reg, ["heads"])
 
 
 @pytest.mark.parametrize("chapters, needle", [
-    (["sgemm"], "no PyTorch baseline for chapter 'sgemm'"),
-    (["softmax", "transpose"], "no PyTorch baseline for chapter 'transpose'"),
+    (["none"], "chapter 'none' has no PyTorch rows in the step registry"),
+    (["rows_cols", "other"], "no chapter 'other'"),
 ])
-def test_cases_refuse_chapters_without_calls(chapters, needle):
+def test_cases_refuse_chapters_without_rows(chapters, needle):
     with pytest.raises(pb.InputError, match=needle):
         pb.cases(registry(), chapters)
 
 
-def test_cases_refuse_a_registry_without_the_chapter_or_its_main_shapes():
-    with pytest.raises(pb.InputError, match="no chapter 'softmax'"):
-        pb.cases({"chapters": []}, ["softmax"])
+@pytest.mark.parametrize("change, needle", [
+    (lambda row: row.update(id="pytorch_gelu"), "no PyTorch call 'pytorch_gelu'"),
+    (lambda row: row.update(sizes=[]), "has no sizes"),
+    (lambda row: row["sizes"][0].update(dtype="fp16"), "no dtype 'fp16'"),
+    (lambda row: row["sizes"][0].update(shape=[1, 2, 3]), "is not rows, cols"),
+])
+def test_cases_refuse_rows_they_cannot_time(change, needle):
     reg = registry()
-    reg["chapters"][0]["steps"][-1]["sizes"] = reg["chapters"][0]["steps"][-1]["sizes"][2:]
-    with pytest.raises(pb.InputError, match="no size at the main shapes"):
-        pb.cases(reg, ["softmax"])
+    change(reg["chapters"][0]["pytorch"][0])
+    with pytest.raises(pb.InputError, match=needle):
+        pb.cases(reg, ["rows_cols"])
 
 
 def test_sampling_stops_as_the_timing_program_does():
@@ -94,7 +105,7 @@ def test_main_without_pytorch_says_so_and_writes_nothing(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("args, needle", [
     (["--gpu-slug", "NVIDIA H200"], "is not a slug"),
-    (["--chapters", "sgemm"], "no PyTorch baseline"),
+    (["--chapters", "none"], "has no PyTorch rows"),
     (["--registry", "/nonexistent/registry.json"], "registry.json"),
 ])
 def test_main_refuses_bad_input_with_one_line(tmp_path, capsys, args, needle):

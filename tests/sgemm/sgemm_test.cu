@@ -205,25 +205,23 @@ TEST_P(SgemmStepTest, RejectsBadArgumentsAndLeavesCAlone)
     EXPECT_EQ(std::memcmp(after.data(), expected.data(), expected.size()), 0) << "a rejected call wrote to C";
 }
 
-//! cuBLAS's fp32 product of A and B (n x n), checked at sampled elements against double.
-std::vector<float> checked_cublas_product(int n, const std::vector<float>& A, const std::vector<float>& B,
-                                          DeviceBuffer<float>& d_A, DeviceBuffer<float>& d_B, std::uint64_t seed)
+//! `step`'s product of random n x n matrices against cuBLAS's, itself checked at sampled elements against double.
+void expect_matches_cublas(const Step& step, int n)
 {
     const CublasSgemm cublas(false);
-    DeviceBuffer<float> d_C(static_cast<std::size_t>(n) * n);
-    d_C.fill_bytes(0xFF, 0);
-    EXPECT_EQ(cublas(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> C = d_C.download();
-    const std::vector<std::size_t> where = sample_indices(n, n, 1024, seed);
-    std::vector<float> sampled;
-    for (const std::size_t i : where) {
-        sampled.push_back(C[i]);
-    }
-    const Comparison check = compare(sampled, reference_elements(n, n, n, 1.0, A, B, 0.0, {}, where),
-                                     fp32_tolerance(n));
-    EXPECT_TRUE(check.within_tolerance()) << "cuBLAS against double: " << check.describe(1);
-    return C;
+    stepwise::testing::expect_step_matches_library(
+        n, random_matrix, sample_indices,
+        [&](const float* A, const float* B, float* C) { return cublas(n, n, n, 1.f, A, B, 0.f, C, 0); },
+        [&](const float* A, const float* B, float* C) { return step.sgemm(n, n, n, 1.f, A, B, 0.f, C, 0); },
+        [&](const std::vector<float>& A, const std::vector<float>& B, const std::vector<float>& sampled,
+            const std::vector<std::size_t>& where) {
+            return compare(sampled, reference_elements(n, n, n, 1.0, A, B, 0.0, {}, where), fp32_tolerance(n));
+        },
+        [&](const std::vector<float>& got, const std::vector<float>& expected) {
+            const Comparison c =
+                compare(got, std::vector<double>(expected.begin(), expected.end()), tolerance_for(step, n));
+            EXPECT_TRUE(c.within_tolerance()) << "against cuBLAS: " << c.describe(n);
+        });
 }
 
 TEST_P(SgemmStepTest, MatchesCublasAt4096)
@@ -231,23 +229,7 @@ TEST_P(SgemmStepTest, MatchesCublasAt4096)
     if (under_sanitizer()) {
         GTEST_SKIP() << "4096^3 under compute-sanitizer would take minutes; the sanitizers check the smaller shapes";
     }
-    constexpr int n = 4096;
-    const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    const std::vector<float> A = random_matrix(n, n, seed);
-    const std::vector<float> B = random_matrix(n, n, seed + 1);
-    DeviceBuffer<float> d_A(A.size());
-    DeviceBuffer<float> d_B(B.size());
-    d_A.upload(A);
-    d_B.upload(B);
-    const std::vector<float> expected = checked_cublas_product(n, A, B, d_A, d_B, seed);
-    DeviceBuffer<float> d_C(expected.size());
-    d_C.fill_bytes(0xFF, 0);
-    ASSERT_EQ(GetParam().sgemm(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const Comparison c = compare(d_C.download(), std::vector<double>(expected.begin(), expected.end()),
-                                 tolerance_for(GetParam(), n));
-    EXPECT_TRUE(c.within_tolerance()) << "against cuBLAS: " << c.describe(n);
+    expect_matches_cublas(GetParam(), 4096);
 }
 
 std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
@@ -587,26 +569,12 @@ TEST(SgemmProfile, EveryStepOnceAt4096)
     if (under_sanitizer()) {
         GTEST_SKIP() << "4096^3 under compute-sanitizer would take minutes; the sanitizers check the smaller shapes";
     }
-    constexpr int n = 4096;
-    const std::uint64_t seed = fresh_seed();
-    const std::vector<float> A = random_matrix(n, n, seed);
-    const std::vector<float> B = random_matrix(n, n, seed + 1);
-    DeviceBuffer<float> d_A(A.size());
-    DeviceBuffer<float> d_B(B.size());
-    d_A.upload(A);
-    d_B.upload(B);
-    const std::vector<float> cublas = checked_cublas_product(n, A, B, d_A, d_B, seed);
-    const std::vector<double> expected(cublas.begin(), cublas.end());
-    DeviceBuffer<float> d_C(expected.size());
     for (const Step& step : steps()) {
         if (!unsupported_reason(step).empty()) {
             continue;  // SgemmUnsupported checks what it returns
         }
-        d_C.fill_bytes(0xFF, 0);
-        ASSERT_EQ(step.sgemm(n, n, n, 1.f, d_A.data(), d_B.data(), 0.f, d_C.data(), 0), cudaSuccess) << step.id;
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << step.id;
-        const Comparison c = compare(d_C.download(), expected, tolerance_for(step, n));
-        EXPECT_TRUE(c.within_tolerance()) << step.id << ": " << c.describe(n);
+        SCOPED_TRACE(step.id);
+        expect_matches_cublas(step, 4096);
     }
 }
 
@@ -680,13 +648,25 @@ std::string why_it_cannot_run(const std::string& id)
 
 //! stepwise::testing::expect_exact_product() of a launch of step `id` at `shape`, or a skip where this GPU cannot run
 //! that step.
+//! @return whether this GPU runs the step
 template <class Launch>
-void expect_exact_product_of(const std::string& id, Shape shape, Launch launch)
+bool expect_exact_product_of(const std::string& id, Shape shape, Launch launch)
 {
     if (const std::string why = why_it_cannot_run(id); !why.empty()) {
-        GTEST_SKIP() << why;
+        [&] { GTEST_SKIP() << why; }();
+        return false;
     }
     stepwise::testing::expect_exact_product<float, float>(shape, false, launch);
+    return true;
+}
+
+//! expect_exact_product_of() of step `id`'s launcher `sgemm` (C = A B: alpha 1, beta 0) at `shape`.
+template <class Sgemm>
+void expect_exact_sgemm_of(const std::string& id, Shape shape, Sgemm sgemm)
+{
+    expect_exact_product_of(id, shape, [&](const float* A, const float* B, float* C) {
+        return sgemm(shape.M, shape.N, shape.K, 1.f, A, B, 0.f, C, cudaStream_t{});
+    });
 }
 
 constexpr int int_max = std::numeric_limits<int>::max();
@@ -721,17 +701,10 @@ TEST(SgemmFinalStep, RejectsPointersThatAreNotFloatAlignedAndLeavesCAlone)
 TEST(SgemmFinalStep, MUpToIntMax)
 {
     // More rows than one grid's 65535 tile rows: the launcher runs them a grid at a time.
-    expect_exact_product_of("10_autotuned", {int_max, 1, 1}, [](auto A, auto B, auto C) {
-        return autotuned::sgemm(int_max, 1, 1, 1.f, A, B, 0.f, C);
-    });
+    expect_exact_sgemm_of("10_autotuned", {int_max, 1, 1}, autotuned::sgemm);
 }
 
-TEST(SgemmFinalStep, NUpToIntMax)
-{
-    expect_exact_product_of("10_autotuned", {1, int_max, 1}, [](auto A, auto B, auto C) {
-        return autotuned::sgemm(1, int_max, 1, 1.f, A, B, 0.f, C);
-    });
-}
+TEST(SgemmFinalStep, NUpToIntMax) { expect_exact_sgemm_of("10_autotuned", {1, int_max, 1}, autotuned::sgemm); }
 
 TEST(SgemmFinalStep, KUpToIntMaxSplitAmongTheMostBlocks)
 {
@@ -744,13 +717,12 @@ TEST(SgemmFinalStep, KUpToIntMaxSplitAmongTheMostBlocks)
 
 TEST(SgemmFinalStep, SgemmWithTakesTheGridsLastTileRowAndNotOneMore)
 {
-    if (const std::string why = why_it_cannot_run("10_autotuned"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
     constexpr int rows = 65535 * autotuned::Small::BM;
-    stepwise::testing::expect_exact_product<float, float>({rows, 3, 5}, false, [](auto A, auto B, auto C) {
-        return autotuned::sgemm_with<autotuned::Small>(rows, 3, 5, 1.f, A, B, 0.f, C, 1);
-    });
+    if (!expect_exact_product_of("10_autotuned", {rows, 3, 5}, [](auto A, auto B, auto C) {
+            return autotuned::sgemm_with<autotuned::Small>(rows, 3, 5, 1.f, A, B, 0.f, C, 1);
+        })) {
+        return;
+    }
     DeviceBuffer<float> d_A(static_cast<std::size_t>(rows + 1) * 5);
     DeviceBuffer<float> d_B(5 * 3);
     DeviceBuffer<float> d_C(static_cast<std::size_t>(rows + 1) * 3);
@@ -763,30 +735,22 @@ TEST(SgemmFinalStep, SgemmWithTakesTheGridsLastTileRowAndNotOneMore)
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-TEST(SgemmTf32Wgmma, MUpToIntMax)
-{
-    expect_exact_product_of("12_tf32_wgmma", {int_max, 1, 4}, [](auto A, auto B, auto C) {
-        return tf32_wgmma::sgemm(int_max, 1, 4, 1.f, A, B, 0.f, C);
-    });
-}
+TEST(SgemmTf32Wgmma, MUpToIntMax) { expect_exact_sgemm_of("12_tf32_wgmma", {int_max, 1, 4}, tf32_wgmma::sgemm); }
 
 TEST(SgemmTf32Wgmma, NUpToIntMax)
 {
     // 77 GiB: B, its transposed copy and C (an H100 has too little memory and skips it).
-    expect_exact_product_of("12_tf32_wgmma", {1, int_max, 4}, [](auto A, auto B, auto C) {
-        return tf32_wgmma::sgemm(1, int_max, 4, 1.f, A, B, 0.f, C);
-    });
+    expect_exact_sgemm_of("12_tf32_wgmma", {1, int_max, 4}, tf32_wgmma::sgemm);
 }
 
 TEST(SgemmTf32Wgmma, KUpToTheLimitAndNotOneMoreNorTooManyTiles)
 {
-    if (const std::string why = why_it_cannot_run("12_tf32_wgmma"); !why.empty()) {
-        GTEST_SKIP() << why;
-    }
     constexpr int K = 65535 * 32;
-    stepwise::testing::expect_exact_product<float, float>({3, 5, K}, false, [](auto A, auto B, auto C) {
-        return tf32_wgmma::sgemm(3, 5, K, 1.f, A, B, 0.f, C);
-    });
+    if (!expect_exact_product_of("12_tf32_wgmma", {3, 5, K}, [](auto A, auto B, auto C) {
+            return tf32_wgmma::sgemm(3, 5, K, 1.f, A, B, 0.f, C);
+        })) {
+        return;
+    }
     DeviceBuffer<float> d_A(3 * static_cast<std::size_t>(K + 4));
     DeviceBuffer<float> d_B(static_cast<std::size_t>(K + 4) * 5);
     DeviceBuffer<float> d_C(3 * 5);

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,46 @@ void expect_exact_product(GemmShape shape, bool b_column_major, Launch launch)
         }
     }
     EXPECT_EQ(wrong, 0u) << "elements not the exact product; the first at (" << first / N << ", " << first % N << ")";
+}
+
+//! @brief A step's product of random n x n matrices against a library's (the GEMM chapters' MatchesCublasAt4096):
+//!        A and B are `random(n, n, seed)` and `random(n, n, seed + 1)`; `library(d_A, d_B, d_C)` and
+//!        `step(d_A, d_B, d_C)` each write a C poisoned first. The library's C is checked at the elements
+//!        `sample(n, n, 1024, seed)` picks against double by `check_library(A, B, sampled, where)` (a comparison:
+//!        within_tolerance(), describe()), then handed, with the step's, to `expect(step_C, library_C)`, both as floats.
+template <class Random, class Sample, class Library, class Step, class CheckLibrary, class Expect>
+void expect_step_matches_library(int n, Random random, Sample sample, Library library, Step step,
+                                 CheckLibrary check_library, Expect expect)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const auto A = random(n, n, seed);
+    const auto B = random(n, n, seed + 1);
+    using T = typename decltype(A)::value_type;
+    DeviceBuffer<T> d_A(A.size());
+    DeviceBuffer<T> d_B(B.size());
+    DeviceBuffer<T> d_C(static_cast<std::size_t>(n) * n);
+    d_A.upload(A);
+    d_B.upload(B);
+    const auto product = [&](const auto& call) {
+        d_C.fill_bytes(0xFF, 0);  // NaN in fp32 and bf16
+        EXPECT_EQ(call(d_A.data(), d_B.data(), d_C.data()), cudaSuccess);
+        EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        std::vector<float> C;
+        for (const T& c : d_C.download()) {
+            C.push_back(static_cast<float>(c));
+        }
+        return C;
+    };
+    const std::vector<float> expected = product(library);
+    const std::vector<std::size_t> where = sample(n, n, 1024, seed);
+    std::vector<float> sampled;
+    for (const std::size_t i : where) {
+        sampled.push_back(expected[i]);
+    }
+    const auto check = check_library(A, B, sampled, where);
+    EXPECT_TRUE(check.within_tolerance()) << "the library against double: " << check.describe(1);
+    expect(product(step), expected);
 }
 
 }  // namespace stepwise::testing

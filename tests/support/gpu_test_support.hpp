@@ -87,6 +87,20 @@ inline std::vector<float> run_poisoned(DeviceBuffer<float>& d_out, const std::fu
     return out;
 }
 
+//! @brief A launcher that takes a workspace, `call(d_temp, temp_bytes)` (CUB's convention: with a null `d_temp` it
+//!        sets the bytes it needs), refuses one a byte short of them, and leaves no launch error behind.
+template <class Call>
+void expect_refuses_a_workspace_one_byte_short(Call call)
+{
+    std::size_t temp_bytes = 0;
+    ASSERT_EQ(call(nullptr, temp_bytes), cudaSuccess);
+    ASSERT_GT(temp_bytes, 1u);
+    DeviceBuffer<unsigned char> d_temp(temp_bytes);
+    std::size_t short_bytes = temp_bytes - 1;
+    EXPECT_EQ(call(d_temp.data(), short_bytes), cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
 }  // namespace stepwise::testing
 
 //! Skips the current test, with a one-line reason, when no CUDA GPU is usable.

@@ -171,49 +171,25 @@ TEST_P(TensorCoreGemmStepTest, RejectsBadArgumentsAndLeavesCAlone)
     EXPECT_EQ(std::memcmp(after.data(), expected.data(), expected.size()), 0) << "a rejected call wrote to C";
 }
 
-//! cuBLAS's product of A and B (n x n x n), checked at sampled elements against double.
-std::vector<float> checked_cublas_product(int n, const std::vector<bf16>& A, const std::vector<bf16>& B,
-                                          DeviceBuffer<bf16>& d_A, DeviceBuffer<bf16>& d_B, std::uint64_t seed)
-{
-    const CublasGemmBf16 cublas;
-    DeviceBuffer<bf16> d_C(static_cast<std::size_t>(n) * n);
-    d_C.fill_bytes(0xFF, 0);
-    EXPECT_EQ(cublas(n, n, n, d_A.data(), d_B.data(), d_C.data(), 0), cudaSuccess);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    const std::vector<float> C = to_float(d_C.download());
-    const std::vector<std::size_t> where = sgemm::sample_indices(n, n, 1024, seed);
-    std::vector<float> sampled;
-    for (const std::size_t i : where) {
-        sampled.push_back(C[i]);
-    }
-    const Tolerance t = exact_tolerance(n);
-    const sgemm::Comparison check =
-        sgemm::compare(sampled, reference_elements(n, n, n, A, B, where), t.of_max, t.of_element);
-    EXPECT_TRUE(check.within_tolerance()) << "cuBLAS against double: " << check.describe(1);
-    return C;
-}
-
 TEST_P(TensorCoreGemmStepTest, MatchesCublasAt4096)
 {
     if (under_sanitizer()) {
         GTEST_SKIP() << "4096^3 under compute-sanitizer would take minutes; the sanitizers check the smaller shapes";
     }
     constexpr int n = 4096;
-    const std::uint64_t seed = fresh_seed();
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    const std::vector<bf16> A = random_matrix(n, n, seed);
-    const std::vector<bf16> B = random_matrix(n, n, seed + 1);
-    DeviceBuffer<bf16> d_A(A.size());
-    DeviceBuffer<bf16> d_B(B.size());
-    d_A.upload(A);
-    d_B.upload(B);
-    const std::vector<float> expected = checked_cublas_product(n, A, B, d_A, d_B, seed);
-    DeviceBuffer<bf16> d_C(expected.size());
-    d_C.fill_bytes(0xFF, 0);
-    ASSERT_EQ(GetParam().gemm(n, n, n, d_A.data(), d_B.data(), d_C.data(), 0), cudaSuccess);
-    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    expect_matches({n, n, n}, to_float(d_C.download()), std::vector<double>(expected.begin(), expected.end()),
-                   rounded_tolerance(n));
+    const CublasGemmBf16 cublas;
+    stepwise::testing::expect_step_matches_library(
+        n, random_matrix, sgemm::sample_indices,
+        [&](const bf16* A, const bf16* B, bf16* C) { return cublas(n, n, n, A, B, C, 0); },
+        [&](const bf16* A, const bf16* B, bf16* C) { return GetParam().gemm(n, n, n, A, B, C, 0); },
+        [&](const std::vector<bf16>& A, const std::vector<bf16>& B, const std::vector<float>& sampled,
+            const std::vector<std::size_t>& where) {
+            const Tolerance t = exact_tolerance(n);
+            return sgemm::compare(sampled, reference_elements(n, n, n, A, B, where), t.of_max, t.of_element);
+        },
+        [&](const std::vector<float>& got, const std::vector<float>& expected) {
+            expect_matches({n, n, n}, got, std::vector<double>(expected.begin(), expected.end()), rounded_tolerance(n));
+        });
 }
 
 INSTANTIATE_TEST_SUITE_P(TensorCoreGemm, TensorCoreGemmStepTest, ::testing::ValuesIn(steps()),

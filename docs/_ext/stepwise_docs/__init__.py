@@ -95,7 +95,7 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     What the compiler made of each step's kernels: SASS instructions, BRA,
     BSSY / BSYNC, predicated instructions, MUFU by variant and the tensor
     cores' instructions (HMMA, HGMMA) by variant, from the
-    build's ``<stepwise_sass_dir>/<CHAPTER>.json`` (conf/sass_report.py over
+    build's ``<stepwise_sass_dir>/<CHAPTER>.json`` (:mod:`.sass_report` over
     ``cuobjdump -sass``; see :mod:`.sass`); ``:listing:`` adds each step's
     branches, barriers and MUFU instructions as a listing. A missing file or
     a kernel without a function in it is a build error.

@@ -23,16 +23,12 @@ changed after it was recorded: the pages show them as of their commit
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .inputs import (CONF_DIR, DEFAULT_SCHEMA, PENDING_FILE, DataError, Tiling, _display, load_pending,
-                     load_registry, measurement_files, sweep_axis_values)
-
-if str(CONF_DIR) not in sys.path:
-    sys.path.insert(0, str(CONF_DIR))
-from source_hash import source_sha256  # noqa: E402  (conf/source_hash.py: THE definition)
+from .inputs import (DEFAULT_SCHEMA, PENDING_FILE, DataError, Tiling, _display, load_pending, load_registry,
+                     measurement_files, sweep_axis_values)
+from .source_hash import source_sha256  # THE definition (the build runs it too)
 
 
 # ---------------------------------------------------------------------------

@@ -288,7 +288,7 @@ def _sass_report(path: Path) -> sass.SassReport:
 class SassDirective(_Base):
     """``stepwise-sass CHAPTER``: per step's kernel, its SASS instructions as the build compiled them.
 
-    Reads ``<stepwise_sass_dir>/<CHAPTER>.json`` (conf/sass_report.py; see :mod:`.sass`).
+    Reads ``<stepwise_sass_dir>/<CHAPTER>.json`` (:mod:`.sass_report`; see :mod:`.sass`).
     Options: ``:steps:`` a space-separated subset of the chapter's step ids; ``:listing:``
     (flag) each step's short listing (branches, convergence barriers, MUFU) as a literal block.
     A missing file, or a step's kernel the file has no function of, is a build error.

@@ -44,8 +44,7 @@ from pathlib import Path
 
 from .data import Chapter, DataError, _display
 from .inputs import read_input
-
-from sass_report import outside_template_arguments  # noqa: E402  (conf/, on the path since .data)
+from .sass_report import outside_template_arguments
 
 #: The metrics every launch must have, and what the site calls them.
 METRICS = {

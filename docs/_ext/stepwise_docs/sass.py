@@ -1,7 +1,8 @@
 """What the compiler made of a chapter's kernels, from the build's SASS report (no Sphinx here).
 
-The build writes one JSON file per chapter with conf/sass_report.py, which reads an object
-file with ``cuobjdump -sass`` and counts each kernel's instructions; that script's docstring
+The build writes one JSON file per chapter that asks for it (``sass`` in its registry entry) with
+:mod:`.sass_report`, which reads an object file with ``cuobjdump -sass`` and counts each kernel's
+instructions; that script's docstring
 shows the file: ``tool``, ``arch``, ``object`` and ``functions``, each function with its
 ``mangled`` and demangled ``name``, ``arch``, ``counts`` (``instructions``, ``bra``, ...,
 ``mufu`` and ``mma`` by variant) and a short ``listing``.
@@ -32,7 +33,8 @@ REQUIRED_KEYS = ("tool", "arch", "object", "functions")
 FUNCTION_KEYS = ("mangled", "name", "counts", "listing")
 COUNT_KEYS = ("instructions", "bra", "bssy", "bsync", "warpsync", "exit", "predicated", "mufu")
 #: How to make the file, for error messages.
-HOW_TO_MAKE = "built by cmake --build build; see conf/sass_report.py"
+HOW_TO_MAKE = ("built by cmake --build build where the chapter's registry entry sets sass; see "
+               "docs/_ext/stepwise_docs/sass_report.py")
 
 
 class SassError(DataError):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Count what the compiler made of a CUDA object's kernels: a SASS report, read with cuobjdump.
 
-The build runs this on a compiled object (or an executable) after compiling it: it runs
+The build runs this on the timing program's library after compiling it: it runs
 ``cuobjdump -sass FILE``, splits the listing into functions (each starts with a line
 ``Function : <mangled name>``, under an ``arch = sm_90`` header; cuobjdump runs nvdisasm, found
 on PATH or, for the PyPI wheels of conf/requirements.txt, beside cuobjdump), demangles the names with
@@ -43,10 +43,16 @@ code, else it is an error. The pages read the file with docs/_ext/stepwise_docs/
 Usage::
 
     sass_report.py --cuobjdump PATH --object FILE --out FILE.json [--namespace PREFIX]
+    sass_report.py --cuobjdump PATH --object FILE --registry registry.json --out-dir DIR
 
-Exit status: 0 when the file was written; 1 when cuobjdump failed or no function matched
+The second form (the build's) writes ``DIR/<id>.json`` for each chapter of the step registry whose
+entry has ``"sass": true``, of its namespace ``stepwise::<id>::``, from one cuobjdump run; removes
+the reports of other chapters from DIR, and lists the chapters written in ``DIR/chapters.txt``.
+
+Exit status: 0 when the files were written; 1 when cuobjdump failed or no function matched
 (one line on stderr, and no file); 2 for a usage error. stdlib only, Python 3.9+: it runs at
-build time like ptxas_report.py.
+build time like conf/ptxas_report.py (as a script, from this folder: it imports nothing of its
+package, which imports it).
 """
 from __future__ import annotations
 
@@ -60,7 +66,8 @@ import sys
 from pathlib import Path
 
 PROG = "sass_report.py"
-USAGE = "sass_report.py --cuobjdump PATH --object FILE --out FILE.json [--namespace PREFIX]"
+USAGE = ("sass_report.py --cuobjdump PATH --object FILE (--out FILE.json [--namespace PREFIX] | "
+         "--registry registry.json --out-dir DIR)")
 
 #: Opcodes counted one by one (by the opcode before its first ".").
 COUNTED = ("BRA", "BSSY", "BSYNC", "WARPSYNC", "EXIT")
@@ -324,18 +331,38 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+def sass_chapters(registry: Path) -> list[str]:
+    """The ids of the step registry's chapters whose entry asks for a SASS report (``"sass": true``)."""
+    try:
+        chapters = json.loads(registry.read_text(encoding="utf-8"))["chapters"]
+        return [c["id"] for c in chapters if c.get("sass")]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ReportError(f"cannot read the chapters from the step registry {registry}: {exc}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--cuobjdump", required=True, help="the cuobjdump to run")
     parser.add_argument("--object", type=Path, required=True,
                         help="a CUDA object file or executable")
-    parser.add_argument("--out", type=Path, required=True, help="the JSON file to write")
+    parser.add_argument("--out", type=Path, help="the JSON file to write")
     parser.add_argument("--namespace", default="",
                         help="keep the functions whose demangled name starts with this")
+    parser.add_argument("--registry", type=Path, help="the step registry: one report per chapter that asks")
+    parser.add_argument("--out-dir", type=Path, help="with --registry: the folder of the reports")
     args = parser.parse_args(argv)
+    if (args.out is None) == (args.registry is None) or (args.registry is None) != (args.out_dir is None):
+        parser.error("give either --out or both --registry and --out-dir")
+    targets: list[Path] = [args.out] if args.out is not None else []
     try:
         if not args.object.is_file():
             raise ReportError(f"no object file {args.object} (build it first)")
+        if args.registry is not None:
+            outs = {args.out_dir / f"{chapter}.json": f"stepwise::{chapter}::"
+                    for chapter in sass_chapters(args.registry)}
+        else:
+            outs = {args.out: args.namespace}
+        targets = list(outs)
         try:
             proc = subprocess.run([args.cuobjdump, "-sass", str(args.object)], capture_output=True,
                                   text=True, check=False, env=disassembler_env(args.cuobjdump))
@@ -345,16 +372,23 @@ def main(argv: list[str] | None = None) -> int:
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
             raise ReportError(f"cuobjdump -sass failed (exit {proc.returncode}) on {args.object}: "
                               f"{last.strip()[:200]}")
-        data = report(proc.stdout, args.object.name, tool_version(args.cuobjdump), args.namespace)
-        write_whole(args.out, json.dumps(data, indent=1) + "\n")
+        tool = tool_version(args.cuobjdump)
+        for out, prefix in outs.items():
+            write_whole(out, json.dumps(report(proc.stdout, args.object.name, tool, prefix), indent=1) + "\n")
+        if args.registry is not None:
+            for old in args.out_dir.glob("*.json"):
+                if old not in outs:
+                    old.unlink()  # a chapter that no longer asks: its page must not read an old report
+            write_whole(args.out_dir / "chapters.txt", "".join(f"{out.stem}\n" for out in outs))
     except (ReportError, OSError) as exc:
         message = str(exc) if isinstance(exc, ReportError) else \
-            f"cannot write {args.out}: {exc.strerror or exc}"
+            f"cannot write {exc.filename or args.out}: {exc.strerror or exc}"
         print(f"{PROG}: {message}", file=sys.stderr)
-        try:  # no report of an object that could not be read may stay behind
-            args.out.unlink()
-        except OSError:
-            pass
+        for out in targets:  # no report of an object that could not be read may stay behind
+            try:
+                out.unlink()
+            except OSError:
+                pass
         return exc.status if isinstance(exc, ReportError) else 1
     return 0
 
