@@ -197,6 +197,19 @@ def test_index_shows_the_results_table(site):
     assert "stepwise-gpu-group" in table and "FIXTURE GPU (not a measurement)" in table
 
 
+def test_no_page_lists_a_contents_entry_twice(site):
+    """The "on this page" list: each step's launcher (Breathe's entry, the same name in every step) is not in it."""
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        if '<aside class="toc-drawer' not in html:
+            continue
+        drawer = html[html.index('<aside class="toc-drawer'):]
+        drawer = drawer[:drawer.index("</aside>")]
+        entries = [synth.html_text(a) for a in re.findall(r"<a [^>]*>(.*?)</a>", drawer, re.S)]
+        twice = sorted({e for e in entries if e and entries.count(e) > 1})
+        assert not twice, f"{page.name}: {twice}"
+
+
 def test_index_lists_the_reduction_chapter(site):
     if _chapter("reduction") is None:
         pytest.skip("no reduction chapter in the registry")

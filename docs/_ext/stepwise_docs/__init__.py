@@ -60,7 +60,8 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     A step's summary (per GPU: its numbers at the chapter's main sizes, its
     tests and accuracy, stale or missing marks), full source, download link,
     diff against the previous step and its launcher's Doxygen documentation
-    (via Breathe).
+    (via Breathe; not an entry of the page's contents, where every step's
+    launcher of the same name would repeat).
     A step whose file is the previous step's (steps that launch one template
     with different block shapes) shows one paragraph instead of source,
     download and diff: "Same source as <previous step> (<file>); this step

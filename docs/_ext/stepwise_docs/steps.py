@@ -266,8 +266,18 @@ class StepDirective(_Base):
             directive = DoxygenFunctionDirective(
                 "doxygenfunction", [f"{step['namespace']}::{launcher}"], {}, StringList(), self.lineno,
                 self.content_offset, self.block_text, self.state, self.state_machine)
-            box.extend(directive.run())
+            box.extend(keep_out_of_contents(directive.run()))
         return [box]
+
+
+def keep_out_of_contents(api: list[nodes.Node]) -> list[nodes.Node]:
+    """Breathe's documentation of a launcher, its object descriptions marked as Sphinx's ``:no-contents-entry:``
+    option marks them: every step documents a launcher of the same name (``update``, ``attention``), and as entries
+    of the page's contents they would list that one name under every step section of the sidebar."""
+    for node in api:
+        for desc in node.findall(addnodes.desc):
+            desc["no-contents-entry"] = desc["nocontentsentry"] = True
+    return api
 
 
 def launcher_names(text: str) -> list[str]:
