@@ -328,3 +328,17 @@ def test_vs_baseline_needs_a_baseline(project):
         fmt.single_value(ch, "02_vector", "vs_baseline", "batch", N)
     cols = [k for k, _ in fmt.used_columns(fmt.step_rows(ch, "batch", N), ch)]
     assert not any(k.startswith("vs:") for k in cols)
+
+
+# -- FLOP rates: one unit per table or plot, TFLOP/s from 1,000 GFLOP/s ------------------------
+
+def test_flop_rate_unit_by_the_largest_value():
+    assert fmt.flop_rate_unit([498.0, 999.9]) == ("GFLOP/s", 1.0)
+    assert fmt.flop_rate_unit([498.0, None, 787489.0]) == ("TFLOP/s", 1e-3)  # the small one follows
+    assert fmt.flop_rate_unit([1000.0]) == ("TFLOP/s", 1e-3)
+    assert fmt.flop_rate_unit([None]) == ("GFLOP/s", 1.0)
+    assert fmt.format_flop_rate(787489.0) == "787 TFLOP/s"
+    assert fmt.format_flop_rate(498.0) == "498 GFLOP/s"
+    assert fmt.format_flop_rate(498.0, ("TFLOP/s", 1e-3)) == "0.498 TFLOP/s"
+    assert fmt.format_flop_rate(50459.0, with_unit=False) == "50.5"
+    assert fmt.format_flop_rate(None) == fmt.DASH

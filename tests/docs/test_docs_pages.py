@@ -210,6 +210,45 @@ def test_no_page_lists_a_contents_entry_twice(site):
         assert not twice, f"{page.name}: {twice}"
 
 
+def test_no_table_has_a_column_without_a_value(site):
+    """A column whose every cell is empty or a dash (LayerNorm's vs cuDNN RMSNorm; a GEMM's GB/s) is left out."""
+    empty = []
+    for page in sorted(site.glob("*.html")):
+        for table in synth.html_tables(page.read_text(encoding="utf-8")):
+            if "stepwise-data" not in table.classes:
+                continue
+            for i, (header, cells) in enumerate(table.columns()):
+                if i and cells and all(c in ("", "\u2014") for c in cells):
+                    empty.append(f"{page.name}: {table.caption or table.classes} column {header or i}")
+    assert empty == []
+
+
+FLOP_RATE = re.compile(r"(?<![\d,.])(\d{1,3}(?:,\d{3})*(?:\.\d+)?) (GFLOP/s|TFLOP/s)")
+
+
+def test_flop_rates_read_in_one_unit_per_table_and_in_tflops_from_a_thousand_gflops(site):
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        for table in synth.html_tables(html):
+            words = " ".join([table.caption] + table.header + [c for row in table.rows for c in row])
+            assert not ("GFLOP/s" in words and "TFLOP/s" in words), f"{page.name}: {table.caption or table.classes}"
+            for header, cells in table.columns():
+                if header == "GFLOP/s":
+                    big = [c for c in cells if c.replace(",", "").replace(".", "").isdigit()
+                           and float(c.replace(",", "")) >= 1000]
+                    assert not big, f"{page.name}: {table.caption}: {big}"
+        for value, unit in FLOP_RATE.findall(synth.html_text(html)):
+            assert unit == "TFLOP/s" or float(value.replace(",", "")) < 1000, f"{page.name}: {value} {unit}"
+
+
+def test_no_number_role_is_followed_by_its_unit_again():
+    """A rate or a time from a role carries its unit: the prose does not add it ("693 TFLOP/s TFLOP/s")."""
+    twice = re.compile(r"\{stepwise-number\}`[^`]*/(?:tflops|gflops|gbps|median)[^`]*`\s+(?:[GT]FLOP/s|GB/s|ms|\u00b5s)\b")
+    for page in sorted((synth.REPO / "docs").glob("*.md")):
+        found = twice.findall(page.read_text(encoding="utf-8"))
+        assert not found, f"{page.name}: {found}"
+
+
 def test_index_lists_the_reduction_chapter(site):
     if _chapter("reduction") is None:
         pytest.skip("no reduction chapter in the registry")

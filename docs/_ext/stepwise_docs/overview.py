@@ -75,7 +75,8 @@ class SweepDirective(_Base):
         numbers = ", ".join(f"{sweep_data.step_number(i)} = {i}" for i in ids
                             if reference.kind_of(i) == "steps")
         out += nodes.paragraph("", (
-            f"Cells: the row\u2019s rate (GFLOP/s or GB/s, from its median time) or its median time, "
+            f"Cells: the row\u2019s rate (its FLOP rate, in the unit the table\u2019s title names, or GB/s, from its "
+            "median time) or its median time, "
             f"empty where the row is not measured at that size. Columns: steps by number ({numbers}), "
             "then the baselines and ceilings."), classes=["stepwise-legend"])
         return [out]

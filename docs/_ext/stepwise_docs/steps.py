@@ -120,13 +120,6 @@ class StepDirective(_Base):
         """One GPU's numbers for the step, at the chapter's main sizes (the sweep's are in its own
         table), then its tests and accuracy and the GPU's provenance line."""
         box = nodes.container(classes=["stepwise-step-summary"])
-        header = ["timing", "median time (min\u2013max)", "GB/s", "GFLOP/s", "vs previous",
-                  "vs first", "share of ceiling"]
-        keys = ["median", "gbps", "gflops", "vs_prev", "vs_first", "share"]
-        for baseline in chapter.baselines:
-            header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
-            keys.append(fmt.baseline_column(baseline["id"]))
-        body, classes, found = [], [], []
         main = {n for n, _problem in chapter.sizes()}
         once: dict[int, dict] = {}
         for size in step["sizes"]:
@@ -134,9 +127,19 @@ class StepDirective(_Base):
         sizes = list(once.values())
         sizes = [size for size in sizes if size["n"] in main] or sizes
         multi = len(sizes) > 1
+        # One unit for the FLOP rates of the whole table, whatever the size of each row.
+        flop_unit = fmt.flop_rate_unit((chapter.step_row(step["id"], size["n"], timing["id"]) or {}).get("gflops")
+                                       for size in sizes for timing in chapter.timings)
+        header = ["timing", "median time (min\u2013max)", "GB/s", flop_unit[0], "vs previous",
+                  "vs first", "share of ceiling"]
+        keys = ["median", "gbps", "gflops", "vs_prev", "vs_first", "share"]
+        for baseline in chapter.baselines:
+            header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
+            keys.append(fmt.baseline_column(baseline["id"]))
+        body, classes, found = [], [], []
         for size in sizes:
             for timing in chapter.timings:
-                rows = fmt.step_rows(chapter, timing["id"], size["n"])
+                rows = fmt.step_rows(chapter, timing["id"], size["n"], flop_unit)
                 row = next(r for r in rows if r.id == step["id"])
                 found.append(chapter.step_row(step["id"], size["n"], timing["id"]))
                 label = timing["id"] + (f", {size.get('problem', size['n'])}" if multi else "")
@@ -144,13 +147,7 @@ class StepDirective(_Base):
                 body.append([_cell(nodes.paragraph("", "", tip))] +
                             [_fmt_cell(row.cells[k]) for k in keys])
                 classes.append(row.classes)
-        # Drop GB/s or GFLOP/s where the step has neither.
-        drop = [i for i, k in enumerate(keys) if k in ("gbps", "gflops")
-                and all(b[i + 1].astext() == fmt.DASH for b in body)]
-        for i in sorted(drop, reverse=True):
-            del header[i + 1]
-            for b in body:
-                del b[i + 1]
+        # _table leaves out the columns without a value (GB/s or the FLOP rate; vs previous of a first step).
         box += _table(header, body, ["stepwise-data", "stepwise-step-table"], None, classes)
 
         measured = [r for r in found if r is not None]

@@ -20,6 +20,10 @@ def measurement_table(chapter: Chapter, timing: dict, n: int, problem: str,
                       multiple_sizes: bool) -> nodes.table:
     rows = fmt.step_rows(chapter, timing["id"], n) + fmt.reference_rows(chapter, timing["id"], n)
     cols = fmt.used_columns(rows, chapter)
+    for row in rows:
+        rates = fmt.rates_left_out(row, cols) if row.kind != "step" else ""
+        if rates:  # a ceiling's GB/s in a table of FLOP rates (the copy beside a GEMM)
+            row.title += f" ({rates})"
     header = ["step"] + [label for _key, label in cols]
     body = [[_step_cell(chapter, r)] + [_fmt_cell(r.cells[k]) for k, _l in cols] for r in rows]
     row_classes = [r.classes for r in rows]
