@@ -515,7 +515,7 @@ def test_gemm_page_shows_bounds_sweep_roofline_and_autotuning(project):
     assert "1000 0.376 17.9 47.0" in text
     # the roofline: image, table, roofs labelled measured and computed, the TF32 step apart
     assert len(list(images.glob("stepwise-roofline-gemm-*.png"))) == 1
-    assert "computed FMA peak 25,600 GFLOP/s" in html
+    assert "computed FMA peak 25.6 TFLOP/s" in html
     assert "01_naive 1.33 0.356 2.65 13.4 % memory" in text
     assert "03_autotuned 64.0 16.0 17.8 90.0 % compute" in text
     assert "04_tf32 64.0 35.6 \u2014 \u2014 \u2260 op" in text

@@ -362,7 +362,7 @@ def test_plots_are_pngs_named_by_kind(ds, project, tmp_path):
     roof = gemm.roofline(ds, ds.chapter("gemm"), dram_of(ds, csv), 512, T, CSV_NAME).as_data()
     path = plot.render_roofline(roof, tmp_path)
     assert path.name.startswith("stepwise-roofline-gemm-") and path.read_bytes()[:4] == b"\x89PNG"
-    assert "computed FMA peak 25,600 GFLOP/s" in plot.roofline_alt_text(roof)
+    assert "computed FMA peak 25.6 TFLOP/s" in plot.roofline_alt_text(roof)
     assert plot.render_roofline(roof, tmp_path) == path  # drawn once per data
 
 

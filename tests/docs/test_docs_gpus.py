@@ -498,7 +498,8 @@ def test_non_strict_marks_one_gpu_stale_and_missing(project):
     summary = html[html.index('stepwise-summary stepwise-gpus-2'):]
     summary = summary[:summary.index("</table>")]
     assert summary.count("<tr") == 3  # two header rows, the demo chapter: gemm has no headline
-    assert 'title="not measured: demo/01_naive n=1048576 timing=batch in fixture-gpu-b.json">n/a' in summary
+    assert ('title="not measured: demo/01_naive at n = 1048576, timing batch in fixture-gpu-b.json">n/a'
+            in summary)
     assert summary.count(">n/a<") == 2  # B's first step and B's speedup; A's row is complete
     assert "gemm" not in summary
 

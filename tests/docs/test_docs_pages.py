@@ -241,6 +241,24 @@ def test_flop_rates_read_in_one_unit_per_table_and_in_tflops_from_a_thousand_gfl
             assert unit == "TFLOP/s" or float(value.replace(",", "")) < 1000, f"{page.name}: {value} {unit}"
 
 
+#: A number of more than 12 digits: the key that stands for a shaped size, never meant for readers.
+KEY_NUMBER = re.compile(r"(?<![\w.])\d{13,}")
+
+
+def test_no_plot_or_caption_shows_a_key_for_a_size(site):
+    """Plot titles (the images' metadata), alt texts, captions and tooltips name a size by its problem."""
+    from PIL import Image
+
+    for image in sorted((site / "_images").glob("stepwise-*.png")):
+        title = Image.open(image).text.get("Title", "")
+        assert title and not KEY_NUMBER.search(title), f"{image.name}: {title!r}"
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        shown = [synth.html_text(html)] + re.findall(r'(?:alt|title)="([^"]*)"', html)
+        found = [KEY_NUMBER.search(text).group(0) for text in shown if KEY_NUMBER.search(text)]
+        assert not found, f"{page.name}: {found[:3]}"
+
+
 def test_no_number_role_is_followed_by_its_unit_again():
     """A rate or a time from a role carries its unit: the prose does not add it ("693 TFLOP/s TFLOP/s")."""
     twice = re.compile(r"\{stepwise-number\}`[^`]*/(?:tflops|gflops|gbps|median)[^`]*`\s+(?:[GT]FLOP/s|GB/s|ms|\u00b5s)\b")

@@ -292,7 +292,8 @@ class SummaryDirective(_Base):
             if why and all(rid in h.chapter.unsupported for rid in missing):  # "needs sm_80: ..."
                 return nodes.paragraph("", "", tooltip(why[0].split(":")[0], f"not run: {'; '.join(why)}",
                                                        ["stepwise-warning"]))
-            what = ", ".join(f"{h.chapter.id}/{rid} n={h.n} timing={h.timing}" for rid in missing)
+            what = ", ".join(f"{h.chapter.id}/{rid} at {h.chapter.size_text(h.n)}, timing {h.timing}"
+                             for rid in missing)
             return nodes.paragraph("", "", tooltip(text, f"not measured: {what} {where}",
                                                    ["stepwise-warning"]))
 

@@ -108,8 +108,8 @@ class StepDirective(_Base):
             warn = nodes.warning()
             by_timing: dict[str, list[str]] = {}
             for n, t in state.missing:
-                by_timing.setdefault(t, []).append(f"{n:,}")
-            pairs = "; ".join(f"timing {t} at n = {', '.join(ns)}" for t, ns in by_timing.items())
+                by_timing.setdefault(t, []).append(chapter.size_text(n))
+            pairs = "; ".join(f"timing {t} at {', '.join(ns)}" for t, ns in by_timing.items())
             warn += nodes.paragraph(
                 "", f"Not measured: the measurement file of {chapter.dataset.gpu_name} has no row "
                 f"for this step ({pairs}).")

@@ -424,5 +424,6 @@ class NumberRole(SphinxRole):
             note = fmt.as_of_note(chapter)  # a second GPU's number, as of its commit
             as_of = f". {note}" if note else ""
         node = tooltip(value, f"{fmt.field_description(field_name)}, {chapter_id}/{row_id}, "
-                              f"timing {timing}, n = {n}; {fmt.provenance(dataset, chapter)}{as_of}", classes)
+                              f"timing {timing}, {chapter.size_text(n)}; {fmt.provenance(dataset, chapter)}{as_of}",
+                       classes)
         return [node], []
