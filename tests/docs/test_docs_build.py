@@ -214,7 +214,9 @@ def test_non_strict_build_shows_stale_step(project):
 def _merged(project: Path) -> None:
     """The FIXTURE file as `make measure CHAPTERS=demo` leaves it: demo from a later run, gemm kept from its own."""
     data = synth.set_chapter_run(synth.fixture_measurement(), "demo", commit="c0ffee1", dirty=False, seed=2,
-                                 date="2000-02-03T04:05:06Z")
+                                 date="2000-02-03T04:05:06Z",
+                                 command="stepwise_bench --out /root/out/rec/fixture-gpu.json --chapter demo "
+                                         "--merge-from gpu-build/fixture-gpu.json")
     synth.write_json(project / "measurements" / "fixture-gpu.json", data)
 
 
@@ -225,7 +227,17 @@ def test_a_merged_file_names_each_chapters_own_run_on_its_pages(project):
     assert proc.returncode == 0, proc.stderr
     _html, index = synth.built_page(project)
     assert "2000-02-03 04:05 UTC, commit c0ffee1 \u2014 recorded" in index  # the demo chapter's own run
-    assert "The 2 runs this GPU\u2019s chapters were measured in" in index  # stepwise-run without a chapter
+    # stepwise-run without a chapter
+    assert "The 2 runs this GPU\u2019s chapters were measured in, and the stopping rule they share" in index
+    # two columns, what the runs share once (the GPU, the stopping rule), then each run's own rows
+    run = next(t for t in synth.html_tables(_html) if "stepwise-run" in t.classes)
+    assert {len(row) for row in run.rows} == {2}
+    assert [row[0] for row in run.rows].count("minimum samples") == 1
+    headings = [row[0] for row in run.rows if row[0] == row[1]]  # a heading spans both columns
+    assert headings == ["the same in every run", "Run of 2000-01-01 00:00 UTC", "Run of 2000-02-03 04:05 UTC"]
+    # the command without the measuring machine's folders
+    assert "stepwise_bench --out fixture-gpu.json --chapter demo --merge-from fixture-gpu.json" in index
+    assert "/root/" not in _html and "gpu-build/" not in _html
     _html, gemm = synth.built_page(project, "gemm.html")
     assert "2000-01-01 00:00 UTC, commit f1xture (dirty) \u2014 recorded" in gemm
     assert "c0ffee1" not in gemm

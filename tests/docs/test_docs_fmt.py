@@ -342,3 +342,11 @@ def test_flop_rate_unit_by_the_largest_value():
     assert fmt.format_flop_rate(498.0, ("TFLOP/s", 1e-3)) == "0.498 TFLOP/s"
     assert fmt.format_flop_rate(50459.0, with_unit=False) == "50.5"
     assert fmt.format_flop_rate(None) == fmt.DASH
+
+
+def test_a_runs_command_is_shown_without_the_measuring_machines_folders():
+    command = ("stepwise_bench --gtest-report gpu-build/test-reports/gpu_tests.json --out /root/out/rec/gpu.json "
+               "--commit 12d325067800919d9863e66718bdd02e8d05a8af --chapter sgemm --merge-from=/root/out/rec/gpu.json")
+    assert fmt.command_text(command) == ("stepwise_bench --gtest-report gpu_tests.json --out gpu.json "
+                                         "--commit 12d325067800 --chapter sgemm --merge-from=gpu.json")
+    assert "/" not in fmt.command_text(command)

@@ -72,9 +72,19 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     occupancy at that block shape (see :mod:`.resources`). Each step section
     shows its own kernels the same way.
 ``stepwise-run`` (per GPU) / ``stepwise-timings CHAPTER`` / ``stepwise-accuracy CHAPTER`` (per GPU)
-    The run's GPU, clocks and stopping rule; a chapter's timings and
+    The run's GPU, clocks and stopping rule in two columns (of several runs:
+    what they share once, then each run's own rows; the command with its
+    paths reduced to file names); a chapter's timings and
     ceilings (from the registry, the same for every GPU: shown once); a
     chapter's accuracy table.
+
+Every table leaves out a column with no value in any of its rows (the GB/s
+of a GEMM's steps: a ceiling's rate is then set beside its title), and the
+FLOP rates of a table, plot or number read in one unit: TFLOP/s where any is
+1,000 GFLOP/s or more, else GFLOP/s (:func:`.fmt.flop_rate_unit`). Plots are
+titled with the size's problem text (never the key that stands for a shape),
+and a size that is an odd neighbour of a measured power of two (4095 beside
+4096) is drawn as a point of its own, not joined into the line.
 ``stepwise-ncu CHAPTER CSVFILE`` (options ``:launches: all|first``,
 ``:steps: ID ...``, ``:caption:``)
     Nsight Compute counts per step from ``ncu --csv`` output (path relative

@@ -179,6 +179,19 @@ def _run_text(run: dict) -> str:
             f"{short_commit(run.get('commit', 'unknown'))}{dirty}")
 
 
+def command_text(command: str) -> str:
+    """The command of a run as the pages show it: each path reduced to its file name, since the folders were those
+    of the machine that ran it (``--out /root/out/rec/nvidia-h200.json`` -> ``--out nvidia-h200.json``), and a full
+    commit hash cut as :func:`short_commit` cuts it. ``--key=/a/b`` keeps its key."""
+    def word(token: str) -> str:
+        key, equals, value = token.partition("=") if token.startswith("-") else ("", "", token)
+        if "/" in value.strip("/"):
+            value = value.rstrip("/").rsplit("/", 1)[-1]
+        return f"{key}{equals}{short_commit(value)}"
+
+    return " ".join(word(token) for token in command.split())
+
+
 def _software(run: dict) -> str:
     return f"driver {run.get('driver', 'unknown')}, CUDA {run.get('cuda_runtime', 'unknown')}"
 
