@@ -184,17 +184,48 @@ def test_sgemm_page_shows_every_step_and_the_evidence(site):
     assert len(re.findall(r'<img alt="(?:Line chart|Roofline)', html)) == 2
 
 
+def _article(html: str) -> str:
+    """A page's own content (the theme's <article>), without its navigation."""
+    return html[html.index("<article"):html.index("</article>")]
+
+
+def test_index_opens_with_what_it_is_and_where_to_start(site):
+    """Under the title: three sentences on what this is, "Start here" with the methodology page and the first
+    chapter, the results in a sentence or two, then the table; the chapters listed once, after it."""
+    html = _article((site / "index.html").read_text(encoding="utf-8"))
+    order = [html.index("Stepwise CUDA is a guide"), html.index("Start here"), html.index('href="methodology.html"'),
+             html.index('href="elementwise.html"'), html.index("stepwise-summary-line"),
+             html.index('<table class="stepwise-data stepwise-summary')]
+    assert order == sorted(order)
+    line = synth.html_text(html[html.index("stepwise-summary-line"):html.index("<table")])
+    assert re.search(r"final step is level with its library \(within 2 %\) or ahead of it in \d+ of the \d+ "
+                     r"chapters measured against one", line), line
+    # the chapter list once: no toctree in the page (it is hidden, for the sidebar), one list after the table
+    assert "toctree-l1" not in html
+    listed = html[html.index('id="the-chapters"'):]
+    listed = listed[:listed.index("<section", 1)] if "<section" in listed[1:] else listed
+    for chapter in ["methodology"] + [c["id"] for c in _registry()["chapters"]]:
+        if (site / f"{chapter}.html").is_file():
+            assert listed.count(f'href="{chapter}.html"') == 1, chapter
+
+
 def test_index_shows_the_results_table(site):
-    """Right under the title: one row per chapter with a headline, linked to its page."""
+    """One row per chapter with a headline, linked to its page; its timing in words, each step's place."""
     html = (site / "index.html").read_text(encoding="utf-8")
-    assert html.index("stepwise-summary") < html.index("A literate guide to CUDA optimization")
     table = html[html.index('<table class="stepwise-data stepwise-summary'):]
     table = table[:table.index("</table>")]
     chapters = [c for c in _registry()["chapters"] if c.get("headline")]
     assert table.count("<tr") == 2 + len(chapters)
     for chapter in chapters:
         assert f'href="{chapter["id"]}.html"' in table, chapter["id"]
+        final = [s["id"] for s in chapter["steps"]].index(chapter["headline"]["final"]) + 1
+        assert f">{final} of {len(chapter['steps'])}<" in table, chapter["id"]  # "10 of 12", not "step 10"
     assert "stepwise-gpu-group" in table and "FIXTURE GPU (not a measurement)" in table
+    text = synth.html_text(table)
+    assert "_" not in text, text  # timings in words ("one cold launch"), not ids ("single_cold")
+    # for narrow screens, the same rows in one table per GPU
+    narrow = html[html.index('<table class="stepwise-data stepwise-summary-one-gpu'):]
+    assert narrow[:narrow.index("</table>")].count("<tr") == 1 + len(chapters)
 
 
 def test_no_page_lists_a_contents_entry_twice(site):
@@ -261,7 +292,8 @@ def test_no_plot_or_caption_shows_a_key_for_a_size(site):
 
 def test_no_number_role_is_followed_by_its_unit_again():
     """A rate or a time from a role carries its unit: the prose does not add it ("693 TFLOP/s TFLOP/s")."""
-    twice = re.compile(r"\{stepwise-number\}`[^`]*/(?:tflops|gflops|gbps|median)[^`]*`\s+(?:[GT]FLOP/s|GB/s|ms|\u00b5s)\b")
+    twice = re.compile(r"\{stepwise-number\}`[^`]*/(?:tflops|gflops|gbps|median)[^`]*`"
+                       r"\s+(?:[GT]FLOP/s|GB/s|ms|\u00b5s)\b")
     for page in sorted((synth.REPO / "docs").glob("*.md")):
         found = twice.findall(page.read_text(encoding="utf-8"))
         assert not found, f"{page.name}: {found}"

@@ -21,14 +21,25 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
 ``stepwise-summary``
     The front page's results table: one row per registry chapter with a
     ``headline`` (registry order), its title linked to its page, the problem
-    and the timing; per GPU a group of columns: the first and final step's
-    median time, the speedup, the final step's share of the ceiling, and
+    and the timing in a few words ("one cold launch"); per GPU a group of
+    columns: the first and final step's median time, each with its place in
+    the chapter ("10 of 12"; hover for the steps it leaves out and why), the
+    speedup ("≠ op" beside it where one of the two steps computes another
+    function), the final step's share of the ceiling, and
     per library baseline its time over the final step's ("0.947× cuBLAS";
     "level" where a rerun of the chapter's recorded commit, kept under
     ``logs/``, puts it more than 2 % from the recording's, see :mod:`.reruns`;
     — without a baseline; n/a where not measured). Classes
     ``stepwise-summary stepwise-gpus-<N>``; each GPU's header cell
-    ``stepwise-gpu-group``. Under it one provenance line per GPU.
+    ``stepwise-gpu-group``. Under it one provenance line per GPU. For narrow
+    screens the same numbers as one table per GPU (``stepwise-summary-one-gpu``),
+    which the stylesheet shows in place of the wide one.
+``stepwise-summary-line``
+    The reference GPU's results in two sentences, for the top of the front
+    page: in how many of the chapters measured against a library the final
+    step is level with it (within 2 %) or ahead, which are behind, and the
+    range of the final steps' speedups over the first where both compute
+    the same function.
 ``stepwise-provenance [CHAPTER]``
     One line per GPU: GPU, date, commit, and whether the numbers were
     measured in this build or are recorded ones.

@@ -358,6 +358,22 @@ def short_title(title: str) -> str:
     return head.strip() if colon and head.strip() else title
 
 
+def timing_name(timing: dict) -> str:
+    """A timing in a few words, for narrow places such as the front page: how many launches one sample times and
+    whether the L2 cache was flushed before it (cold) or not (warm), from its registry ``launches_per_sample`` and
+    ``l2`` (the ``label`` says the rest). ``single_cold`` -> ``"one cold launch"``, ``batch`` -> ``"10 warm
+    launches"``; a timing whose label speaks of a call (a launcher's several launches) -> ``"one cold call"``.
+    Without those fields, the id with its underscores as spaces."""
+    launches, l2 = timing.get("launches_per_sample"), timing.get("l2")
+    if not launches or not l2:
+        return timing["id"].replace("_", " ")
+    what = "call" if "call" in timing.get("label", "").split(";")[0] else "launch"
+    cache = "cold" if l2 == "flushed" else "warm"
+    if launches == 1:
+        return f"one {cache} {what}"
+    return f"{launches} {cache} {what}{'es' if what == 'launch' else 's'}"
+
+
 def baseline_column(baseline_id: str) -> str:
     """The key of a chapter's "vs <baseline>" column in Row.cells."""
     return f"vs:{baseline_id}"
@@ -726,6 +742,58 @@ class Headline:
     def problem(self) -> str:
         return self.chapter.problem(self.n)
 
+    def position(self, step_id: str) -> int:
+        """A step's place in its chapter, from 1 (registry order)."""
+        return [s["id"] for s in self.chapter.steps].index(step_id) + 1
+
+    def step_label(self, step_id: str) -> str:
+        """``step 10 of 12``: where the headline's first or final step stands among the chapter's steps."""
+        return f"step {self.position(step_id)} of {len(self.chapter.steps)}"
+
+    def first_note(self) -> str:
+        """Why the headline's first step is not the chapter's first, where it is not: the steps before it that have no
+        row at the headline's size and timing (``01_one_thread is not measured at 2^26 float4 vertices ...``), else
+        that the chapter names a later one. Empty where it is the first."""
+        before = self.chapter.steps[:self.position(self.first_id) - 1]
+        if not before:
+            return ""
+        unmeasured = [s["id"] for s in before if self.chapter.step_row(s["id"], self.n, self.timing) is None]
+        where = f"{self.problem}, timing {self.timing}"
+        if len(unmeasured) == len(before):
+            return (f"{_and(unmeasured)} {'is' if len(unmeasured) == 1 else 'are'} not measured at {where}; this "
+                    "is the first step that is")
+        return f"the chapter compares from this step on at {where}; {_and([s['id'] for s in before])} come first"
+
+    def final_note(self) -> str:
+        """What follows the headline's final step, where it is not the chapter's last: the later steps, and where none
+        of them computes the same function as the first, that they do not (TF32 after fp32 SGEMM). Empty where it is
+        the last."""
+        after = self.chapter.steps[self.position(self.final_id):]
+        if not after:
+            return ""
+        ids = _and([s["id"] for s in after])
+        if not any(s.get("same_operation", True) for s in after):
+            return (f"{ids} {'comes' if len(after) == 1 else 'come'} after it and "
+                    f"{'does' if len(after) == 1 else 'do'} not compute the same function (\u2260 op): "
+                    "the chapter\u2019s page compares them")
+        return f"{ids} {'comes' if len(after) == 1 else 'come'} after it (the chapter\u2019s page compares them)"
+
+    @property
+    def like_for_like(self) -> bool:
+        """Whether the first and final step compute the same function (the registry's ``same_operation`` of both is
+        the same): where one does not, their speedup compares different operations."""
+        same = [self.chapter.step(i).get("same_operation", True) for i in (self.first_id, self.final_id)]
+        return same[0] == same[1]
+
+    def operation_note(self) -> str:
+        """Why the speedup is not like for like, where it is not (:attr:`like_for_like`); else empty."""
+        if self.like_for_like:
+            return ""
+        odd = next(i for i in (self.first_id, self.final_id) if not self.chapter.step(i).get("same_operation", True))
+        return (f"{odd} is marked \u2260 op, it does not compute the chapter\u2019s function for every input, and "
+                f"{self.first_id if odd == self.final_id else self.final_id} is not: the speedup compares different "
+                "operations")
+
     @property
     def speedup(self) -> float | None:
         """The first step's median time over the final step's."""
@@ -753,6 +821,11 @@ class Headline:
                         key=lambda pair: pair[1])
             out.append(worst if worst[1] > SPREAD_LIMIT else None)
         return out
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def headline(chapter: Chapter) -> Headline | None:
