@@ -13,9 +13,15 @@ For each page it checks:
   ``.stepwise-plot`` element that has loaded (``naturalWidth > 0``; every such image),
   code blocks (``div.highlight pre``) and the copy buttons sphinx-copybutton injects
   (``button.copybtn``);
+* no two entries of the page's contents (the theme's "on this page" list, ``.toc-drawer .toc-tree``)
+  read the same (a launcher's API entry under every step did);
+* every run table (``table.stepwise-run``) fits its container: nothing to scroll sideways;
 * on index.html: the results table ``table.stepwise-summary`` with at least one body row, a
   link in it that resolves, and one column group per GPU (a header cell of class
-  ``stepwise-gpu-group`` each), at least ``--min-gpus`` of them.
+  ``stepwise-gpu-group`` each), at least ``--min-gpus`` of them; within the first
+  :data:`FIRST_SCREEN_PX` pixels of the page, the words "Start here" and a link to the
+  methodology page; and at a phone's width (:data:`PHONE_WINDOW`), every GPU of the results
+  table in a table that is shown whole (one per GPU, or any layout that fits the screen).
 
 Prints one line per page and a final "N passed, M failed" line; exits 1 on any failure.
 
@@ -43,6 +49,13 @@ MEASUREMENTS_CLASS = "stepwise-measurements"
 PLOT_CLASS = "stepwise-plot"
 SUMMARY_CLASS = "stepwise-summary"
 GPU_GROUP_CLASS = "stepwise-gpu-group"
+#: How far down the front page a reader sees without scrolling, in CSS pixels: "Start here" and the link to the
+#: methodology page must be within it.
+FIRST_SCREEN_PX = 900
+#: The window of the phone-width look at the front page (CSS pixels, width x height).
+PHONE_WINDOW = (390, 844)
+#: The window of every other look.
+DESKTOP_WINDOW = (1280, 1024)
 # Pages Sphinx generates that are not chapters.
 GENERATED_PAGES = frozenset({"genindex.html", "search.html", "py-modindex.html", "cpp-modindex.html"})
 
@@ -183,6 +196,52 @@ def summary_problems(site: Path, page: Path, text: str, min_gpus: int = 1,
     return problems
 
 
+def contents_problems(entries: list[str]) -> list[str]:
+    """Problems with a page's contents, the texts of its entries in order (empty: all good): no two may read the
+    same, or the reader cannot tell which section each leads to."""
+    seen: dict[str, int] = {}
+    for entry in entries:
+        text = " ".join(entry.split())
+        if text:
+            seen[text] = seen.get(text, 0) + 1
+    return [f"the page's contents list {text!r} {count} times" for text, count in seen.items() if count > 1]
+
+
+def overflow_problems(boxes: list[dict], what: str) -> list[str]:
+    """Problems with tables that must fit their container: each of ``boxes`` (``caption``, ``scroll_width``,
+    ``client_width``, in CSS pixels, of the element that holds the table) wider inside than shown."""
+    return [f"{what} {box['caption'] or '(no caption)'!r} overflows its container: {box['scroll_width']} px wide "
+            f"in {box['client_width']} px" for box in boxes if box["scroll_width"] > box["client_width"] + 1]
+
+
+def first_screen_problems(state: dict, limit: int = FIRST_SCREEN_PX) -> list[str]:
+    """Problems with the top of the front page: ``state`` holds the page's y (CSS pixels from its top) of the first
+    text "Start here" (``start_here``) and of the first link to the methodology page (``methodology``), None for
+    one that is not there."""
+    problems = []
+    for key, what in (("start_here", 'the words "Start here"'), ("methodology", "a link to methodology.html")):
+        y = state.get(key)
+        if y is None:
+            problems.append(f"index.html has no {what}")
+        elif y > limit:
+            problems.append(f"{what} is {y:.0f} px down index.html, below its first screen ({limit} px)")
+    return problems
+
+
+def narrow_summary_problems(gpus: list[str], tables: list[dict], width: int) -> list[str]:
+    """Problems with the results at a phone's width: each GPU of the results table (``gpus``, their names) must be
+    in a table shown there (``tables``: each visible table of the results block, its ``text`` and whether it
+    ``fits`` the screen and its container) that fits."""
+    problems = []
+    for gpu in gpus:
+        shown = [t for t in tables if gpu in t["text"]]
+        if not shown:
+            problems.append(f"at {width} px, no table of the results shows {gpu}")
+        elif not any(t["fits"] for t in shown):
+            problems.append(f"at {width} px, the results of {gpu} are in a table wider than the screen")
+    return problems
+
+
 def pages_to_check(site: Path) -> list[Path]:
     """index.html first, then every other top-level page except Sphinx's generated ones."""
     pages = sorted(p for p in site.glob("*.html")
@@ -277,6 +336,39 @@ return {
 
 _HREFS_JS = "return Array.from(document.querySelectorAll('a[href]'), a => a.getAttribute('href'));"
 
+# The theme's (furo's) list of the page's sections, "on this page".
+_CONTENTS_JS = "return Array.from(document.querySelectorAll('.toc-drawer .toc-tree a'), a => a.textContent);"
+
+_RUN_TABLES_JS = """
+return Array.from(document.querySelectorAll('table.stepwise-run'), t => {
+  const box = t.closest('.table-wrapper') || t.parentElement;
+  return {caption: t.caption ? t.caption.textContent.trim() : '', scroll_width: box.scrollWidth,
+          client_width: box.clientWidth};
+});
+"""
+
+_FIRST_SCREEN_JS = """
+const top = el => el.getBoundingClientRect().top + window.scrollY;
+const walker = document.createTreeWalker(document.querySelector('article') || document.body, NodeFilter.SHOW_TEXT);
+let start = null;
+while (walker.nextNode()) {
+  if (walker.currentNode.textContent.includes('Start here')) { start = top(walker.currentNode.parentElement); break; }
+}
+const link = Array.from(document.querySelectorAll('article a[href]'))
+  .find(a => a.getAttribute('href').split('#')[0] === 'methodology.html');
+return {start_here: start, methodology: link ? top(link) : null};
+"""
+
+_NARROW_SUMMARY_JS = """
+return Array.from(document.querySelectorAll('.stepwise-summary-block table'))
+  .filter(t => t.offsetParent !== null && t.getBoundingClientRect().width > 0)
+  .map(t => {
+    const box = t.closest('.table-wrapper') || t.parentElement;
+    return {text: t.innerText,
+            fits: box.scrollWidth <= box.clientWidth + 1 && t.getBoundingClientRect().right <= window.innerWidth + 1};
+  });
+"""
+
 
 def _measurement_problems(state: dict) -> list[str]:
     problems = []
@@ -306,7 +398,7 @@ def make_driver(chromium: str, chromedriver: str, timeout: float, profile_dir: s
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1280,1024", "--no-first-run", "--disable-extensions",
+                "--window-size={},{}".format(*DESKTOP_WINDOW), "--no-first-run", "--disable-extensions",
                 f"--user-data-dir={profile_dir}"):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -330,11 +422,17 @@ def start_server(site: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 def check_page(driver, site: Path, page: Path, url: str, expect_measurements: bool,
                wait_s: float, ignore_favicon: bool, min_gpus: int = 1) -> list[str]:
     problems: list[str] = []
-    if page.name == "index.html":
-        problems += summary_problems(site, page, page.read_text(encoding="utf-8", errors="replace"),
-                                     min_gpus)
+    index = page.name == "index.html"
+    if index:
+        text = page.read_text(encoding="utf-8", errors="replace")
+        problems += summary_problems(site, page, text, min_gpus)
+        problems += _narrow_summary(driver, url, scan_summary(text).gpu_groups)
     driver.get_log("browser")  # drop whatever an earlier page left behind
     driver.get(url)
+    if index:
+        problems += first_screen_problems(driver.execute_script(_FIRST_SCREEN_JS))
+    problems += contents_problems(driver.execute_script(_CONTENTS_JS) or [])
+    problems += overflow_problems(driver.execute_script(_RUN_TABLES_JS) or [], "run table")
     if expect_measurements:
         deadline = time.monotonic() + wait_s
         while True:
@@ -349,6 +447,19 @@ def check_page(driver, site: Path, page: Path, url: str, expect_measurements: bo
         if is_severe(entry, ignore_favicon):
             problems.append(f"console SEVERE: {entry.get('message', '').strip()}")
     return problems
+
+
+def _narrow_summary(driver, url: str, gpus: list[str]) -> list[str]:
+    """The front page at a phone's width: :func:`narrow_summary_problems` of what it shows there. The window is put
+    back to :data:`DESKTOP_WINDOW` afterwards."""
+    width, height = PHONE_WINDOW
+    driver.set_window_size(width, height)
+    try:
+        driver.get(url)
+        inner = driver.execute_script("return window.innerWidth;")
+        return narrow_summary_problems(gpus, driver.execute_script(_NARROW_SUMMARY_JS) or [], inner)
+    finally:
+        driver.set_window_size(*DESKTOP_WINDOW)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,10 +37,15 @@ def summary_table(gpus: list[str], rows: int = 1, href: str = "elementwise.html"
     body = "".join(f"<tr><td><p><a class='reference internal' href='{href}'>Element-wise</a></p></td>"
                    "<td><p>2048 x 2048 float</p></td><td><p>batch</p></td>" + "<td>1</td>" * 5 * len(gpus)
                    + "</tr>" for _ in range(rows))
-    return (f"<table class='docutils stepwise-data stepwise-summary stepwise-gpus-{len(gpus)}'>"
+    return (f"<div class='stepwise-summary-block'><table class='docutils stepwise-data stepwise-summary "
+            f"stepwise-gpus-{len(gpus)}'>"
             "<thead><tr><th class='head' rowspan='2'>chapter</th>" + groups + "</tr>"
             "<tr><th>first step</th></tr></thead>"
-            f"<tbody>{body}</tbody></table>")
+            f"<tbody>{body}</tbody></table></div>")
+
+
+#: The top of a front page: where to start, within its first screen.
+START_HERE = "<p><strong>Start here:</strong> <a href='methodology.html'>Methodology</a></p>"
 
 
 # ---- pure logic ------------------------------------------------------------------------
@@ -151,8 +156,40 @@ def test_summary_problems(site, html, min_gpus, needle):
     assert problems and any(needle in p for p in problems), problems
 
 
+def test_contents_problems_name_an_entry_listed_twice():
+    assert check_site.contents_problems(["Step 1: one thread", "update()", "Step 2: a block", "update()"]) == [
+        "the page's contents list 'update()' 2 times"]
+    assert check_site.contents_problems(["Step 1", " Step  2 ", "", ""]) == []
+
+
+def test_overflow_problems_name_the_table_and_its_widths():
+    boxes = [{"caption": "The run and its stopping rule", "scroll_width": 742, "client_width": 742},
+             {"caption": "The 6 runs", "scroll_width": 1843, "client_width": 742}]
+    assert check_site.overflow_problems(boxes, "run table") == [
+        "run table 'The 6 runs' overflows its container: 1843 px wide in 742 px"]
+
+
+def test_first_screen_problems():
+    assert check_site.first_screen_problems({"start_here": 260.0, "methodology": 261.0}) == []
+    assert check_site.first_screen_problems({"start_here": 7100.0, "methodology": None}) == [
+        'the words "Start here" is 7100 px down index.html, below its first screen (900 px)',
+        "index.html has no a link to methodology.html"]
+
+
+def test_narrow_summary_problems_want_every_gpu_in_a_table_that_fits():
+    one_each = [{"text": "Results on GPU A ...", "fits": True}, {"text": "Results on GPU B ...", "fits": True}]
+    assert check_site.narrow_summary_problems(["GPU A", "GPU B"], one_each, 390) == []
+    wide = [{"text": "GPU A ... GPU B ...", "fits": False}]
+    assert check_site.narrow_summary_problems(["GPU A", "GPU B"], wide, 390) == [
+        "at 390 px, the results of GPU A are in a table wider than the screen",
+        "at 390 px, the results of GPU B are in a table wider than the screen"]
+    assert check_site.narrow_summary_problems(["GPU B"], one_each[:1], 390) == [
+        "at 390 px, no table of the results shows GPU B"]
+
+
 class _FakeDriver:
-    """Enough of a WebDriver for main() without a browser: every page shows its measurements."""
+    """Enough of a WebDriver for main() without a browser: every page shows its measurements, the front page where
+    to start at its top and every GPU's results whole at a phone's width."""
 
     def get_log(self, _kind):
         return []
@@ -160,7 +197,18 @@ class _FakeDriver:
     def get(self, _url):
         pass
 
+    def set_window_size(self, _width, _height):
+        pass
+
     def execute_script(self, script):
+        if script == check_site._FIRST_SCREEN_JS:
+            return {"start_here": 200.0, "methodology": 200.0}
+        if script == check_site._NARROW_SUMMARY_JS:
+            return [{"text": "GPU A GPU B NVIDIA H100 80GB HBM3", "fits": True}]
+        if script == "return window.innerWidth;":
+            return check_site.PHONE_WINDOW[0]
+        if script in (check_site._CONTENTS_JS, check_site._RUN_TABLES_JS):
+            return []
         if "a[href]" in script and "tables" not in script:
             return []
         return {"tables": 1, "plots": 1, "broken": [], "code": 1, "copy": 1}
@@ -224,8 +272,10 @@ def measurement_page(img: str = "_images/plot.png") -> str:
 
 
 def good_site(root: Path) -> Path:
-    write(root / "index.html", page("<h1 id='intro'>Stepwise</h1><a href='elementwise.html#elementwise'>ch</a>"
-                                    + summary_table(["NVIDIA H100 80GB HBM3"])))
+    write(root / "index.html", page("<article><h1 id='intro'>Stepwise</h1>" + START_HERE
+                                    + "<a href='elementwise.html#elementwise'>ch</a>"
+                                    + summary_table(["NVIDIA H100 80GB HBM3"]) + "</article>"))
+    write(root / "methodology.html", page("<h1>Methodology</h1><a href='index.html'>back</a>"))
     write(root / "elementwise.html", measurement_page())
     write(root / "_images" / "plot.png", PNG)
     write(root / "genindex.html", page("<a href='missing.html'>not checked</a>"))
@@ -242,7 +292,7 @@ def test_good_site_passes(tmp_path, capsys, http):
     assert "PASS index.html" in out
     assert "PASS elementwise.html [measurements]" in out
     assert "genindex" not in out
-    assert out.strip().endswith("2 passed, 0 failed")
+    assert out.strip().endswith("3 passed, 0 failed")
 
 
 @needs_browser
@@ -259,7 +309,7 @@ def test_broken_site_fails_with_reasons(tmp_path, capsys):
     assert "boom" in out
     assert "FAIL elementwise.html [measurements]" in out
     assert "plot image did not load: _images/missing.png" in out
-    assert out.strip().endswith("1 passed, 2 failed")
+    assert out.strip().endswith("2 passed, 2 failed")
 
 
 @needs_browser
@@ -290,3 +340,27 @@ def test_min_measurement_pages_without_browser(tmp_path, capsys, monkeypatch):
 
 def test_missing_index_fails(tmp_path):
     assert check_site.main(["--site", str(tmp_path)]) == 1
+
+
+@needs_browser
+def test_what_a_reader_could_not_read_fails(tmp_path, capsys):
+    """The front page's "Start here" below its first screen and its results wider than a phone; a page whose contents
+    list one entry under every step; a run table wider than its column."""
+    site = good_site(tmp_path / "site")
+    wide = "<table class='stepwise-results' style='min-width: 1000px'><tr><td>NVIDIA H100 80GB HBM3</td></tr></table>"
+    write(site / "index.html", page(
+        "<article><h1 id='intro'>Stepwise</h1><div style='height: 1500px'></div>" + START_HERE
+        + summary_table(["NVIDIA H100 80GB HBM3"]).replace("</table></div>", "</table>" + wide + "</div>")
+        .replace("<table class='docutils", "<table style='min-width: 1000px' class='docutils") + "</article>"))
+    write(site / "methodology.html", page(
+        "<aside class='toc-drawer'><div class='toc-tree'><a href='#s1'>Step 1</a><a href='#a'>update()</a>"
+        "<a href='#s2'>Step 2</a><a href='#a'>update()</a></div></aside>"
+        "<h2 id='s1'>Step 1</h2><h2 id='s2'>Step 2</h2><span id='a'></span><div style='width: 300px'>"
+        "<table class='stepwise-run'><caption>The 6 runs</caption><tr><td style='white-space: nowrap'>"
+        + "stepwise_bench --out /root/out/rec/nvidia-h200.json " * 4 + "</td></tr></table></div>"))
+    assert check_site.main(["--site", str(site), "--wait", "1"]) == 1
+    out = capsys.readouterr().out
+    assert 'the words "Start here" is ' in out and "below its first screen (900 px)" in out
+    assert "at 390 px, the results of NVIDIA H100 80GB HBM3 are in a table wider than the screen" in out
+    assert "FAIL methodology.html" in out and "the page's contents list 'update()' 2 times" in out
+    assert "run table 'The 6 runs' overflows its container" in out

@@ -10,6 +10,8 @@ import copy
 import json
 import re
 import sys
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,6 +51,81 @@ def built_page(project: Path, name: str = "index.html", gap: str = " ") -> tuple
     """A page of the site build_docs.py built in ``project``, as HTML and as text (see :func:`html_text`)."""
     html = (project / "build" / "docs" / "html" / name).read_text(encoding="utf-8")
     return html, html_text(html, gap)
+
+
+@dataclass
+class HtmlTable:
+    """A table of a built page as a reader sees it: its classes, caption, the texts of its last header row, and
+    its body rows as lists of cell texts (a cell spanning columns repeated over them)."""
+
+    classes: list[str]
+    caption: str = ""
+    header: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+
+    def columns(self) -> list[tuple[str, list[str]]]:
+        """(header, the column's body texts) for each column of the body's full rows (those as wide as the widest),
+        headed where the last header row is as wide."""
+        width = max((len(r) for r in self.rows), default=0)
+        full = [r for r in self.rows if len(r) == width]
+        header = self.header if len(self.header) == width else [""] * width
+        return [(header[i], [r[i] for r in full]) for i in range(width)]
+
+
+class _TableParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tables: list[HtmlTable] = []
+        self._open: list[tuple[HtmlTable, list]] = []  # a table and the row being read
+        self._section = ""
+        self._cell: list[str] | None = None
+        self._span = 1
+        self._in_caption = False
+
+    def handle_starttag(self, tag: str, attrs) -> None:
+        attrs = dict(attrs)
+        if tag == "table":
+            self._open.append((HtmlTable((attrs.get("class") or "").split()), []))
+        elif not self._open:
+            return
+        elif tag in ("thead", "tbody"):
+            self._section = tag
+        elif tag == "tr":
+            self._open[-1] = (self._open[-1][0], [])
+        elif tag in ("td", "th"):
+            self._cell, self._span = [], int(attrs.get("colspan") or 1)
+        elif tag == "caption":
+            self._in_caption, self._cell = True, []
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self._open:
+            return
+        table, row = self._open[-1]
+        if tag in ("td", "th") and self._cell is not None and not self._in_caption:
+            row.extend([" ".join("".join(self._cell).split())] * self._span)
+            self._cell = None
+        elif tag == "caption" and self._in_caption:
+            table.caption = " ".join("".join(self._cell or []).split()).rstrip("\u00b6").strip()
+            self._in_caption, self._cell = False, None
+        elif tag == "tr":
+            if self._section == "thead":
+                table.header = row
+            else:
+                table.rows.append(row)
+        elif tag == "table":
+            self.tables.append(self._open.pop()[0])
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def html_tables(html: str) -> list[HtmlTable]:
+    """Every table of a built page (:class:`HtmlTable`), in the order they close."""
+    parser = _TableParser()
+    parser.feed(html)
+    parser.close()
+    return parser.tables
 
 
 def assert_one_line_message(exc, *needles: str) -> None:

@@ -214,7 +214,9 @@ def test_non_strict_build_shows_stale_step(project):
 def _merged(project: Path) -> None:
     """The FIXTURE file as `make measure CHAPTERS=demo` leaves it: demo from a later run, gemm kept from its own."""
     data = synth.set_chapter_run(synth.fixture_measurement(), "demo", commit="c0ffee1", dirty=False, seed=2,
-                                 date="2000-02-03T04:05:06Z")
+                                 date="2000-02-03T04:05:06Z",
+                                 command="stepwise_bench --out /root/out/rec/fixture-gpu.json --chapter demo "
+                                         "--merge-from gpu-build/fixture-gpu.json")
     synth.write_json(project / "measurements" / "fixture-gpu.json", data)
 
 
@@ -225,7 +227,17 @@ def test_a_merged_file_names_each_chapters_own_run_on_its_pages(project):
     assert proc.returncode == 0, proc.stderr
     _html, index = synth.built_page(project)
     assert "2000-02-03 04:05 UTC, commit c0ffee1 \u2014 recorded" in index  # the demo chapter's own run
-    assert "The 2 runs this GPU\u2019s chapters were measured in" in index  # stepwise-run without a chapter
+    # stepwise-run without a chapter
+    assert "The 2 runs this GPU\u2019s chapters were measured in, and the stopping rule they share" in index
+    # two columns, what the runs share once (the GPU, the stopping rule), then each run's own rows
+    run = next(t for t in synth.html_tables(_html) if "stepwise-run" in t.classes)
+    assert {len(row) for row in run.rows} == {2}
+    assert [row[0] for row in run.rows].count("minimum samples") == 1
+    headings = [row[0] for row in run.rows if row[0] == row[1]]  # a heading spans both columns
+    assert headings == ["the same in every run", "Run of 2000-01-01 00:00 UTC", "Run of 2000-02-03 04:05 UTC"]
+    # the command without the measuring machine's folders
+    assert "stepwise_bench --out fixture-gpu.json --chapter demo --merge-from fixture-gpu.json" in index
+    assert "/root/" not in _html and "gpu-build/" not in _html
     _html, gemm = synth.built_page(project, "gemm.html")
     assert "2000-01-01 00:00 UTC, commit f1xture (dirty) \u2014 recorded" in gemm
     assert "c0ffee1" not in gemm
@@ -497,7 +509,8 @@ def test_gemm_page_shows_bounds_sweep_roofline_and_autotuning(project):
     html, text = synth.built_page(project, "gemm.html")
     images = project / "build" / "docs" / "html" / "_images"
     # the bounds: this (FIXTURE) GPU's numbers, the fp32 factor, one row per tiled step
-    assert "12.8 \u00d7 10\u00b9\u00b2 FMAs per second, 25,600 GFLOP/s. That rate is computed, not measured" in text
+    # FLOP rates from 1,000 GFLOP/s read in TFLOP/s
+    assert "12.8 \u00d7 10\u00b9\u00b2 FMAs per second, 25.6 TFLOP/s. That rate is computed, not measured" in text
     assert "measured 2,000 GB/s at n = 1000" in text and "bm = bn \u2265" in text and "= 51.2 on this GPU" in text
     assert "for fp32 the factor is 1" in text
     bounds = html[html.index('stepwise-data stepwise-bounds'):]
@@ -509,24 +522,24 @@ def test_gemm_page_shows_bounds_sweep_roofline_and_autotuning(project):
     assert "FMA rate \u00d7 4 B \u00d7 (1/32 + 1/32) = 3,200 GB/s &gt; 2,000 GB/s: violated" in html
     # the sweep: an image and a table with an empty cell where a step was not measured
     assert len(list(images.glob("stepwise-sweep-gemm-*.png"))) == 1
-    assert re.search(r'<img alt="Line chart, logarithmic axes: GFLOP/s against n', html)
-    assert "GFLOP/s by size (single_cold)" in text and "n 01 02 03 04 cublas_sgemm cublas_sgemm_tf32" in text
-    assert "1000 376 17,857 46,992" in text
+    assert re.search(r'<img alt="Line chart, logarithmic axes: TFLOP/s against n', html)
+    assert "TFLOP/s by size (single_cold)" in text and "n 01 02 03 04 cublas_sgemm cublas_sgemm_tf32" in text
+    assert "1000 0.376 17.9 47.0" in text
     # the roofline: image, table, roofs labelled measured and computed, the TF32 step apart
     assert len(list(images.glob("stepwise-roofline-gemm-*.png"))) == 1
-    assert "computed FMA peak 25,600 GFLOP/s" in html
-    assert "01_naive 1.33 356 2,653 13.4 % memory" in text
-    assert "03_autotuned 64.0 16,000 17,778 90.0 % compute" in text
-    assert "04_tf32 64.0 35,556 \u2014 \u2014 \u2260 op" in text
+    assert "computed FMA peak 25.6 TFLOP/s" in html
+    assert "01_naive 1.33 0.356 2.65 13.4 % memory" in text
+    assert "03_autotuned 64.0 16.0 17.8 90.0 % compute" in text
+    assert "04_tf32 64.0 35.6 \u2014 \u2014 \u2260 op" in text
     assert "recorded with the measurements" in text  # the CSV is the fixture run's GPU's
     # the autotuning table: fastest first, the chosen row linked to its step, vs the first baseline
     assert "Autotuning sweep on FIXTURE GPU (not a measurement), n = 512 (single_cold), fastest first" in text
     assert re.search(r"bm128_bn128_bk16_wm64_wn32_tm8_tn8_s3_mb2 chosen: step 03_autotuned 128 \u00d7 128 "
-                     r"\u00d7 16 64 \u00d7 32 8 \u00d7 8 256 3 2 16,000 16\.8 \u00b5s 0\.947\u00d7 128 25\.0 %", text)
+                     r"\u00d7 16 64 \u00d7 32 8 \u00d7 8 256 3 2 16\.0 16\.8 \u00b5s 0\.947\u00d7 128 25\.0 %", text)
     assert text.index("_s3_mb2 chosen") < text.index("_s4_mb2") < text.index("bk32_wm64")
     assert re.search(r'stepwise-autotune-table.*?href="#autotuned"', html, re.S)
     # numbers from the role, the accuracy table's tolerance and the table's marks
-    assert "ran at 16,000 GFLOP/s ( 16.0 TFLOP/s ), the library at 16,889 GFLOP/s : 0.947\u00d7" in text
+    assert "ran at 16.0 TFLOP/s ( 16.0 TFLOP/s ), the library at 16.9 TFLOP/s : 0.947\u00d7" in text
     assert "90.0 % of the FMA ceiling; the TF32 library 2.63\u00d7 the fp32 one" in text
     assert "tolerance (relative)" in text and "rel 1.00e-3 \u2260 op" in text
 
@@ -543,8 +556,8 @@ def test_gemm_roofline_shows_only_the_steps_asked_for(project):
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     _html, text = synth.built_page(project, "gemm.html")
-    assert "01_naive 1.33 356 2,653 13.4 % memory" in text
-    assert "03_autotuned 64.0 16,000 17,778 90.0 % compute" in text
+    assert "01_naive 1.33 0.356 2.65 13.4 % memory" in text
+    assert "03_autotuned 64.0 16.0 17.8 90.0 % compute" in text
     assert "04_tf32 64.0" not in text
 
 

@@ -36,7 +36,7 @@ A trial that did not pay, with a number from the file:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     html, text = synth.built_page(project)
     sources = re.findall(r'<details class="stepwise-details stepwise-source"( open="open")?[^>]*>\s*'
-                         r'<summary class="stepwise-summary-line">([^<]*)</summary>', html)
+                         r'<summary class="stepwise-details-summary">([^<]*)</summary>', html)
     assert [(bool(opened), summary.split(",")[0]) for opened, summary in sources] == [
         (True, "Full source: 01_naive.cuh"), (False, "Full source: 02_vector.cuh")]
     assert "over 01_naive)" in sources[1][1]
@@ -46,7 +46,7 @@ A trial that did not pay, with a number from the file:
     assert html.index("The whole step, ready to copy", second) > html.index("</details>", second)
     # the worklog: collapsed, its summary line, its content parsed (a role resolved to a number)
     worklog = re.search(r'<details class="stepwise-details stepwise-worklog"[^>]*>\s*'
-                        r'<summary class="stepwise-summary-line">([^<]*)</summary>(.*?)</details>', html, re.S)
+                        r'<summary class="stepwise-details-summary">([^<]*)</summary>(.*?)</details>', html, re.S)
     assert worklog is not None and 'open="open"' not in worklog.group(0).split(">")[0]
     assert worklog.group(1) == "Worklog: what was tried at the second step"
     assert "A trial that did not pay" in worklog.group(2) and "20.0 \u00b5s</abbr>" in worklog.group(2)

@@ -328,3 +328,74 @@ def test_vs_baseline_needs_a_baseline(project):
         fmt.single_value(ch, "02_vector", "vs_baseline", "batch", N)
     cols = [k for k, _ in fmt.used_columns(fmt.step_rows(ch, "batch", N), ch)]
     assert not any(k.startswith("vs:") for k in cols)
+
+
+# -- FLOP rates: one unit per table or plot, TFLOP/s from 1,000 GFLOP/s ------------------------
+
+def test_flop_rate_unit_by_the_largest_value():
+    assert fmt.flop_rate_unit([498.0, 999.9]) == ("GFLOP/s", 1.0)
+    assert fmt.flop_rate_unit([498.0, None, 787489.0]) == ("TFLOP/s", 1e-3)  # the small one follows
+    assert fmt.flop_rate_unit([1000.0]) == ("TFLOP/s", 1e-3)
+    assert fmt.flop_rate_unit([None]) == ("GFLOP/s", 1.0)
+    assert fmt.format_flop_rate(787489.0) == "787 TFLOP/s"
+    assert fmt.format_flop_rate(498.0) == "498 GFLOP/s"
+    assert fmt.format_flop_rate(498.0, ("TFLOP/s", 1e-3)) == "0.498 TFLOP/s"
+    assert fmt.format_flop_rate(50459.0, with_unit=False) == "50.5"
+    assert fmt.format_flop_rate(None) == fmt.DASH
+
+
+# -- the front page's words ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("timing, name", [
+    ({"id": "single_cold", "l2": "flushed", "launches_per_sample": 1,
+      "label": "events around one launch; L2 flushed before each sample"}, "one cold launch"),
+    ({"id": "batch", "l2": "warm", "launches_per_sample": 10,
+      "label": "events around 10 back-to-back launches, time per launch; L2 warm"}, "10 warm launches"),
+    ({"id": "single_cold", "l2": "flushed", "launches_per_sample": 1,
+      "label": "events around one call (all its launches); L2 flushed before each sample"}, "one cold call"),
+    ({"id": "single_cold", "label": "no fields to go by"}, "single cold"),
+])
+def test_a_timing_in_a_few_words(timing, name):
+    assert fmt.timing_name(timing) == name
+    assert "_" not in fmt.timing_name(timing)
+
+
+def test_a_runs_command_is_shown_without_the_measuring_machines_folders():
+    command = ("stepwise_bench --gtest-report gpu-build/test-reports/gpu_tests.json --out /root/out/rec/gpu.json "
+               "--commit 12d325067800919d9863e66718bdd02e8d05a8af --chapter sgemm --merge-from=/root/out/rec/gpu.json")
+    assert fmt.command_text(command) == ("stepwise_bench --gtest-report gpu_tests.json --out gpu.json "
+                                         "--commit 12d325067800 --chapter sgemm --merge-from=gpu.json")
+    assert "/" not in fmt.command_text(command)
+
+
+def test_headline_places_its_steps_and_says_what_is_not_like_for_like(dataset):
+    h = fmt.headline(dataset.chapter("demo"))  # 01_naive (the same operation) against 02_vector (not)
+    assert h.step_label("02_vector") == "step 2 of 2"
+    assert h.first_note() == "" and h.final_note() == ""
+    assert not h.like_for_like and h.operation_note().startswith("02_vector is marked \u2260 op")
+
+
+def test_a_headline_that_skips_steps_says_so(project):
+    import json
+
+    def headline_of(first: str, final: str, n: int = 512) -> fmt.Headline:
+        gemm["headline"] = {"n": n, "timing": "single_cold", "first": first, "final": final}
+        synth.write_json(project / "registry.json", registry)
+        return fmt.headline(Dataset.load(project / "registry.json", project / "measurements", project).chapter("gemm"))
+
+    registry = json.loads((project / "registry.json").read_text())
+    gemm = next(c for c in registry["chapters"] if c["id"] == "gemm")
+    h = headline_of("01_naive", "02_register_blocking")
+    assert h.step_label("02_register_blocking") == "step 2 of 4" and h.like_for_like
+    assert h.final_note() == "03_autotuned and 04_tf32 come after it (the chapter\u2019s page compares them)"
+    h = headline_of("02_register_blocking", "03_autotuned")
+    assert h.first_note().endswith("01_naive come first")
+    assert h.final_note().startswith("04_tf32 comes after it and does not compute the same function")
+    # the first step not measured at the headline's size (the y-twist's one-thread step)
+    data = synth.fixture_measurement()
+    rows = next(c for c in data["chapters"] if c["id"] == "gemm")["steps"]
+    rows[:] = [r for r in rows if not (r["id"] == "01_naive" and r["n"] == 512)]
+    synth.write_json(project / "measurements" / "fixture-gpu.json", data)
+    h = headline_of("02_register_blocking", "03_autotuned")
+    assert h.first_note() == ("01_naive is not measured at 512^3 fp32 (fixture), timing single_cold; this is the first "
+                              "step that is")

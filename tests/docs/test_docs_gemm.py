@@ -190,12 +190,14 @@ def test_bounds_without_limits_fail(project, edit, needle):
 
 # -- the sweep ---------------------------------------------------------------------------------
 
-def test_sweep_in_gflops_with_gaps(ds):
+def test_sweep_in_flops_with_gaps(ds):
     data = sweep.sweep(ds.chapter("gemm"), T)
     assert data["metric"] == "gflops" and data["sizes"] == [128, 256, 512, 1000]
+    # some rows pass 1,000 GFLOP/s: every value of the plot and its table in TFLOP/s
+    assert data["unit"] == "TFLOP/s"
     series = {s["id"]: s for s in data["series"]}
     assert series["02_register_blocking"]["values"][3] is None  # not measured at 1000
-    assert series["01_naive"]["values"][3] == pytest.approx(20000 * 0.02 * 1000 / 1064)
+    assert series["01_naive"]["values"][3] == pytest.approx(20000 * 0.02 * 1000 / 1064 / 1000)
     assert series["cublas_sgemm"]["kind"] == "baseline" and not series["04_tf32"]["same_operation"]
     assert series["03_autotuned"]["number"] == "03"
 
@@ -316,10 +318,12 @@ def test_no_autotune_rows_at_all(project):
 
 def test_single_values_in_flops(ds):
     chapter = ds.chapter("gemm")
-    assert fmt.single_value(chapter, "03_autotuned", "gflops", T, 512) == "16,000 GFLOP/s"
+    # the FLOP rate in TFLOP/s from 1,000 GFLOP/s
+    assert fmt.single_value(chapter, "03_autotuned", "gflops", T, 512) == "16.0 TFLOP/s"
     assert fmt.single_value(chapter, "03_autotuned", "tflops", T, 512) == "16.0 TFLOP/s"
     assert fmt.single_value(chapter, "03_autotuned", "flops", T, 512) == f"{2 * 512 ** 3:,}"
-    assert fmt.single_value(chapter, "cublas_sgemm", "gflops", T, 512) == "16,889 GFLOP/s"
+    assert fmt.single_value(chapter, "cublas_sgemm", "gflops", T, 512) == "16.9 TFLOP/s"
+    assert fmt.single_value(chapter, "01_naive", "gflops", T, 1000) == "376 GFLOP/s"
     assert fmt.single_value(chapter, "03_autotuned", "vs_baseline", T, 512) == "0.947\u00d7"
     assert fmt.single_value(chapter, "03_autotuned", "share", T, 512) == "90.0 %"
     assert fmt.single_value(chapter, "cublas_sgemm", "share", T, 512) == "95.0 %"
@@ -332,6 +336,14 @@ def test_table_rows_mark_the_tf32_step_and_compare_with_both_baselines(ds):
     rows = fmt.step_rows(chapter, T, 512) + fmt.reference_rows(chapter, T, 512)
     cols = [k for k, _l in fmt.used_columns(rows, chapter)]
     assert "gflops" in cols and "vs:cublas_sgemm" in cols and "vs:cublas_sgemm_tf32" in cols
+    # no step has GB/s: the column is left out, and the copy's GB/s is set beside its title
+    assert "gbps" not in cols
+    copy = next(r for r in rows if r.id == "device_copy")
+    assert fmt.rates_left_out(copy, fmt.used_columns(rows, chapter)).endswith(" GB/s")
+    # one unit for the table's FLOP rates, named in the header: 01_naive's few hundred GFLOP/s read in TFLOP/s
+    assert dict(fmt.used_columns(rows, chapter))["gflops"] == "TFLOP/s"
+    naive = next(r for r in rows if r.id == "01_naive")
+    assert naive.cells["gflops"].unit == "TFLOP/s" and float(naive.cells["gflops"].text) < 1
     tf32 = next(r for r in rows if r.id == "04_tf32")
     assert "\u2260 op" in tf32.cells["accuracy"].text
     assert tf32.cells["vs:cublas_sgemm"].text == "2.11\u00d7"
@@ -350,7 +362,7 @@ def test_plots_are_pngs_named_by_kind(ds, project, tmp_path):
     roof = gemm.roofline(ds, ds.chapter("gemm"), dram_of(ds, csv), 512, T, CSV_NAME).as_data()
     path = plot.render_roofline(roof, tmp_path)
     assert path.name.startswith("stepwise-roofline-gemm-") and path.read_bytes()[:4] == b"\x89PNG"
-    assert "computed FMA peak 25,600 GFLOP/s" in plot.roofline_alt_text(roof)
+    assert "computed FMA peak 25.6 TFLOP/s" in plot.roofline_alt_text(roof)
     assert plot.render_roofline(roof, tmp_path) == path  # drawn once per data
 
 

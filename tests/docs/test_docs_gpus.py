@@ -394,12 +394,16 @@ def test_two_gpus_every_table_and_plot_per_gpu(project):
     summary = summary[:summary.index("</table>")]
     assert re.findall(r'stepwise-gpu-group[^>]*><p>([^<]*)<', summary) == [a, b]
     cells = synth.html_text(summary)
-    assert ("FIXTURE chapter (not real) 1024 x 1024 float (fixture) batch 100 \u00b5s step 1 20.0 \u00b5s "
-            "step 2 5.00\u00d7 50.0 % 0.625\u00d7 lib_scale 50.0 \u00b5s step 1 10.0 \u00b5s step 2 "
-            "5.00\u00d7 50.0 % 0.625\u00d7 lib_scale") in cells
+    # the timing in words, each step's place in its chapter; 02_vector is not the same operation as 01_naive
+    assert ("FIXTURE chapter (not real) 1024 x 1024 float (fixture) 10 warm launches 100 \u00b5s 1 of 2 20.0 \u00b5s "
+            "2 of 2 5.00\u00d7 \u2260 op 50.0 % 0.625\u00d7 lib_scale 50.0 \u00b5s 1 of 2 10.0 \u00b5s 2 of 2 "
+            "5.00\u00d7 \u2260 op 50.0 % 0.625\u00d7 lib_scale") in cells
     # vs library: the chapter's first baseline only (cuBLAS in TF32 is another operation)
-    assert ("single_ cold 755 \u00b5s step 1 16.8 \u00b5s step 3 45.0\u00d7 90.0 % 0.947\u00d7 cuBLAS "
-            "377 \u00b5s step 1 8.39 \u00b5s step 3") in cells
+    assert ("one cold launch 755 \u00b5s 1 of 4 16.8 \u00b5s 3 of 4 45.0\u00d7 90.0 % 0.947\u00d7 cuBLAS "
+            "377 \u00b5s 1 of 4 8.39 \u00b5s 3 of 4") in cells
+    # the final step is not the chapter's last: hover for why
+    assert ("03_autotuned: step 3 of 4; 04_tf32 comes after it and does not compute the same function (\u2260 op)"
+            in summary)
     assert "tf32" not in cells
     assert 'href="gemm.html"' in summary
     # stepwise-provenance: one line per GPU
@@ -498,7 +502,8 @@ def test_non_strict_marks_one_gpu_stale_and_missing(project):
     summary = html[html.index('stepwise-summary stepwise-gpus-2'):]
     summary = summary[:summary.index("</table>")]
     assert summary.count("<tr") == 3  # two header rows, the demo chapter: gemm has no headline
-    assert 'title="not measured: demo/01_naive n=1048576 timing=batch in fixture-gpu-b.json">n/a' in summary
+    assert ('title="not measured: demo/01_naive at n = 1048576, timing batch in fixture-gpu-b.json">n/a'
+            in summary)
     assert summary.count(">n/a<") == 2  # B's first step and B's speedup; A's row is complete
     assert "gemm" not in summary
 

@@ -184,17 +184,119 @@ def test_sgemm_page_shows_every_step_and_the_evidence(site):
     assert len(re.findall(r'<img alt="(?:Line chart|Roofline)', html)) == 2
 
 
+def _article(html: str) -> str:
+    """A page's own content (the theme's <article>), without its navigation."""
+    return html[html.index("<article"):html.index("</article>")]
+
+
+def test_index_opens_with_what_it_is_and_where_to_start(site):
+    """Under the title: three sentences on what this is, "Start here" with the methodology page and the first
+    chapter, the results in a sentence or two, then the table; the chapters listed once, after it."""
+    html = _article((site / "index.html").read_text(encoding="utf-8"))
+    order = [html.index("Stepwise CUDA is a guide"), html.index("Start here"), html.index('href="methodology.html"'),
+             html.index('href="elementwise.html"'), html.index("stepwise-summary-line"),
+             html.index('<table class="stepwise-data stepwise-summary')]
+    assert order == sorted(order)
+    line = synth.html_text(html[html.index("stepwise-summary-line"):html.index("<table")])
+    assert re.search(r"final step is level with its library \(within 2 %\) or ahead of it in \d+ of the \d+ "
+                     r"chapters measured against one", line), line
+    # the chapter list once: no toctree in the page (it is hidden, for the sidebar), one list after the table
+    assert "toctree-l1" not in html
+    listed = html[html.index('id="the-chapters"'):]
+    listed = listed[:listed.index("<section", 1)] if "<section" in listed[1:] else listed
+    for chapter in ["methodology"] + [c["id"] for c in _registry()["chapters"]]:
+        if (site / f"{chapter}.html").is_file():
+            assert listed.count(f'href="{chapter}.html"') == 1, chapter
+
+
 def test_index_shows_the_results_table(site):
-    """Right under the title: one row per chapter with a headline, linked to its page."""
+    """One row per chapter with a headline, linked to its page; its timing in words, each step's place."""
     html = (site / "index.html").read_text(encoding="utf-8")
-    assert html.index("stepwise-summary") < html.index("A literate guide to CUDA optimization")
     table = html[html.index('<table class="stepwise-data stepwise-summary'):]
     table = table[:table.index("</table>")]
     chapters = [c for c in _registry()["chapters"] if c.get("headline")]
     assert table.count("<tr") == 2 + len(chapters)
     for chapter in chapters:
         assert f'href="{chapter["id"]}.html"' in table, chapter["id"]
+        final = [s["id"] for s in chapter["steps"]].index(chapter["headline"]["final"]) + 1
+        assert f">{final} of {len(chapter['steps'])}<" in table, chapter["id"]  # "10 of 12", not "step 10"
     assert "stepwise-gpu-group" in table and "FIXTURE GPU (not a measurement)" in table
+    text = synth.html_text(table)
+    assert "_" not in text, text  # timings in words ("one cold launch"), not ids ("single_cold")
+    # for narrow screens, the same rows in one table per GPU
+    narrow = html[html.index('<table class="stepwise-data stepwise-summary-one-gpu'):]
+    assert narrow[:narrow.index("</table>")].count("<tr") == 1 + len(chapters)
+
+
+def test_no_page_lists_a_contents_entry_twice(site):
+    """The "on this page" list: each step's launcher (Breathe's entry, the same name in every step) is not in it."""
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        if '<aside class="toc-drawer' not in html:
+            continue
+        drawer = html[html.index('<aside class="toc-drawer'):]
+        drawer = drawer[:drawer.index("</aside>")]
+        entries = [synth.html_text(a) for a in re.findall(r"<a [^>]*>(.*?)</a>", drawer, re.S)]
+        twice = sorted({e for e in entries if e and entries.count(e) > 1})
+        assert not twice, f"{page.name}: {twice}"
+
+
+def test_no_table_has_a_column_without_a_value(site):
+    """A column whose every cell is empty or a dash (LayerNorm's vs cuDNN RMSNorm; a GEMM's GB/s) is left out."""
+    empty = []
+    for page in sorted(site.glob("*.html")):
+        for table in synth.html_tables(page.read_text(encoding="utf-8")):
+            if "stepwise-data" not in table.classes:
+                continue
+            for i, (header, cells) in enumerate(table.columns()):
+                if i and cells and all(c in ("", "\u2014") for c in cells):
+                    empty.append(f"{page.name}: {table.caption or table.classes} column {header or i}")
+    assert empty == []
+
+
+FLOP_RATE = re.compile(r"(?<![\d,.])(\d{1,3}(?:,\d{3})*(?:\.\d+)?) (GFLOP/s|TFLOP/s)")
+
+
+def test_flop_rates_read_in_one_unit_per_table_and_in_tflops_from_a_thousand_gflops(site):
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        for table in synth.html_tables(html):
+            words = " ".join([table.caption] + table.header + [c for row in table.rows for c in row])
+            assert not ("GFLOP/s" in words and "TFLOP/s" in words), f"{page.name}: {table.caption or table.classes}"
+            for header, cells in table.columns():
+                if header == "GFLOP/s":
+                    big = [c for c in cells if c.replace(",", "").replace(".", "").isdigit()
+                           and float(c.replace(",", "")) >= 1000]
+                    assert not big, f"{page.name}: {table.caption}: {big}"
+        for value, unit in FLOP_RATE.findall(synth.html_text(html)):
+            assert unit == "TFLOP/s" or float(value.replace(",", "")) < 1000, f"{page.name}: {value} {unit}"
+
+
+#: A number of more than 12 digits: the key that stands for a shaped size, never meant for readers.
+KEY_NUMBER = re.compile(r"(?<![\w.])\d{13,}")
+
+
+def test_no_plot_or_caption_shows_a_key_for_a_size(site):
+    """Plot titles (the images' metadata), alt texts, captions and tooltips name a size by its problem."""
+    from PIL import Image
+
+    for image in sorted((site / "_images").glob("stepwise-*.png")):
+        title = Image.open(image).text.get("Title", "")
+        assert title and not KEY_NUMBER.search(title), f"{image.name}: {title!r}"
+    for page in sorted(site.glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        shown = [synth.html_text(html)] + re.findall(r'(?:alt|title)="([^"]*)"', html)
+        found = [KEY_NUMBER.search(text).group(0) for text in shown if KEY_NUMBER.search(text)]
+        assert not found, f"{page.name}: {found[:3]}"
+
+
+def test_no_number_role_is_followed_by_its_unit_again():
+    """A rate or a time from a role carries its unit: the prose does not add it ("693 TFLOP/s TFLOP/s")."""
+    twice = re.compile(r"\{stepwise-number\}`[^`]*/(?:tflops|gflops|gbps|median)[^`]*`"
+                       r"\s+(?:[GT]FLOP/s|GB/s|ms|\u00b5s)\b")
+    for page in sorted((synth.REPO / "docs").glob("*.md")):
+        found = twice.findall(page.read_text(encoding="utf-8"))
+        assert not found, f"{page.name}: {found}"
 
 
 def test_index_lists_the_reduction_chapter(site):

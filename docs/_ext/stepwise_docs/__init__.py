@@ -21,14 +21,25 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
 ``stepwise-summary``
     The front page's results table: one row per registry chapter with a
     ``headline`` (registry order), its title linked to its page, the problem
-    and the timing; per GPU a group of columns: the first and final step's
-    median time, the speedup, the final step's share of the ceiling, and
+    and the timing in a few words ("one cold launch"); per GPU a group of
+    columns: the first and final step's median time, each with its place in
+    the chapter ("10 of 12"; hover for the steps it leaves out and why), the
+    speedup ("≠ op" beside it where one of the two steps computes another
+    function), the final step's share of the ceiling, and
     per library baseline its time over the final step's ("0.947× cuBLAS";
     "level" where a rerun of the chapter's recorded commit, kept under
     ``logs/``, puts it more than 2 % from the recording's, see :mod:`.reruns`;
     — without a baseline; n/a where not measured). Classes
     ``stepwise-summary stepwise-gpus-<N>``; each GPU's header cell
-    ``stepwise-gpu-group``. Under it one provenance line per GPU.
+    ``stepwise-gpu-group``. Under it one provenance line per GPU. For narrow
+    screens the same numbers as one table per GPU (``stepwise-summary-one-gpu``),
+    which the stylesheet shows in place of the wide one.
+``stepwise-summary-line``
+    The reference GPU's results in two sentences, for the top of the front
+    page: in how many of the chapters measured against a library the final
+    step is level with it (within 2 %) or ahead, which are behind, and the
+    range of the final steps' speedups over the first where both compute
+    the same function.
 ``stepwise-provenance [CHAPTER]``
     One line per GPU: GPU, date, commit, and whether the numbers were
     measured in this build or are recorded ones.
@@ -60,7 +71,8 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     A step's summary (per GPU: its numbers at the chapter's main sizes, its
     tests and accuracy, stale or missing marks), full source, download link,
     diff against the previous step and its launcher's Doxygen documentation
-    (via Breathe).
+    (via Breathe; not an entry of the page's contents, where every step's
+    launcher of the same name would repeat).
     A step whose file is the previous step's (steps that launch one template
     with different block shapes) shows one paragraph instead of source,
     download and diff: "Same source as <previous step> (<file>); this step
@@ -71,9 +83,19 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     occupancy at that block shape (see :mod:`.resources`). Each step section
     shows its own kernels the same way.
 ``stepwise-run`` (per GPU) / ``stepwise-timings CHAPTER`` / ``stepwise-accuracy CHAPTER`` (per GPU)
-    The run's GPU, clocks and stopping rule; a chapter's timings and
+    The run's GPU, clocks and stopping rule in two columns (of several runs:
+    what they share once, then each run's own rows; the command with its
+    paths reduced to file names); a chapter's timings and
     ceilings (from the registry, the same for every GPU: shown once); a
     chapter's accuracy table.
+
+Every table leaves out a column with no value in any of its rows (the GB/s
+of a GEMM's steps: a ceiling's rate is then set beside its title), and the
+FLOP rates of a table, plot or number read in one unit: TFLOP/s where any is
+1,000 GFLOP/s or more, else GFLOP/s (:func:`.fmt.flop_rate_unit`). Plots are
+titled with the size's problem text (never the key that stands for a shape),
+and a size that is an odd neighbour of a measured power of two (4095 beside
+4096) is drawn as a point of its own, not joined into the line.
 ``stepwise-ncu CHAPTER CSVFILE`` (options ``:launches: all|first``,
 ``:steps: ID ...``, ``:caption:``)
     Nsight Compute counts per step from ``ncu --csv`` output (path relative

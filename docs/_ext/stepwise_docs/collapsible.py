@@ -31,7 +31,7 @@ def details(summary: str, children: list[nodes.Node], classes: list[str] | None 
 def visit_details_html(self, node: stepwise_details) -> None:
     attributes = {"open": "open"} if node.get("open") else {}
     self.body.append(self.starttag(node, "details", **attributes))
-    self.body.append(f'<summary class="stepwise-summary-line">{escape(node["summary"])}</summary>\n')
+    self.body.append(f'<summary class="stepwise-details-summary">{escape(node["summary"])}</summary>\n')
 
 
 def depart_details_html(self, node: stepwise_details) -> None:

@@ -111,8 +111,31 @@ def _cell(content: Any, classes: list[str] | None = None) -> nodes.entry:
     return entry
 
 
+def is_empty_cell(entry: nodes.entry) -> bool:
+    """Whether a table cell shows no value: nothing, or the dash that stands for none (:data:`.fmt.DASH`)."""
+    return entry.astext().strip() in ("", fmt.DASH)
+
+
+def columns_with_values(body: list[list[nodes.entry]]) -> list[int]:
+    """The indexes of the columns to show: the first (what each row is), and every other that has a value in some row
+    (:func:`is_empty_cell`). Without rows, every column."""
+    width = max((len(cells) for cells in body), default=0)
+    if not body:
+        return []
+    return [i for i in range(width)
+            if i == 0 or any(i < len(cells) and not is_empty_cell(cells[i]) for cells in body)]
+
+
 def _table(header: list[str], body: list[list[nodes.entry]], classes: list[str],
-           title: str | None = None, row_classes: list[list[str]] | None = None) -> nodes.table:
+           title: str | None = None, row_classes: list[list[str]] | None = None,
+           keep_empty_columns: bool = False) -> nodes.table:
+    """A table of ``header`` and ``body`` (one list of cells per row). A column with no value in any row
+    (:func:`columns_with_values`) is left out, unless ``keep_empty_columns``."""
+    if body and not keep_empty_columns:
+        shown = columns_with_values(body)
+        if len(shown) < len(header):
+            header = [header[i] for i in shown if i < len(header)]
+            body = [[cells[i] for i in shown if i < len(cells)] for cells in body]
     table = nodes.table(classes=classes)
     if title:
         table += nodes.title("", title)

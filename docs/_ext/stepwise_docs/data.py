@@ -259,6 +259,11 @@ class Chapter:
         """The problem text of size n, as the steps list it (``n = N`` where none does)."""
         return self._step_sizes().get(n, f"n = {n}")
 
+    def size_text(self, n: int) -> str:
+        """A size as messages and tooltips name it: ``n = 4096`` for a size drawn against others, the problem text
+        (``16384 x 8192 LayerNorm fp32``) for one whose n is a key that stands for a shape (:meth:`is_size`)."""
+        return f"n = {n}" if self.is_size(n) else self.problem(n)
+
     def sweep_rows(self) -> list[str]:
         """The ids the sweep is drawn for (``sweep.rows``); without them, every step and baseline."""
         if "rows" in self.sweep:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from .data import Chapter, Dataset
 
@@ -71,6 +71,28 @@ def _dash_for_none(formatter: Callable[..., str]) -> Callable[..., str]:
 @_dash_for_none
 def format_rate(value: float, unit: str) -> str:
     return f"{sig(value)} {unit}"
+
+
+#: A FLOP rate of this many GFLOP/s or more reads in TFLOP/s; so do all the rates of its table or plot.
+TFLOPS_FROM_GFLOPS = 1000.0
+
+
+def flop_rate_unit(gflops: Iterable[float | None]) -> tuple[str, float]:
+    """The one unit the FLOP rates of a table or plot read in, and its factor from GFLOP/s: TFLOP/s (0.001) where
+    any of them is :data:`TFLOPS_FROM_GFLOPS` or more, else GFLOP/s (1). None (no value) is left out."""
+    known = [abs(v) for v in gflops if v is not None]
+    if known and max(known) >= TFLOPS_FROM_GFLOPS:
+        return "TFLOP/s", 1e-3
+    return "GFLOP/s", 1.0
+
+
+def format_flop_rate(gflops: float | None, unit: tuple[str, float] | None = None, with_unit: bool = True) -> str:
+    """A FLOP rate given in GFLOP/s, in ``unit`` (default: the one its own magnitude calls for, see
+    :func:`flop_rate_unit`): ``787489.0`` -> ``"787 TFLOP/s"``, ``498.0`` -> ``"498 GFLOP/s"``; a dash for None."""
+    if gflops is None:
+        return DASH
+    name, factor = unit or flop_rate_unit([gflops])
+    return f"{sig(gflops * factor)} {name}" if with_unit else sig(gflops * factor)
 
 
 @_dash_for_none
@@ -157,6 +179,19 @@ def _run_text(run: dict) -> str:
             f"{short_commit(run.get('commit', 'unknown'))}{dirty}")
 
 
+def command_text(command: str) -> str:
+    """The command of a run as the pages show it: each path reduced to its file name, since the folders were those
+    of the machine that ran it (``--out /root/out/rec/nvidia-h200.json`` -> ``--out nvidia-h200.json``), and a full
+    commit hash cut as :func:`short_commit` cuts it. ``--key=/a/b`` keeps its key."""
+    def word(token: str) -> str:
+        key, equals, value = token.partition("=") if token.startswith("-") else ("", "", token)
+        if "/" in value.strip("/"):
+            value = value.rstrip("/").rsplit("/", 1)[-1]
+        return f"{key}{equals}{short_commit(value)}"
+
+    return " ".join(word(token) for token in command.split())
+
+
 def _software(run: dict) -> str:
     return f"driver {run.get('driver', 'unknown')}, CUDA {run.get('cuda_runtime', 'unknown')}"
 
@@ -218,6 +253,7 @@ class Cell:
     sub: str = ""  # a second, smaller line (the spread under a median)
     clock: str = ""  # a third, smaller line: the median SM clock of a row that ran below the boost clock
     clock_title: str = ""  # its tooltip
+    unit: str = ""  # the unit of a rate column's number, named in the column's header (GFLOP/s or TFLOP/s)
 
 
 @dataclass
@@ -322,6 +358,22 @@ def short_title(title: str) -> str:
     return head.strip() if colon and head.strip() else title
 
 
+def timing_name(timing: dict) -> str:
+    """A timing in a few words, for narrow places such as the front page: how many launches one sample times and
+    whether the L2 cache was flushed before it (cold) or not (warm), from its registry ``launches_per_sample`` and
+    ``l2`` (the ``label`` says the rest). ``single_cold`` -> ``"one cold launch"``, ``batch`` -> ``"10 warm
+    launches"``; a timing whose label speaks of a call (a launcher's several launches) -> ``"one cold call"``.
+    Without those fields, the id with its underscores as spaces."""
+    launches, l2 = timing.get("launches_per_sample"), timing.get("l2")
+    if not launches or not l2:
+        return timing["id"].replace("_", " ")
+    what = "call" if "call" in timing.get("label", "").split(";")[0] else "launch"
+    cache = "cold" if l2 == "flushed" else "warm"
+    if launches == 1:
+        return f"one {cache} {what}"
+    return f"{launches} {cache} {what}{'es' if what == 'launch' else 's'}"
+
+
 def baseline_column(baseline_id: str) -> str:
     """The key of a chapter's "vs <baseline>" column in Row.cells."""
     return f"vs:{baseline_id}"
@@ -369,9 +421,20 @@ def below_boost(row: dict | None, chapter: Chapter) -> tuple[str, str] | None:
             f"{what} is {boost:,.0f} MHz: this row ran power-capped, a sustained-load figure")
 
 
-def _time_cells(row: dict | None, chapter: Chapter | None = None) -> dict[str, Cell]:
+def table_flop_unit(chapter: Chapter, timing: str, n: int, row_ids: Iterable[str] | None = None) -> tuple[str, float]:
+    """The unit of the FLOP rates of a table of one size and timing (:func:`flop_rate_unit` over its rows: the
+    steps, ceilings and baselines measured there, or those of ``row_ids``)."""
+    kinds = ("steps", "ceilings", "baselines")
+    rows = [r for kind in kinds for r in (chapter.measured or {}).get(kind, [])
+            if r["n"] == n and r["timing"] == timing and (row_ids is None or r["id"] in row_ids)]
+    return flop_rate_unit(r.get("gflops") for r in rows)
+
+
+def _time_cells(row: dict | None, chapter: Chapter | None = None,
+                flop_unit: tuple[str, float] = ("GFLOP/s", 1.0)) -> dict[str, Cell]:
     if row is None:
-        return {"median": Cell(DASH), "spread": Cell(DASH), "gbps": Cell(DASH), "gflops": Cell(DASH)}
+        return {"median": Cell(DASH), "spread": Cell(DASH), "gbps": Cell(DASH),
+                "gflops": Cell(DASH, unit=flop_unit[0])}
     clock, clock_title = (below_boost(row, chapter) if chapter is not None else None) or ("", "")
     return {
         "median": Cell(format_time(row["median_ms"]), ["stepwise-num"],
@@ -383,13 +446,15 @@ def _time_cells(row: dict | None, chapter: Chapter | None = None) -> dict[str, C
         "spread": Cell(format_spread(row["min_ms"], row["max_ms"], row["median_ms"]), ["stepwise-num"]),
         "gbps": Cell(format_rate(row["gbps"], "GB/s").removesuffix(" GB/s") if row["gbps"] is not None
                      else DASH, ["stepwise-num"]),
-        "gflops": Cell(format_rate(row["gflops"], "GFLOP/s").removesuffix(" GFLOP/s")
-                       if row["gflops"] is not None else DASH, ["stepwise-num"]),
+        "gflops": Cell(format_flop_rate(row["gflops"], flop_unit, with_unit=False), ["stepwise-num"],
+                       unit=flop_unit[0]),
     }
 
 
-def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
-    """The step rows of one table (one timing, one size), registry order."""
+def step_rows(chapter: Chapter, timing: str, n: int, flop_unit: tuple[str, float] | None = None) -> list[Row]:
+    """The step rows of one table (one timing, one size), registry order; FLOP rates in ``flop_unit`` (default: the
+    table's, :func:`table_flop_unit`)."""
+    flop_unit = flop_unit or table_flop_unit(chapter, timing, n)
     rows: list[Row] = []
     steps = [s for s in chapter.steps if any(size["n"] == n for size in s["sizes"])]
     first = chapter.step_row(steps[0]["id"], n, timing) if steps else None
@@ -397,7 +462,7 @@ def step_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
     for index, step in enumerate(steps):
         row = chapter.step_row(step["id"], n, timing)
         state = chapter.states[step["id"]]
-        cells = _time_cells(row, chapter)
+        cells = _time_cells(row, chapter, flop_unit)
         classes: list[str] = []
         notes: list[str] = []
         badges: list[str] = []
@@ -460,8 +525,9 @@ def _vs_baseline_cell(chapter: Chapter, baseline: dict, row: dict, base_row: dic
                 f"{sig(1.0 / value)}× {label}’s time")
 
 
-def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
-    """Ceiling rows, then baseline rows, for one table."""
+def reference_rows(chapter: Chapter, timing: str, n: int, flop_unit: tuple[str, float] | None = None) -> list[Row]:
+    """Ceiling rows, then baseline rows, for one table; FLOP rates as in :func:`step_rows`."""
+    flop_unit = flop_unit or table_flop_unit(chapter, timing, n)
     out: list[Row] = []
     mark = chapter.ceiling_row(chapter.share_of, n, timing)
     for kind, entries in (("ceiling", chapter.ceilings), ("baseline", chapter.baselines)):
@@ -470,7 +536,7 @@ def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
                 entry["id"], n, timing)
             if row is None and n not in chapter.expected_sizes(entry["id"]):
                 continue  # a reference of another problem (cuDNN's RMSNorm in a LayerNorm table)
-            cells = _time_cells(row, chapter)
+            cells = _time_cells(row, chapter, flop_unit)
             for key in ("vs_prev", "vs_first", "accuracy", "tests"):
                 cells[key] = Cell(DASH)
             for baseline in chapter.baselines:
@@ -490,18 +556,39 @@ def reference_rows(chapter: Chapter, timing: str, n: int) -> list[Row]:
     return out
 
 
+RATE_COLUMNS = ("gbps", "gflops")
+
+
 def used_columns(rows: list[Row], chapter: Chapter | None = None) -> list[tuple[str, str]]:
-    """The table's columns: drop GB/s or GFLOP/s where no row has a value; with a chapter,
-    one "vs <library>" column per baseline after the share of the ceiling."""
+    """The table's columns: GB/s and the FLOP rate only where a step row has a value (where the table has step rows;
+    else where any row has), the latter headed with its unit (:func:`table_flop_unit`); with a chapter, one
+    "vs <library>" column per baseline after the share of the ceiling, where a step row has a value in it. A
+    reference row's rate in a column left out is set beside its title (:func:`rates_left_out`)."""
+    counted = [r for r in rows if r.kind == "step"] or rows
+
+    def has_value(key: str) -> bool:
+        return any(key in r.cells and r.cells[key].text != DASH for r in counted)
+
     cols = []
     for key, label in COLUMNS:
-        if key in ("gbps", "gflops") and all(r.cells[key].text == DASH for r in rows):
+        if key in RATE_COLUMNS and not has_value(key):
             continue
+        if key == "gflops":
+            label = next((r.cells[key].unit for r in rows if r.cells[key].unit), label)
         cols.append((key, label))
         if key == "share" and chapter is not None:
             cols += [(baseline_column(b["id"]), f"vs {baseline_label(chapter, b['id'])}")
-                     for b in chapter.baselines]
+                     for b in chapter.baselines if has_value(baseline_column(b["id"]))]
     return cols
+
+
+def rates_left_out(row: Row, cols: list[tuple[str, str]]) -> str:
+    """A reference row's rates in the columns :func:`used_columns` left out (no step has one), as they read beside its
+    title: ``"3,964 GB/s"``; empty where it has none."""
+    shown = {key for key, _label in cols}
+    units = {"gbps": "GB/s", "gflops": row.cells["gflops"].unit or "GFLOP/s"}
+    return ", ".join(f"{row.cells[key].text} {units[key]}" for key in RATE_COLUMNS
+                     if key not in shown and row.cells[key].text != DASH)
 
 
 # ---------------------------------------------------------------------------
@@ -514,7 +601,7 @@ FIELDS = {
     "max": "slowest sample",
     "spread": "min\u2013max",
     "gbps": "GB/s",
-    "gflops": "GFLOP/s",
+    "gflops": "FLOP rate (in GFLOP/s below a thousand, else in TFLOP/s)",
     "tflops": "TFLOP/s",
     "flops": "floating-point operations per launch",
     "bytes": "bytes moved per launch",
@@ -585,7 +672,7 @@ def single_value(chapter: Chapter, row_id: str, field_name: str, timing: str, n:
     if field_name == "gbps":
         return format_rate(row["gbps"], "GB/s")
     if field_name == "gflops":
-        return format_rate(row["gflops"], "GFLOP/s")
+        return format_flop_rate(row["gflops"])
     if field_name == "tflops":
         return format_rate(None if row["gflops"] is None else row["gflops"] / 1e3, "TFLOP/s")
     if field_name == "flops":
@@ -655,6 +742,58 @@ class Headline:
     def problem(self) -> str:
         return self.chapter.problem(self.n)
 
+    def position(self, step_id: str) -> int:
+        """A step's place in its chapter, from 1 (registry order)."""
+        return [s["id"] for s in self.chapter.steps].index(step_id) + 1
+
+    def step_label(self, step_id: str) -> str:
+        """``step 10 of 12``: where the headline's first or final step stands among the chapter's steps."""
+        return f"step {self.position(step_id)} of {len(self.chapter.steps)}"
+
+    def first_note(self) -> str:
+        """Why the headline's first step is not the chapter's first, where it is not: the steps before it that have no
+        row at the headline's size and timing (``01_one_thread is not measured at 2^26 float4 vertices ...``), else
+        that the chapter names a later one. Empty where it is the first."""
+        before = self.chapter.steps[:self.position(self.first_id) - 1]
+        if not before:
+            return ""
+        unmeasured = [s["id"] for s in before if self.chapter.step_row(s["id"], self.n, self.timing) is None]
+        where = f"{self.problem}, timing {self.timing}"
+        if len(unmeasured) == len(before):
+            return (f"{_and(unmeasured)} {'is' if len(unmeasured) == 1 else 'are'} not measured at {where}; this "
+                    "is the first step that is")
+        return f"the chapter compares from this step on at {where}; {_and([s['id'] for s in before])} come first"
+
+    def final_note(self) -> str:
+        """What follows the headline's final step, where it is not the chapter's last: the later steps, and where none
+        of them computes the same function as the first, that they do not (TF32 after fp32 SGEMM). Empty where it is
+        the last."""
+        after = self.chapter.steps[self.position(self.final_id):]
+        if not after:
+            return ""
+        ids = _and([s["id"] for s in after])
+        if not any(s.get("same_operation", True) for s in after):
+            return (f"{ids} {'comes' if len(after) == 1 else 'come'} after it and "
+                    f"{'does' if len(after) == 1 else 'do'} not compute the same function (\u2260 op): "
+                    "the chapter\u2019s page compares them")
+        return f"{ids} {'comes' if len(after) == 1 else 'come'} after it (the chapter\u2019s page compares them)"
+
+    @property
+    def like_for_like(self) -> bool:
+        """Whether the first and final step compute the same function (the registry's ``same_operation`` of both is
+        the same): where one does not, their speedup compares different operations."""
+        same = [self.chapter.step(i).get("same_operation", True) for i in (self.first_id, self.final_id)]
+        return same[0] == same[1]
+
+    def operation_note(self) -> str:
+        """Why the speedup is not like for like, where it is not (:attr:`like_for_like`); else empty."""
+        if self.like_for_like:
+            return ""
+        odd = next(i for i in (self.first_id, self.final_id) if not self.chapter.step(i).get("same_operation", True))
+        return (f"{odd} is marked \u2260 op, it does not compute the chapter\u2019s function for every input, and "
+                f"{self.first_id if odd == self.final_id else self.final_id} is not: the speedup compares different "
+                "operations")
+
     @property
     def speedup(self) -> float | None:
         """The first step's median time over the final step's."""
@@ -682,6 +821,11 @@ class Headline:
                         key=lambda pair: pair[1])
             out.append(worst if worst[1] > SPREAD_LIMIT else None)
         return out
+
+
+def _and(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def headline(chapter: Chapter) -> Headline | None:

@@ -297,6 +297,7 @@ class Roofline:
     fma_ceiling_gflops: float  # measured
     bandwidth_gbps: float  # the measured copy's, bytes read plus written
     points: list[RooflinePoint]
+    problem: str = ""  # size n in words (the registry's problem text)
 
     @property
     def peak_gflops(self) -> float:
@@ -309,7 +310,7 @@ class Roofline:
 
     def as_data(self) -> dict:
         """Plain data for the plot (and its cache key)."""
-        return {"chapter": self.chapter, "n": self.n, "timing": self.timing,
+        return {"chapter": self.chapter, "n": self.n, "problem": self.problem or f"n = {self.n}", "timing": self.timing,
                 "peak_gflops": self.peak_gflops, "fma_ceiling_gflops": self.fma_ceiling_gflops,
                 "bandwidth_gbps": self.bandwidth_gbps,
                 "points": [{"number": p.number, "id": p.step["id"], "intensity": p.intensity,
@@ -348,7 +349,7 @@ def roofline(dataset: Dataset, chapter: Chapter, dram_bytes: dict[str, float], n
                                     same, roof, "memory" if memory_roof < fma["gflops"] else "compute"))
     if not points:
         raise DataError(f"Nsight Compute file {csv_name} has no launch of chapter {chapter.id!r}")
-    return Roofline(chapter.id, n, timing, limits, fma["gflops"], copy["gbps"], points)
+    return Roofline(chapter.id, n, timing, limits, fma["gflops"], copy["gbps"], points, chapter.problem(n))
 
 
 # ---------------------------------------------------------------------------

@@ -60,8 +60,9 @@ def _gbps(bytes_per_second: float) -> str:
     return f"{sig(bytes_per_second / 1e9)} GB/s"
 
 
-def _gflops(value: float) -> str:
-    return f"{sig(value)} GFLOP/s"
+def _gflops(value: float, unit: tuple[str, float] | None = None) -> str:
+    """A FLOP rate given in GFLOP/s, in ``unit`` or the one its magnitude calls for (:func:`.fmt.format_flop_rate`)."""
+    return fmt.format_flop_rate(value, unit)
 
 
 # ---------------------------------------------------------------------------
@@ -141,7 +142,7 @@ class TileBoundsDirective(_GemmBase):
             ])
             classes.append(["stepwise-stale"] if chapter.states[b.step["id"]].stale else [])
         out += _table(header, body, ["stepwise-data", "stepwise-bounds"],
-                      f"The SC\u201910 bounds for {lim.gpu}, n = {n}",
+                      f"The SC\u201910 bounds for {lim.gpu}, {chapter.size_text(n)}",
                       classes)
         out += nodes.paragraph("", (
             f"{HOLDS}: the bound holds; {VIOLATED}: it is violated; {DASH}: it does not apply (no "
@@ -234,17 +235,18 @@ class RooflineDirective(_GemmBase):
         if files[0][0] is not None:  # a file of one of the build's GPUs: under its name (a second GPU's as of)
             box = gpu_block(dataset, chapter)
             out += box
+        unit = fmt.flop_rate_unit([p.gflops for p in roof.points] + [roof.fma_ceiling_gflops, roof.peak_gflops])
         box += self.figure(image, roofline_alt_text(data), (
-            f"Roofline at n = {n} ({timing}), both axes logarithmic. Solid: the memory roof, the "
+            f"Roofline at {chapter.size_text(n)} ({timing}), both axes logarithmic. Solid: the memory roof, the "
             f"device copy\u2019s measured {sig(roof.bandwidth_gbps)} GB/s (bytes read plus written "
             "over its time) times the intensity, up to the measured FMA ceiling "
-            f"({gemm.FMA_CEILING}, {_gflops(roof.fma_ceiling_gflops)}; they meet at "
+            f"({gemm.FMA_CEILING}, {_gflops(roof.fma_ceiling_gflops, unit)}; they meet at "
             f"{sig(roof.ridge)} FLOP/B). Dashed: the computed FMA peak, "
-            f"{_gflops(roof.peak_gflops)} (SMs \u00d7 fp32 lanes per SM \u00d7 the highest clock "
+            f"{_gflops(roof.peak_gflops, unit)} (SMs \u00d7 fp32 lanes per SM \u00d7 the highest clock "
             "\u00d7 2; computed, not measured). Points: steps, by number; the intensity is the "
             "step\u2019s FLOPs over the DRAM bytes Nsight Compute counted for it (read + written)."),
             dataset, chapter)
-        header = ["step", "FLOP per DRAM byte", "GFLOP/s", "roof at that intensity", "share of the roof",
+        header = ["step", "FLOP per DRAM byte", unit[0], f"roof at that intensity ({unit[0]})", "share of the roof",
                   "bound by"]
         body, classes = [], []
         for p in roof.points:
@@ -252,10 +254,10 @@ class RooflineDirective(_GemmBase):
                      _cell(nodes.paragraph("", "", tooltip(
                          sig(p.intensity), f"{p.flops:,} FLOPs / {ncu.format_count(p.dram_bytes)} "
                                            "DRAM bytes read and written")), ["stepwise-num"]),
-                     _cell(sig(p.gflops), ["stepwise-num"])]
+                     _cell(fmt.format_flop_rate(p.gflops, unit, with_unit=False), ["stepwise-num"])]
             if p.same_operation:
-                cells += [_cell(sig(p.roof), ["stepwise-num"]), _cell(fmt.format_share(p.share),
-                                                                      ["stepwise-num"]),
+                cells += [_cell(fmt.format_flop_rate(p.roof, unit, with_unit=False), ["stepwise-num"]),
+                          _cell(fmt.format_share(p.share), ["stepwise-num"]),
                           _cell("memory (the copy\u2019s GB/s)" if p.binds == "memory" else
                                 "compute (the measured FMA ceiling)")]
             else:
@@ -265,10 +267,10 @@ class RooflineDirective(_GemmBase):
             body.append(cells)
             classes.append(["stepwise-stale"] if chapter.states[p.step["id"]].stale else [])
         box += _table(header, body, ["stepwise-data", "stepwise-roofline-table"],
-                      f"Roofline, n = {n} ({timing})", classes)
+                      f"Roofline, {chapter.size_text(n)} ({timing})", classes)
         box += nodes.paragraph("", (
             "Roof at that intensity: the lower of the memory roof (the copy\u2019s GB/s times the "
-            "intensity) and the measured FMA ceiling; share of the roof: the step\u2019s GFLOP/s over "
+            f"intensity) and the measured FMA ceiling; share of the roof: the step\u2019s {unit[0]} over "
             "it. A step marked \u2260 op does not compute in fp32 (TF32 tensor cores) and is drawn "
             "as a hollow diamond."), classes=["stepwise-legend"])
         box += nodes.paragraph("", ncu_provenance(dataset, path, chapter.id),
@@ -300,7 +302,8 @@ class AutotuneDirective(_GemmBase):
         header = ["configuration", "block tile", "warp tile", "thread tile", "threads", "stages"]
         header += ["min blocks / SM"] if with_min_blocks else []
         header += ["cluster", "group"] if with_clusters else []
-        header += ["GFLOP/s", "median time"]
+        flop_unit = fmt.flop_rate_unit(a.row.get("gflops") for a in rows)
+        header += [flop_unit[0], "median time"]
         header += [f"vs {label}"] if base else []
         header += ["registers / thread", "theoretical occupancy", "validated"]
         body, classes = [], []
@@ -325,7 +328,7 @@ class AutotuneDirective(_GemmBase):
                 cells += [_cell(f"{c['cluster_m']} {TIMES} {c['cluster_n']}" if "cluster_m" in c else DASH,
                                 ["stepwise-num"]),
                           _cell(str(c["group_m"]) if "group_m" in c else DASH, ["stepwise-num"])]
-            cells += [_cell(sig(r["gflops"]) if r.get("gflops") is not None else DASH, ["stepwise-num"]),
+            cells += [_cell(fmt.format_flop_rate(r.get("gflops"), flop_unit, with_unit=False), ["stepwise-num"]),
                      _cell(nodes.paragraph("", "", tooltip(
                          fmt.format_time(r["median_ms"]),
                          f"median of {r['samples']} samples, min\u2013max "
@@ -343,7 +346,7 @@ class AutotuneDirective(_GemmBase):
             classes.append(["stepwise-chosen"] if a.chosen else [])
         out = nodes.container(classes=["stepwise-table-block", "stepwise-autotune"])
         out += _table(header, body, ["stepwise-data", "stepwise-autotune-table"],
-                      f"Autotuning sweep on {self.dataset.gpu['name']}, n = {n} ({timing}), fastest "
+                      f"Autotuning sweep on {self.dataset.gpu['name']}, {chapter.size_text(n)} ({timing}), fastest "
                       "first", classes)
         legend = (f"Every configuration was timed in the same run as the chapter\u2019s steps and "
                   "validated on the buffers it was timed on (hover \u201cyes\u201d for what it was "

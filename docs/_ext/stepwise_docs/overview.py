@@ -75,7 +75,8 @@ class SweepDirective(_Base):
         numbers = ", ".join(f"{sweep_data.step_number(i)} = {i}" for i in ids
                             if reference.kind_of(i) == "steps")
         out += nodes.paragraph("", (
-            f"Cells: the row\u2019s rate (GFLOP/s or GB/s, from its median time) or its median time, "
+            f"Cells: the row\u2019s rate (its FLOP rate, in the unit the table\u2019s title names, or GB/s, from its "
+            "median time) or its median time, "
             f"empty where the row is not measured at that size. Columns: steps by number ({numbers}), "
             "then the baselines and ceilings."), classes=["stepwise-legend"])
         return [out]
@@ -168,16 +169,6 @@ class SweepDirective(_Base):
 SUMMARY_COLUMNS = ["first step", "final step", "speed\u00adup", "share of ceiling", "vs library"]
 
 
-def _breakable(text: str) -> list[nodes.Node]:
-    """Text that may wrap after its underscores (``single_cold``), for narrow columns."""
-    out: list[nodes.Node] = []
-    for i, part in enumerate(text.split("_")):
-        if i:
-            out += [nodes.Text("_"), nodes.raw("", "<wbr>", format="html")]
-        out.append(nodes.Text(part))
-    return out
-
-
 def _mark_as_of(cells: list[nodes.entry], chapter: Chapter) -> None:
     """One GPU's cells of a chapter's row in the results table, where that GPU is a second GPU that measured the
     chapter before a step of it changed: each gets the class ``stepwise-as-of``, and the first a line ``as of
@@ -191,15 +182,32 @@ def _mark_as_of(cells: list[nodes.entry], chapter: Chapter) -> None:
     cells[0] += nodes.paragraph("", "", tooltip(label, note, ["stepwise-as-of-label"]), classes=["stepwise-sub"])
 
 
+def _timing_node(chapter: Chapter, timing_id: str) -> nodes.abbreviation:
+    """A headline's timing in a few words (:func:`.fmt.timing_name`), its id and registry label on hover."""
+    timing = chapter.timing(timing_id)
+    return tooltip(fmt.timing_name(timing), f"{timing_id}: {timing['label']}")
+
+
+def _chapter_link(chapter: Chapter) -> nodes.Node:
+    return stepwise_chapterref("", "", nodes.Text(fmt.short_title(chapter.title)), chapter=chapter.id,
+                               reftitle=chapter.title)
+
+
 class SummaryDirective(_Base):
     """``stepwise-summary``: one row per registry chapter with a ``headline``, in registry order:
-    the chapter (linked to its page), the problem and the timing, then per GPU (the reference one first) the
-    first and final step's median time, the speedup, the final step's share of the ceiling and
-    the library baselines' time over the final step's (``level`` where a rerun of the recorded commit puts it more
-    than :data:`.reruns.AGREE_WITHIN` from the recording's). Under it one provenance line per GPU and a
+    the chapter (linked to its page), the problem and the timing (in a few words, :func:`.fmt.timing_name`), then
+    per GPU (the reference one first) the first and final step's median time (each with its place, ``step 2 of 6``),
+    the speedup (``\u2260 op`` where the two steps compute different functions), the final step's share of the
+    ceiling and the library baselines' time over the final step's (``level`` where a rerun of the recorded commit
+    puts it more than :data:`.reruns.AGREE_WITHIN` from the recording's). Under it one provenance line per GPU and a
     legend. The table has the classes ``stepwise-data stepwise-summary stepwise-gpus-<N>``; each
     GPU's header cell has ``stepwise-gpu-group``; a second GPU's cells of a chapter it measured before a step of
     it changed have ``stepwise-as-of``, under the first an ``as of <commit>`` line (:func:`_mark_as_of`).
+
+    For narrow screens the same numbers again, one table per GPU (class ``stepwise-summary-one-gpu``, captioned
+    with the GPU's name; the problem and timing under each chapter's name): the stylesheet shows those in place
+    of the wide table below a width at which it no longer fits (``stepwise-summary-wide`` and
+    ``stepwise-summary-narrow``).
     """
 
     required_arguments = 0
@@ -215,6 +223,40 @@ class SummaryDirective(_Base):
                            location=(self.env.docname, self.lineno), type="stepwise", subtype="no_headline")
             return [nodes.paragraph("", "No chapter has a headline in the step registry.",
                                     classes=["stepwise-legend"])]
+        out = nodes.container(classes=["stepwise-table-block", "stepwise-summary-block"])
+        wide = nodes.container(classes=["stepwise-summary-wide"])
+        wide += self._wide_table(chapters, datasets)
+        out += wide
+        narrow = nodes.container(classes=["stepwise-summary-narrow"])
+        for dataset in datasets:
+            narrow += self._one_gpu_table(chapters, dataset)
+        out += narrow
+        for dataset in datasets:
+            out += provenance_node(dataset)
+        out += nodes.paragraph("", (
+            "First and final step: median times at the problem size and timing shown, with each step\u2019s place "
+            "in its chapter (where the first step is not measured at that size, the first that is; where the final "
+            "one is not the chapter\u2019s last, hover for why); speedup: the first step\u2019s time over the final "
+            "one\u2019s (\u2260 op: one of the two does not compute the same function for every input, hover for "
+            "which); share of ceiling: the "
+            "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
+            "vs library: the time of the library that the chapter sets beside its final step (the one "
+            "named in the cell; its page says why that one) over the final step\u2019s "
+            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; where a rerun of the "
+            "commit the chapter was recorded from is kept beside the recording (under logs/), the ratio is the "
+            "recording\u2019s where the two lie within "
+            f"{fmt.sig(100 * reruns.AGREE_WITHIN, 2)} % of each other, and level where they lie further apart: the "
+            "two runs do not say which is faster (hover for both ratios and what differed between the runs); "
+            "samples spread (where no rerun is kept): the library\u2019s or the final step\u2019s median lies more "
+            f"than {fmt.sig(100 * fmt.SPREAD_LIMIT, 2)} % above its fastest sample, so a rerun may not give the same "
+            "ratio; n/a: not measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why); "
+            "as of a commit: that GPU measured the chapter before a step of it changed, and has not measured it "
+            "since (hover for which)."),
+            classes=["stepwise-legend"])
+        return [out]
+
+    def _wide_table(self, chapters: list[Chapter], datasets: list[Dataset]) -> nodes.table:
+        """Every GPU side by side: the chapter, problem and timing, then one group of columns per GPU."""
         table = nodes.table(classes=["stepwise-data", "stepwise-summary", f"stepwise-gpus-{len(datasets)}"])
         table += nodes.title("", "Results at a glance: each chapter\u2019s first step against its final one")
         width = 3 + len(SUMMARY_COLUMNS) * len(datasets)
@@ -241,14 +283,9 @@ class SummaryDirective(_Base):
         for chapter in chapters:
             h = chapter.headline
             row = nodes.row()
-            link = stepwise_chapterref("", "", nodes.Text(fmt.short_title(chapter.title)),
-                                       chapter=chapter.id, reftitle=chapter.title)
-            row += _cell(nodes.paragraph("", "", link))
+            row += _cell(nodes.paragraph("", "", _chapter_link(chapter)))
             row += _cell(chapter.problem(h["n"]))
-            timing = nodes.abbreviation("", "", *_breakable(h["timing"]),
-                                        explanation=chapter.timing(h["timing"])["label"],
-                                        classes=["stepwise-tip"])
-            row += _cell(nodes.paragraph("", "", timing))
+            row += _cell(nodes.paragraph("", "", _timing_node(chapter, h["timing"])))
             for dataset in datasets:
                 cells = self._cells(fmt.headline(dataset.chapter(chapter.id)))
                 cells[0]["classes"].append("stepwise-gpu-start")
@@ -256,29 +293,40 @@ class SummaryDirective(_Base):
                 for cell in cells:
                     row += cell
             tbody += row
-        out = nodes.container(classes=["stepwise-table-block", "stepwise-summary-block"])
-        out += table
-        for dataset in datasets:
-            out += provenance_node(dataset)
-        out += nodes.paragraph("", (
-            "First and final step: median times at the problem size and timing shown, with the "
-            "steps\u2019 numbers (where the first step is not measured at that size, the first that "
-            "is); speedup: the first step\u2019s time over the final one\u2019s; share of ceiling: the "
-            "final step\u2019s share of what the chapter measures as the GPU\u2019s best for that work; "
-            "vs library: the time of the library that the chapter sets beside its final step (the one "
-            "named in the cell; its page says why that one) over the final step\u2019s "
-            "(above 1\u00d7: faster than the library), \u2014 where the chapter has none; where a rerun of the "
-            "commit the chapter was recorded from is kept beside the recording (under logs/), the ratio is the "
-            "recording\u2019s where the two lie within "
-            f"{fmt.sig(100 * reruns.AGREE_WITHIN, 2)} % of each other, and level where they lie further apart: the "
-            "two runs do not say which is faster (hover for both ratios and what differed between the runs); "
-            "samples spread (where no rerun is kept): the library\u2019s or the final step\u2019s median lies more "
-            f"than {fmt.sig(100 * fmt.SPREAD_LIMIT, 2)} % above its fastest sample, so a rerun may not give the same "
-            "ratio; n/a: not measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why); "
-            "as of a commit: that GPU measured the chapter before a step of it changed, and has not measured it "
-            "since (hover for which)."),
-            classes=["stepwise-legend"])
-        return [out]
+        return table
+
+    def _one_gpu_table(self, chapters: list[Chapter], dataset: Dataset) -> nodes.table:
+        """One GPU's results, for narrow screens: the chapter with its problem and timing under its name, then the
+        GPU's columns."""
+        table = nodes.table(classes=["stepwise-data", "stepwise-summary-one-gpu"] + (
+            [f"stepwise-gpu-{dataset.slug}"] if dataset.slug else []))
+        table += nodes.title("", f"Results on {dataset.gpu_name}")
+        width = 1 + len(SUMMARY_COLUMNS)
+        group = nodes.tgroup(cols=width)
+        table += group
+        for _ in range(width):
+            group += nodes.colspec(colwidth=1)
+        thead = nodes.thead()
+        group += thead
+        names = nodes.row()
+        for label in ["chapter"] + SUMMARY_COLUMNS:
+            names += _cell(label)
+        thead += names
+        tbody = nodes.tbody()
+        group += tbody
+        for chapter in chapters:
+            h = chapter.headline
+            first = _cell(nodes.paragraph("", "", _chapter_link(chapter)))
+            first += nodes.paragraph("", chapter.problem(h["n"]), classes=["stepwise-sub"])
+            first += nodes.paragraph("", "", _timing_node(chapter, h["timing"]), classes=["stepwise-sub"])
+            row = nodes.row()
+            row += first
+            cells = self._cells(fmt.headline(dataset.chapter(chapter.id)))
+            _mark_as_of(cells, dataset.chapter(chapter.id))
+            for cell in cells:
+                row += cell
+            tbody += row
+        return table
 
     def _cells(self, h: fmt.Headline) -> list[nodes.entry]:
         """One GPU's cells of a chapter's row; n/a (with the rows not measured) where a row is missing."""
@@ -291,23 +339,31 @@ class SummaryDirective(_Base):
             if why and all(rid in h.chapter.unsupported for rid in missing):  # "needs sm_80: ..."
                 return nodes.paragraph("", "", tooltip(why[0].split(":")[0], f"not run: {'; '.join(why)}",
                                                        ["stepwise-warning"]))
-            what = ", ".join(f"{h.chapter.id}/{rid} n={h.n} timing={h.timing}" for rid in missing)
+            what = ", ".join(f"{h.chapter.id}/{rid} at {h.chapter.size_text(h.n)}, timing {h.timing}"
+                             for rid in missing)
             return nodes.paragraph("", "", tooltip(text, f"not measured: {what} {where}",
                                                    ["stepwise-warning"]))
 
-        def timed(row_id: str, row: dict | None) -> nodes.entry:
+        def timed(row_id: str, row: dict | None, note: str) -> nodes.entry:
             if row is None:
                 return _cell(na((row_id, row)), ["stepwise-missing"])
             para = nodes.paragraph("", "", tooltip(
                 fmt.format_time(row["median_ms"]), f"{row_id}: median of {row['samples']} samples, "
                 f"min\u2013max {fmt.format_spread(row['min_ms'], row['max_ms'], row['median_ms'])}"))
-            para += nodes.inline("", f" step {int(row_id.split('_', 1)[0])}", classes=["stepwise-summary-label"])
+            place, classes = h.step_label(row_id).removeprefix("step "), ["stepwise-summary-label", "stepwise-place"]
+            para += tooltip(place, f"{row_id}: {h.step_label(row_id)}" + (f"; {note}" if note else ""), classes)
             return _cell(para, ["stepwise-num"])
 
         first, final = (h.first_id, h.first), (h.final_id, h.final)
-        cells = [timed(*first), timed(*final)]
-        cells.append(_cell(na(first, final), ["stepwise-missing"]) if h.speedup is None
-                     else _cell(fmt.format_speedup(h.speedup), ["stepwise-num"]))
+        cells = [timed(*first, h.first_note()), timed(*final, h.final_note())]
+        if h.speedup is None:
+            cells.append(_cell(na(first, final), ["stepwise-missing"]))
+        elif h.like_for_like:
+            cells.append(_cell(fmt.format_speedup(h.speedup), ["stepwise-num"]))
+        else:  # the two steps compute different functions: say so beside the ratio
+            para = nodes.paragraph("", fmt.format_speedup(h.speedup))
+            para += tooltip("\u2260 op", h.operation_note(), ["stepwise-summary-label", "stepwise-not-same-op"])
+            cells.append(_cell(para, ["stepwise-num"]))
         cells.append(_cell(na(final), ["stepwise-missing"]) if h.final is None
                      else _cell(fmt.format_share(h.share), ["stepwise-num"]))
         if not h.baselines:
@@ -351,3 +407,73 @@ class SummaryDirective(_Base):
         if rerun is not None:
             self.env.note_dependency(str(Path(rerun.dataset.measurement_path).resolve()))
         return reruns.compare(h, rerun)
+
+
+# ---------------------------------------------------------------------------
+# The front page's line over the table: the results in one sentence or two
+# ---------------------------------------------------------------------------
+
+def standing(ratio: float, rerun: reruns.Rerun | None = None) -> str:
+    """Where a final step stands against its library, from the library's time over the step's: ``level`` where
+    the ratio lies within :data:`.reruns.AGREE_WITHIN` of 1 (two runs of one commit differ by as much) or a rerun of
+    the recorded commit puts it apart from the recording's (:attr:`.reruns.Rerun.level`), else ``ahead`` (above
+    1) or ``behind``."""
+    if rerun is not None and rerun.level:
+        return "level"
+    if 1 / (1 + reruns.AGREE_WITHIN) <= ratio <= 1 + reruns.AGREE_WITHIN:
+        return "level"
+    return "ahead" if ratio > 1 else "behind"
+
+
+def summary_sentences(headlines: list[fmt.Headline], reruns_of: dict[str, list[reruns.Rerun | None]],
+                      gpu: str) -> str:
+    """The front page's results in two sentences, from the headlines of one GPU's chapters (and the reruns of their
+    recorded commits, by chapter id): in how many of the chapters measured against a library the final step is level
+    with it or ahead of it (:func:`standing`), naming those behind, and the range of the final steps' speedups over
+    the first where both compute the same function (:attr:`.fmt.Headline.like_for_like`)."""
+    standings: dict[str, list[str]] = {"ahead": [], "level": [], "behind": []}
+    for h in headlines:
+        for (_bid, label, value), again in zip(h.vs()[:1], reruns_of.get(h.chapter.id, [None])[:1]):
+            if value is not None:
+                standings[standing(value, again)].append(
+                    f"{fmt.short_title(h.chapter.title)} ({fmt.format_speedup(value)} {label})")
+    compared = sum(len(v) for v in standings.values())
+    parts = []
+    if compared:
+        good = len(standings["ahead"]) + len(standings["level"])
+        text = (f"On the {gpu} (the reference GPU), the final step is level with its library (within "
+                f"{fmt.plain(100 * reruns.AGREE_WITHIN)} %) or ahead of it in {good} of the {compared} chapters "
+                "measured against one")
+        if standings["behind"]:
+            text += f"; it is behind in {'; '.join(standings['behind'])}"
+        parts.append(text + ".")
+    speedups = [h.speedup for h in headlines if h.speedup is not None and h.like_for_like]
+    if speedups:
+        unlike = [fmt.short_title(h.chapter.title) for h in headlines if h.speedup is not None and not h.like_for_like]
+        text = (f"Final steps run {fmt.format_speedup(min(speedups))} to {fmt.format_speedup(max(speedups))} "
+                "as fast as first steps")
+        if unlike:
+            text += (" (in the one chapter where both compute the same function)" if len(speedups) == 1 else
+                     f" (in the {len(speedups)} chapters where both compute the same function)")
+        parts.append(text + ".")
+    return " ".join(parts) or f"No chapter\u2019s headline is measured on {gpu}."
+
+
+class SummaryLineDirective(SummaryDirective):
+    """``stepwise-summary-line``: the results of the reference GPU in two sentences over the front page's table
+    (:func:`summary_sentences`), computed from the measurement file as the table's are (so that no number of it is
+    typed), with the same reruns."""
+
+    required_arguments = 0
+
+    def run(self) -> list[nodes.Node]:
+        headlines, reruns_of = [], {}
+        for chapter in self.dataset.chapters.values():
+            if not chapter.headline or chapter.pending:
+                continue
+            h = fmt.headline(self.chapter(chapter.id))
+            headlines.append(h)
+            reruns_of[chapter.id] = self._reruns(h)
+        return [nodes.paragraph("", summary_sentences(headlines, reruns_of, self.dataset.gpu_name),
+                                classes=["stepwise-summary-line"])]
+

@@ -18,7 +18,7 @@ from .common import (_env_chapters_used, _env_steps, dataset_of, stepwise_anchor
                      stepwise_stepref)
 from .data import DEFAULT_SCHEMA, REFERENCE_GPU, DataError, load_datasets
 from .evidence import NcuDirective, NcuNumberRole, SassDirective
-from .overview import SummaryDirective, SweepDirective
+from .overview import SummaryDirective, SummaryLineDirective, SweepDirective
 from .pytorch import PytorchDirective
 from .steps import StepDirective
 from .tables import (AccuracyDirective, NumberRole, PlotDirective, ProvenanceDirective, ResourcesDirective,
@@ -196,7 +196,8 @@ _DIRECTIVES = {
     "stepwise-plot": PlotDirective, "stepwise-step": StepDirective, "stepwise-timings": TimingsDirective,
     "stepwise-resources": ResourcesDirective, "stepwise-accuracy": AccuracyDirective,
     "stepwise-run": RunDirective, "stepwise-ncu": NcuDirective, "stepwise-sass": SassDirective,
-    "stepwise-sweep": SweepDirective, "stepwise-summary": SummaryDirective, "stepwise-pytorch": PytorchDirective,
+    "stepwise-sweep": SweepDirective, "stepwise-summary": SummaryDirective,
+    "stepwise-summary-line": SummaryLineDirective, "stepwise-pytorch": PytorchDirective,
 }
 
 

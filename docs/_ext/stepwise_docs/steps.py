@@ -112,8 +112,8 @@ class StepDirective(_Base):
             warn = nodes.warning()
             by_timing: dict[str, list[str]] = {}
             for n, t in state.missing:
-                by_timing.setdefault(t, []).append(f"{n:,}")
-            pairs = "; ".join(f"timing {t} at n = {', '.join(ns)}" for t, ns in by_timing.items())
+                by_timing.setdefault(t, []).append(chapter.size_text(n))
+            pairs = "; ".join(f"timing {t} at {', '.join(ns)}" for t, ns in by_timing.items())
             warn += nodes.paragraph(
                 "", f"Not measured: the measurement file of {chapter.dataset.gpu_name} has no row "
                 f"for this step ({pairs}).")
@@ -124,13 +124,6 @@ class StepDirective(_Base):
         """One GPU's numbers for the step, at the chapter's main sizes (the sweep's are in its own
         table), then its tests and accuracy and the GPU's provenance line."""
         box = nodes.container(classes=["stepwise-step-summary"])
-        header = ["timing", "median time (min\u2013max)", "GB/s", "GFLOP/s", "vs previous",
-                  "vs first", "share of ceiling"]
-        keys = ["median", "gbps", "gflops", "vs_prev", "vs_first", "share"]
-        for baseline in chapter.baselines:
-            header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
-            keys.append(fmt.baseline_column(baseline["id"]))
-        body, classes, found = [], [], []
         main = {n for n, _problem in chapter.sizes()}
         once: dict[int, dict] = {}
         for size in step["sizes"]:
@@ -138,9 +131,19 @@ class StepDirective(_Base):
         sizes = list(once.values())
         sizes = [size for size in sizes if size["n"] in main] or sizes
         multi = len(sizes) > 1
+        # One unit for the FLOP rates of the whole table, whatever the size of each row.
+        flop_unit = fmt.flop_rate_unit((chapter.step_row(step["id"], size["n"], timing["id"]) or {}).get("gflops")
+                                       for size in sizes for timing in chapter.timings)
+        header = ["timing", "median time (min\u2013max)", "GB/s", flop_unit[0], "vs previous",
+                  "vs first", "share of ceiling"]
+        keys = ["median", "gbps", "gflops", "vs_prev", "vs_first", "share"]
+        for baseline in chapter.baselines:
+            header.append(f"vs {fmt.baseline_label(chapter, baseline['id'])}")
+            keys.append(fmt.baseline_column(baseline["id"]))
+        body, classes, found = [], [], []
         for size in sizes:
             for timing in chapter.timings:
-                rows = fmt.step_rows(chapter, timing["id"], size["n"])
+                rows = fmt.step_rows(chapter, timing["id"], size["n"], flop_unit)
                 row = next(r for r in rows if r.id == step["id"])
                 found.append(chapter.step_row(step["id"], size["n"], timing["id"]))
                 label = timing["id"] + (f", {size.get('problem', size['n'])}" if multi else "")
@@ -148,13 +151,7 @@ class StepDirective(_Base):
                 body.append([_cell(nodes.paragraph("", "", tip))] +
                             [_fmt_cell(row.cells[k]) for k in keys])
                 classes.append(row.classes)
-        # Drop GB/s or GFLOP/s where the step has neither.
-        drop = [i for i, k in enumerate(keys) if k in ("gbps", "gflops")
-                and all(b[i + 1].astext() == fmt.DASH for b in body)]
-        for i in sorted(drop, reverse=True):
-            del header[i + 1]
-            for b in body:
-                del b[i + 1]
+        # _table leaves out the columns without a value (GB/s or the FLOP rate; vs previous of a first step).
         box += _table(header, body, ["stepwise-data", "stepwise-step-table"], None, classes)
 
         measured = [r for r in found if r is not None]
@@ -275,8 +272,18 @@ class StepDirective(_Base):
             directive = DoxygenFunctionDirective(
                 "doxygenfunction", [f"{step['namespace']}::{launcher}"], {}, StringList(), self.lineno,
                 self.content_offset, self.block_text, self.state, self.state_machine)
-            box.extend(directive.run())
+            box.extend(keep_out_of_contents(directive.run()))
         return [box]
+
+
+def keep_out_of_contents(api: list[nodes.Node]) -> list[nodes.Node]:
+    """Breathe's documentation of a launcher, its object descriptions marked as Sphinx's ``:no-contents-entry:``
+    option marks them: every step documents a launcher of the same name (``update``, ``attention``), and as entries
+    of the page's contents they would list that one name under every step section of the sidebar."""
+    for node in api:
+        for desc in node.findall(addnodes.desc):
+            desc["no-contents-entry"] = desc["nocontentsentry"] = True
+    return api
 
 
 def launcher_names(text: str) -> list[str]:

@@ -16,7 +16,7 @@ key of the image's file name.
 from __future__ import annotations
 
 from .data import Chapter, DataError
-from .fmt import baseline_label
+from .fmt import baseline_label, flop_rate_unit
 
 KINDS = {"steps": "step", "baselines": "baseline", "ceilings": "ceiling"}
 
@@ -55,7 +55,8 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
           baselines: list[str] | None = None) -> dict:
     """Median time and rate against n for the selected rows (see :func:`select_rows`), as plain data.
 
-    The rate is GFLOP/s where the rows have it, else GB/s; a size where a row is not measured has
+    The rate is the FLOP rate where the rows have it (``unit`` TFLOP/s where any is 1,000 GFLOP/s or more, else
+    GFLOP/s: :func:`.fmt.flop_rate_unit`; ``metric`` says which field), else GB/s; a size where a row is not measured has
     no point (None). The sizes are every size any of the rows is to be measured at, but the keys of
     rectangular problems (:meth:`Chapter.is_size`), which have no place on an axis of n. ``l2_n`` is
     the n at which the problem's footprint equals this GPU's L2 cache, where that is within the
@@ -82,8 +83,10 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
     measured = [(row_id, chapter.kind_of(row_id), [chapter.any_row(row_id, n, timing)[1] for n in sizes])
                 for row_id in ids]
     found = [r for _i, _k, rs in measured for r in rs if r is not None]
+    factor = 1.0
     if any(r.get("gflops") is not None for r in found):
-        metric, unit = "gflops", "GFLOP/s"
+        metric = "gflops"
+        unit, factor = flop_rate_unit(r.get("gflops") for r in found)  # one unit for the plot and its table
     elif any(r.get("gbps") is not None for r in found):
         metric, unit = "gbps", "GB/s"
     else:
@@ -98,7 +101,7 @@ def sweep(chapter: Chapter, timing: str, rows: list[str] | None = None, steps: l
             "number": step_number(row_id) if kind == "steps" else row_id,
             "same_operation": entry.get("same_operation", True) and
             all(r.get("same_operation", True) for r in rs if r is not None),
-            "values": [None if r is None else r.get(metric) for r in rs],
+            "values": [None if r is None or r.get(metric) is None else r[metric] * factor for r in rs],
             "times": [None if r is None else r["median_ms"] for r in rs],
         })
     gpu = chapter.dataset.gpu

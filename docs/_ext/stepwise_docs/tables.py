@@ -20,6 +20,10 @@ def measurement_table(chapter: Chapter, timing: dict, n: int, problem: str,
                       multiple_sizes: bool) -> nodes.table:
     rows = fmt.step_rows(chapter, timing["id"], n) + fmt.reference_rows(chapter, timing["id"], n)
     cols = fmt.used_columns(rows, chapter)
+    for row in rows:
+        rates = fmt.rates_left_out(row, cols) if row.kind != "step" else ""
+        if rates:  # a ceiling's GB/s in a table of FLOP rates (the copy beside a GEMM)
+            row.title += f" ({rates})"
     header = ["step"] + [label for _key, label in cols]
     body = [[_step_cell(chapter, r)] + [_fmt_cell(r.cells[k]) for k, _l in cols] for r in rows]
     row_classes = [r.classes for r in rows]
@@ -255,7 +259,9 @@ ACCURACY_FIELDS = [
 
 class RunDirective(_Base):
     """The run: GPU, clocks and temperature before/after, the stopping rule. With a chapter, the run that measured
-    it; without, one column per run the GPU's chapters were measured in."""
+    it; without, every run the GPU's chapters were measured in. Two columns, whatever the number of runs: what
+    every run shares (the GPU, the stopping rule, ...) once, then each run's own rows under its heading
+    (:func:`run_sections`)."""
 
     required_arguments = 0
     optional_arguments = 1
@@ -269,22 +275,72 @@ class RunDirective(_Base):
             return [nodes.paragraph("", f"No run of chapter {chapter.id} on {ds.gpu_name}: its measurement file "
                                         "has no numbers for it.", classes=["stepwise-warning"])]
         if chapter is not None:
-            columns = [("this run", _run_rows(ds, chapter.run, [chapter]))]
+            runs = [("this run", _run_rows(ds, chapter.run, [chapter]))]
         else:
             groups = ds.runs() or [RunGroup(ds.run, list(ds.chapters))]
-            columns = [("this run" if len(groups) == 1 else f"run of {fmt.format_date(g.run.get('date', ''))}",
-                        _run_rows(ds, g.run, [ds.chapter(c) for c in g.chapters], all_chapters=len(groups) == 1))
-                       for g in groups]
-        labels: list[str] = []
-        for _title, rows in columns:
-            labels += [label for label in rows if label not in labels]
-        body = [[_cell(label)] + [_cell(rows.get(label, fmt.DASH)) for _title, rows in columns] for label in labels]
+            runs = [(f"Run of {fmt.format_date(g.run.get('date', ''))}",
+                     _run_rows(ds, g.run, [ds.chapter(c) for c in g.chapters], all_chapters=len(groups) == 1))
+                    for g in groups]
         out = nodes.container(classes=["stepwise-table-block"])
-        out += _table([""] + [title for title, _rows in columns], body, ["stepwise-data", "stepwise-run"],
-                      "The run and its stopping rule" if len(columns) == 1 else
-                      f"The {len(columns)} runs this GPU's chapters were measured in, and their stopping rules")
+        if len(runs) == 1:
+            title, rows = runs[0]
+            out += _table(["", title], [[_cell(label), _cell(value)] for label, value in rows.items()],
+                          ["stepwise-data", "stepwise-run"], "The run and its stopping rule")
+        else:
+            sections = run_sections(runs)
+            shared = dict(sections[0][1]) if sections[0][0] == SHARED_BY_EVERY_RUN else {}
+            out += _sections_table(sections, ["stepwise-data", "stepwise-run"],
+                                   f"The {len(runs)} runs this GPU's chapters were measured in, and "
+                                   + ("the stopping rule they share" if "minimum samples" in shared else
+                                      "their stopping rules"))
         out += provenance_node(ds, chapter)
         return [out]
+
+
+def _text_of(value: Any) -> str:
+    return value.astext() if isinstance(value, nodes.Node) else str(value)
+
+
+#: The heading of the rows a run table's runs share.
+SHARED_BY_EVERY_RUN = "the same in every run"
+
+
+def run_sections(runs: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[tuple[str, Any]]]]:
+    """Several runs' rows (each a heading and its rows, label -> text or node) as sections of one two-column table:
+    first :data:`SHARED_BY_EVERY_RUN`, the rows whose value is the same in every run (the GPU, the stopping rule where the runs
+    share it), then each run under its heading with the rest of its rows. A label some run lacks is that run's own."""
+    first = runs[0][1]
+    shared = [label for label in first
+              if all(label in rows and _text_of(rows[label]) == _text_of(first[label]) for _t, rows in runs)]
+    sections = [(SHARED_BY_EVERY_RUN, [(label, first[label]) for label in shared])] if shared else []
+    for title, rows in runs:
+        sections.append((title, [(label, value) for label, value in rows.items() if label not in shared]))
+    return sections
+
+
+def _sections_table(sections: list[tuple[str, list[tuple[str, Any]]]], classes: list[str], title: str) -> nodes.table:
+    """A two-column table (label, value) of sections, each opened by a row that spans both columns with its heading
+    (class ``stepwise-section``)."""
+    table = nodes.table(classes=classes)
+    table += nodes.title("", title)
+    group = nodes.tgroup(cols=2)
+    table += group
+    for _ in range(2):
+        group += nodes.colspec(colwidth=1)
+    tbody = nodes.tbody()
+    group += tbody
+    for heading, rows in sections:
+        row = nodes.row(classes=["stepwise-section"])
+        entry = _cell(nodes.paragraph("", "", nodes.strong("", heading)))
+        entry["morecols"] = 1
+        row += entry
+        tbody += row
+        for label, value in rows:
+            row = nodes.row()
+            row += _cell(label)
+            row += _cell(value)
+            tbody += row
+    return table
 
 
 def _before_after(d: dict | None, unit: str) -> str:
@@ -328,8 +384,8 @@ def _run_rows(ds: Dataset, run: dict, chapters: list[Chapter], all_chapters: boo
     if run.get("upgraded_from_schema") == 1:
         rows["recorded as"] = ("schema 1: one run for the whole file; its chapters keep that run, with no GPU "
                                "test counts of their own")
-    if run.get("command"):
-        rows["command"] = nodes.paragraph("", "", nodes.literal("", run["command"]))
+    if run.get("command"):  # its paths reduced to file names: the folders were the measuring machine's
+        rows["command"] = nodes.paragraph("", "", nodes.literal("", fmt.command_text(run["command"])))
     if run.get("seed") is not None:
         rows["input seed"] = str(run["seed"])
     if "warmup_samples" in rule:
@@ -420,5 +476,6 @@ class NumberRole(SphinxRole):
             note = fmt.as_of_note(chapter)  # a second GPU's number, as of its commit
             as_of = f". {note}" if note else ""
         node = tooltip(value, f"{fmt.field_description(field_name)}, {chapter_id}/{row_id}, "
-                              f"timing {timing}, n = {n}; {fmt.provenance(dataset, chapter)}{as_of}", classes)
+                              f"timing {timing}, {chapter.size_text(n)}; {fmt.provenance(dataset, chapter)}{as_of}",
+                       classes)
         return [node], []
