@@ -66,8 +66,9 @@ public:
             sweep.sizes.push_back({n, size_text(n)});
         }
         add_sweep(entry_, std::move(sweep));
-        // The one-thread step runs at the source's size only: the first step at the DRAM-bound size is step 2.
-        entry_.headline = Headline{dram_points, "single_cold", "02_thread_per_vertex", entry_.steps.back().id};
+        // The front page: from the source's one thread to the final step at the source's size (the only size the
+        // one-thread step runs at).
+        entry_.headline = Headline{source_points, "single_cold", entry_.steps.front().id, entry_.steps.back().id};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
