@@ -45,6 +45,7 @@ ALLOWED = {
     "tests/docs/test_docs_sass.py": "a captured cuobjdump listing of real kernels and reports made from it",
     "tests/docs/test_docs_ncu.py": "Nsight Compute's names of real kernels, as sample input",
     "tests/docs/test_docs_pages.py": "the built site's real pages: the figures each chapter's prose may type",
+    "tests/docs/test_docs_plots.py": "the real chapters' plots: SGEMM's sweep without a registry sweep, the GEMM's rates",
     "tests/browser/test_check_site.py": "a made-up site whose page borrows a chapter's file name",
     "tests/docs/test_chapter_knowledge.py": "this test: its examples of what counts as naming a chapter",
 }

@@ -169,6 +169,17 @@ class SweepDirective(_Base):
 SUMMARY_COLUMNS = ["first step", "final step", "speed\u00adup", "share of ceiling", "vs library"]
 
 
+def _table_group(table: nodes.table, width: int) -> tuple[nodes.tgroup, nodes.thead]:
+    """The column group of ``width`` equal columns, added to ``table``, and its (empty) header."""
+    group = nodes.tgroup(cols=width)
+    table += group
+    for _ in range(width):
+        group += nodes.colspec(colwidth=1)
+    thead = nodes.thead()
+    group += thead
+    return group, thead
+
+
 def _mark_as_of(cells: list[nodes.entry], chapter: Chapter) -> None:
     """One GPU's cells of a chapter's row in the results table, where that GPU is a second GPU that measured the
     chapter before a step of it changed: each gets the class ``stepwise-as-of``, and the first a line ``as of
@@ -178,7 +189,7 @@ def _mark_as_of(cells: list[nodes.entry], chapter: Chapter) -> None:
         return
     for cell in cells:
         cell["classes"].append("stepwise-as-of")
-    label = f"as of {fmt.short_commit(chapter.run.get('commit', 'unknown'))}"
+    label = f"as of {fmt.short_commit(chapter.run.get('commit', 'unknown'))[:7]}"  # the note names it in full
     cells[0] += nodes.paragraph("", "", tooltip(label, note, ["stepwise-as-of-label"]), classes=["stepwise-sub"])
 
 
@@ -259,13 +270,7 @@ class SummaryDirective(_Base):
         """Every GPU side by side: the chapter, problem and timing, then one group of columns per GPU."""
         table = nodes.table(classes=["stepwise-data", "stepwise-summary", f"stepwise-gpus-{len(datasets)}"])
         table += nodes.title("", "Results at a glance: each chapter\u2019s first step against its final one")
-        width = 3 + len(SUMMARY_COLUMNS) * len(datasets)
-        group = nodes.tgroup(cols=width)
-        table += group
-        for _ in range(width):
-            group += nodes.colspec(colwidth=1)
-        thead = nodes.thead()
-        group += thead
+        group, thead = _table_group(table, 3 + len(SUMMARY_COLUMNS) * len(datasets))
         top, names = nodes.row(), nodes.row()
         for label in ("chapter", "problem", "timing"):
             top += _cell(label)
@@ -301,13 +306,7 @@ class SummaryDirective(_Base):
         table = nodes.table(classes=["stepwise-data", "stepwise-summary-one-gpu"] + (
             [f"stepwise-gpu-{dataset.slug}"] if dataset.slug else []))
         table += nodes.title("", f"Results on {dataset.gpu_name}")
-        width = 1 + len(SUMMARY_COLUMNS)
-        group = nodes.tgroup(cols=width)
-        table += group
-        for _ in range(width):
-            group += nodes.colspec(colwidth=1)
-        thead = nodes.thead()
-        group += thead
+        group, thead = _table_group(table, 1 + len(SUMMARY_COLUMNS))
         names = nodes.row()
         for label in ["chapter"] + SUMMARY_COLUMNS:
             names += _cell(label)

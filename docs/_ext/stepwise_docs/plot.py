@@ -417,13 +417,19 @@ def sweep_figure(data: dict):
     return fig
 
 
-def render_sweep(data: dict, out_dir: Path) -> Path:
-    """Write the PNG of :func:`sweep_figure` (once per distinct data) and return its path."""
+def _render(kind: str, figure, data: dict, out_dir: Path) -> Path:
+    """Write the PNG that ``figure(data)`` draws, named for ``kind`` and the data (once per distinct data), and
+    return its path."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / kind_image_name("sweep", data)
+    path = out_dir / kind_image_name(kind, data)
     if path.exists():
         return path
-    return _save(sweep_figure(data), path)
+    return _save(figure(data), path)
+
+
+def render_sweep(data: dict, out_dir: Path) -> Path:
+    """Write the PNG of :func:`sweep_figure` (once per distinct data) and return its path."""
+    return _render("sweep", sweep_figure, data, out_dir)
 
 
 def roofline_alt_text(data: dict) -> str:
@@ -491,8 +497,4 @@ def roofline_figure(data: dict):
 
 def render_roofline(data: dict, out_dir: Path) -> Path:
     """Write the PNG of :func:`roofline_figure` (once per distinct data) and return its path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / kind_image_name("roofline", data)
-    if path.exists():
-        return path
-    return _save(roofline_figure(data), path)
+    return _render("roofline", roofline_figure, data, out_dir)
