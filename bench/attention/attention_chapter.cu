@@ -186,20 +186,14 @@ public:
         in.q_bits = to_bf16(in.q);
         in.k_bits = to_bf16(in.k);
         in.v_bits = to_bf16(in.v);
-        // cuDNN's plans are picked with L2 flushed before every sample, as the rows are timed.
-        int device = 0, l2_bytes = 0;
-        STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
-        STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-        DeviceBuffer<unsigned char> pick_flush(2 * static_cast<std::size_t>(l2_bytes));
         for (const std::int64_t key : all_sizes(entry_)) {
-            measure_size(context, runnable, peak_reason.empty(), cudnn, pick_flush, in, key, chapter);
+            measure_size(context, runnable, peak_reason.empty(), cudnn, in, key, chapter);
         }
     }
 
 private:
     void measure_size(MeasureContext& context, const std::vector<std::string>& runnable, bool peak_supported,
-                      at::CudnnSdpa& cudnn, DeviceBuffer<unsigned char>& pick_flush, const Inputs& in,
-                      std::int64_t key, nlohmann::json& chapter) const
+                      at::CudnnSdpa& cudnn, const Inputs& in, std::int64_t key, nlohmann::json& chapter) const
     {
         const cudaStream_t stream = context.stream;
         const TimingMode& mode = entry_.timings.front();
@@ -261,20 +255,20 @@ private:
         // cuDNN and the steps are sampled in turn (see the timing mode), then each is validated.
         std::vector<Sampler::TimedCall> calls;
         const auto library_call = [&] { return cudnn.run(q, k, v, o, lse, p, scale, stream); };
-        bool library_measured = false;
+        // cuDNN's plan is picked first, with L2 flushed before every sample as the rows are timed (no candidate: cuDNN
+        // refused the problem, and last_status() says why).
         std::pair<std::vector<PickedCandidate>, std::size_t> cudnn_pick;
         if (cudnn.available() && measured_at(entry_, "cudnn_sdpa_bf16", key)) {
-            if (cudnn.prepare(p, scale) == cudaSuccess &&
-                !(cudnn_pick = cudnn.pick(q, k, v, o, lse, p, scale, library_pick_rule, pick_flush.data(),
-                                          pick_flush.size(), stream))
-                     .first.empty()) {
-                library_measured = true;
-                calls.push_back({"cudnn_sdpa_bf16 at " + problem_text(entry_, key), library_call});
-            } else {
+            DeviceBuffer<unsigned char>& flush = context.sampler.l2_flush();
+            cudnn_pick = cudnn.pick(q, k, v, o, lse, p, scale, library_pick_rule, flush.data(), flush.size(), stream);
+            if (cudnn_pick.first.empty()) {
                 chapter["unsupported"].push_back(
                     {{"id", "cudnn_sdpa_bf16"}, {"reason", "at " + size_text(p) + ": " + cudnn.last_status()}});
+            } else {
+                calls.push_back({"cudnn_sdpa_bf16 at " + problem_text(entry_, key), library_call});
             }
         }
+        const bool library_measured = !cudnn_pick.first.empty();
         std::vector<const at::Step*> timed_steps;
         std::vector<DeviceBuffer<unsigned char>> workspaces;
         workspaces.reserve(at::steps().size());

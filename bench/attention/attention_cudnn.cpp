@@ -89,13 +89,6 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
                            *api_, reason_, last_status_, status, describe);
 }
 
-cudaError_t CudnnSdpa::prepare(const Problem& p, float scale)
-{
-    cudaError_t status = cudaSuccess;
-    plan(p, scale, status);
-    return status;
-}
-
 cudaError_t CudnnSdpa::execute(Plan& p, std::int64_t plan_index, const void* d_q, const void* d_k, const void* d_v,
                                void* d_o, float* d_lse, cudaStream_t stream)
 {
@@ -165,12 +158,6 @@ struct CudnnSdpa::Plan {};
 
 CudnnSdpa::CudnnSdpa() : reason_("the build found no cudnn.h or no cudnn_frontend.h (see the normalization baseline)") {}
 CudnnSdpa::~CudnnSdpa() = default;
-
-cudaError_t CudnnSdpa::prepare(const Problem&, float)
-{
-    last_status_ = reason_;
-    return cudaErrorNotSupported;
-}
 
 std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpa::pick(const void*, const void*, const void*, void*,
                                                                      float*, const Problem&, float, const PickRule&,

@@ -35,13 +35,9 @@ public:
     const std::string& version() const { return version_; }
 
     //! @brief Builds and keeps the graph of one problem, every execution plan that the heuristics (A, then the
-    //!        fallback list) offer and that builds, and a workspace for the largest, so that no timed call does.
-    //! @return cudaSuccess; cudaErrorNotSupported where cuDNN refuses the problem (last_status() says why); a CUDA
-    //!         error where the workspace cannot be allocated or the device queried
-    cudaError_t prepare(const Problem& p, float scale);
-
-    //! @brief Times the problem's plans in turn on these buffers as `rule` says (L2 flushed by writing `d_flush`
-    //!        before each sample) and keeps the fastest for run(); prepares the problem first where needed.
+    //!        fallback list) offer and that builds, and a workspace for the largest, so that no timed call does; then
+    //!        times the plans that run in turn on these buffers as `rule` says (L2 flushed by writing `d_flush` before
+    //!        each sample) and keeps the fastest for run().
     //! @return every plan (its engine's name) with its medians, in the heuristics' order, and the index of the one
     //!         kept; no candidate where cuDNN refuses the problem (last_status() says why)
     //! @throws CudaError when a CUDA call fails
@@ -50,8 +46,8 @@ public:
                                                               const PickRule& rule, void* d_flush,
                                                               std::size_t flush_bytes, cudaStream_t stream);
 
-    //! @brief Runs the problem on `stream` with the plan pick() kept, else the heuristics' first plan (preparing the
-    //!        problem first where prepare() has not).
+    //! @brief Runs the problem on `stream` with the plan pick() kept, else the heuristics' first plan (building the
+    //!        problem's graph first where pick() has not).
     //! @return cudaSuccess, or cudaErrorNotSupported where cuDNN refuses the problem (see last_status())
     cudaError_t run(const void* d_q, const void* d_k, const void* d_v, void* d_o, float* d_lse, const Problem& p,
                     float scale, cudaStream_t stream);

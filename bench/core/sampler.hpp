@@ -102,6 +102,9 @@ public:
     const StoppingRule& rule() const { return rule_; }
     double throttle_threshold() const { return throttle_threshold_; }
     double highest_clock_mhz() const { return highest_clock_mhz_; }
+    //! @brief The buffer written before each cold sample (twice the L2), for timing done beside the sampler, as a
+    //!        library's pick of its fastest configuration (core/pick.hpp) is.
+    DeviceBuffer<unsigned char>& l2_flush() { return l2_flush_; }
 
 private:
     double one_sample(const std::string& what, const TimingMode& mode, const std::function<void()>& reset,

@@ -189,21 +189,16 @@ public:
             chapter["unsupported"].push_back({{"id", "cutlass_gemm_bf16"}, {"reason", cutlass_reason}});
         }
         Libraries libraries;
-        int device = 0, l2_bytes = 0;
-        STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
-        STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-        libraries.flush = DeviceBuffer<unsigned char>(2 * static_cast<std::size_t>(l2_bytes));
         for (const std::int64_t key : all_sizes(entry_)) {
             measure_size(context, runnable, key, libraries, peak_reason.empty(), cutlass_reason.empty(), chapter);
         }
     }
 
 private:
-    //! The library baselines, and the buffer their picks flush L2 with.
+    //! The library baselines (their picks flush L2 with the sampler's buffer, as the rows are timed).
     struct Libraries {
         tc::CublasGemmBf16 cublas;
         tc::CublasLtGemmBf16Best cublaslt;
-        DeviceBuffer<unsigned char> flush;
     };
 
     //! A launch of CUTLASS's fastest configuration at a shape, and what was picked.
@@ -251,6 +246,7 @@ private:
                       Libraries& libraries, bool peak_supported, bool cutlass_supported, nlohmann::json& chapter) const
     {
         const cudaStream_t stream = context.stream;
+        DeviceBuffer<unsigned char>& flush = context.sampler.l2_flush();  // what the libraries' picks flush L2 with
         const TimingMode& mode = entry_.timings.front();
         const Shape s = shape_of(key);
         const std::size_t a_elements = static_cast<std::size_t>(s.M) * s.K;
@@ -329,13 +325,13 @@ private:
         std::pair<std::vector<PickedCandidate>, std::size_t> cublaslt_pick;
         if (measured_at(entry_, "cublaslt_gemm_bf16_best", n)) {
             cublaslt_pick = libraries.cublaslt.pick(s.M, s.N, s.K, d_A.data(), d_B.data(), d_C.data(), pick_rule,
-                                                    libraries.flush.data(), libraries.flush.size(), stream);
+                                                    flush.data(), flush.size(), stream);
             add_library(entry_.baselines[1], cublaslt_call);
         }
         DeviceBuffer<unsigned char> cutlass_workspace;
         CutlassPick cutlass_pick;
         if (cutlass_supported && measured_at(entry_, "cutlass_gemm_bf16", n)) {
-            cutlass_pick = pick_cutlass(s, d_A.data(), d_B.data(), d_C.data(), cutlass_workspace, libraries.flush,
+            cutlass_pick = pick_cutlass(s, d_A.data(), d_B.data(), d_C.data(), cutlass_workspace, flush,
                                         stream);
             add_library(entry_.baselines[2], cutlass_pick.launch);
         }
