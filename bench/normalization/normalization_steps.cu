@@ -8,6 +8,7 @@
 #include "../../snippets/normalization/06_row_in_registers.cuh"
 #include "../../snippets/normalization/07_cluster_split.cuh"
 #include "../../snippets/normalization/08_bf16.cuh"
+#include "../../snippets/normalization/09_parameters_with_the_row.cuh"
 
 #include <string>
 
@@ -53,56 +54,122 @@ std::vector<KernelEntry> cluster_split_kernels()
     return out;
 }
 
-//! Step 8's rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of `width`
-//! values with 16 and 32 values a thread (16 with gamma and beta loaded ahead in rows of up to 128 threads, 8 in
-//! RMSNorm's rows of up to 1024 values and in short fp32 rows, 64 in bf16 rows longer than 65536, or 16384 where the
-//! memory is fast), and element-wide accesses with 16.
-template <typename T>
-void add_bf16_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
+//! Steps 8 and 9 are the same templates in two namespaces: each step's kernels, as the list below takes them. Step 9's
+//! rows kernel also takes whether it loads gamma and beta with the row (`WithTheRow`).
+template <typename Step>
+struct TypedKernels;
+
+#define STEPWISE_TYPED_KERNELS(ns)                                                                                    \
+    using Moments = ns::Moments;                                                                                      \
+    using Squares = ns::Squares;                                                                                      \
+    static constexpr const char* name_space = "stepwise::normalization::" #ns "::";                                  \
+    static constexpr int short_rows_block = ns::short_rows_block;                                                     \
+    static constexpr int rows32_block = ns::max_block_threads<32>;                                                    \
+    static constexpr int rows8_block = ns::max_block_threads<8>;                                                      \
+    static constexpr int split_block_threads = ns::split_block_threads;                                               \
+    static constexpr int cluster_block_threads = ns::cluster_block_threads;                                           \
+    template <typename T, typename Stats, int W, int V>                                                               \
+    static constexpr auto cluster = ns::cluster_norm_kernel<T, Stats, W, V>;                                          \
+    template <typename T, typename Stats, int W, int V>                                                               \
+    static constexpr auto cluster_config = ns::cluster_config<T, Stats, W, V>;                                        \
+    template <typename T, typename Stats, int W>                                                                      \
+    static constexpr auto split_partials = ns::split_partials_kernel<T, Stats, W>;                                    \
+    template <typename T, typename Stats>                                                                             \
+    static constexpr auto split_merge = ns::split_merge_kernel<T, Stats>;                                             \
+    template <typename T, bool WithBeta, int W>                                                                       \
+    static constexpr auto split_store = ns::split_store_kernel<T, WithBeta, W>;
+
+struct Bf16Step {
+    STEPWISE_TYPED_KERNELS(bf16_in_out)
+    static constexpr const char* rows_suffix = "";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = bf16_in_out::norm_rows_kernel<T, Stats, W, V>;
+};
+
+struct WithTheRowStep {
+    STEPWISE_TYPED_KERNELS(parameters_with_the_row)
+    static constexpr const char* rows_suffix = ", false";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
+};
+
+#undef STEPWISE_TYPED_KERNELS
+
+//! Step 8's or 9's (`K`) rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of
+//! `width` values with 16 and 32 values a thread (8 in RMSNorm's rows of up to 1024 values and in short fp32 rows, 64
+//! in bf16 rows longer than 65536, or 16384 where the memory is fast), and element-wide accesses with 16. Step 9 adds
+//! its rows kernels that load gamma and beta with the row (add_with_the_row_kernels()).
+template <typename K, typename T>
+void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
-    namespace s = bf16_in_out;
+    using Moments = typename K::Moments;
+    using Squares = typename K::Squares;
     constexpr int w = 16 / sizeof(T);
-    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
-    const std::string q = "stepwise::normalization::bf16_in_out::";
-    const std::string t = type + ", " + q, wide = ", " + std::to_string(w);
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false>", s::norm_rows_kernel<T, s::Moments, w, 16, false>, rows16));
-    if constexpr (s::parameters_ahead<T, s::Moments, w, 16>) {
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Moments, w, 16, true>, rows16));
-    }
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16, false>", s::norm_rows_kernel<T, s::Moments, 1, 16, false>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false>", s::norm_rows_kernel<T, s::Moments, w, 32, false>, rows32));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false>", s::norm_rows_kernel<T, s::Squares, w, 16, false>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Squares, w, 16, true>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16, false>", s::norm_rows_kernel<T, s::Squares, 1, 16, false>, rows16));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false>", s::norm_rows_kernel<T, s::Squares, w, 32, false>, rows32));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true>", s::norm_rows_kernel<T, s::Squares, w, 8, true>, rows16));
+    const dim3 rows16(K::short_rows_block), rows32(K::rows32_block), rows8(K::rows8_block), split(K::split_block_threads);
+    const std::string t = type + ", " + K::name_space, wide = ", " + std::to_string(w), end = std::string(K::rows_suffix) + ">";
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16" + end, K::template rows<T, Moments, w, 16>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16" + end, K::template rows<T, Moments, 1, 16>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32" + end, K::template rows<T, Moments, w, 32>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16" + end, K::template rows<T, Squares, w, 16>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16" + end, K::template rows<T, Squares, 1, 16>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32" + end, K::template rows<T, Squares, w, 32>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8" + end, K::template rows<T, Squares, w, 8>, rows8));
     if constexpr (sizeof(T) == 4) {
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true>", s::norm_rows_kernel<T, s::Moments, w, 8, true>, rows16));
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8" + end, K::template rows<T, Moments, w, 8>, rows8));
     }
-    const dim3 cluster(s::cluster_block_threads);
-    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", s::cluster_norm_kernel<T, s::Moments, w, 32>,
-                               cluster, configured_shared_bytes(s::cluster_config<T, s::Moments, w, 32>, s::cluster_block_threads)));
-    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", s::cluster_norm_kernel<T, s::Squares, w, 32>,
-                               cluster, configured_shared_bytes(s::cluster_config<T, s::Squares, w, 32>, s::cluster_block_threads)));
+    const dim3 cluster(K::cluster_block_threads);
+    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", K::template cluster<T, Moments, w, 32>,
+                               cluster, configured_shared_bytes(K::template cluster_config<T, Moments, w, 32>, K::cluster_block_threads)));
+    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", K::template cluster<T, Squares, w, 32>,
+                               cluster, configured_shared_bytes(K::template cluster_config<T, Squares, w, 32>, K::cluster_block_threads)));
     if constexpr (sizeof(T) == 2) {
-        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 64>", s::cluster_norm_kernel<T, s::Moments, w, 64>,
-                                   cluster, configured_shared_bytes(s::cluster_config<T, s::Moments, w, 64>, s::cluster_block_threads)));
-        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 64>", s::cluster_norm_kernel<T, s::Squares, w, 64>,
-                                   cluster, configured_shared_bytes(s::cluster_config<T, s::Squares, w, 64>, s::cluster_block_threads)));
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 64>", K::template cluster<T, Moments, w, 64>,
+                                   cluster, configured_shared_bytes(K::template cluster_config<T, Moments, w, 64>, K::cluster_block_threads)));
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 64>", K::template cluster<T, Squares, w, 64>,
+                                   cluster, configured_shared_bytes(K::template cluster_config<T, Squares, w, 64>, K::cluster_block_threads)));
     }
-    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ">", s::split_partials_kernel<T, s::Moments, w>, split));
-    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", s::split_partials_kernel<T, s::Squares, w>, split));
-    out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", s::split_merge_kernel<T, s::Moments>, split));
-    out.push_back(kernel_entry("split_merge_kernel<" + t + "Squares>", s::split_merge_kernel<T, s::Squares>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ">", s::split_store_kernel<T, true, w>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ">", s::split_store_kernel<T, false, w>, split));
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ">", K::template split_partials<T, Moments, w>, split));
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", K::template split_partials<T, Squares, w>, split));
+    out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", K::template split_merge<T, Moments>, split));
+    out.push_back(kernel_entry("split_merge_kernel<" + t + "Squares>", K::template split_merge<T, Squares>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ">", K::template split_store<T, true, w>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ">", K::template split_store<T, false, w>, split));
+}
+
+//! Step 9's rows kernels that load gamma and beta with the row, in blocks of at most 256 threads: 16 and 8 values a
+//! thread (LayerNorm's bf16 rows of 16 keep step 8's order).
+template <typename T>
+void add_with_the_row_kernels(std::vector<KernelEntry>& out, const std::string& type)
+{
+    namespace s = parameters_with_the_row;
+    constexpr int w = 16 / sizeof(T);
+    const dim3 rows(s::short_rows_block);
+    const std::string t = type + ", stepwise::normalization::parameters_with_the_row::", wide = ", " + std::to_string(w);
+    if constexpr (s::parameters_ahead<T, s::Moments, w, 16>) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Moments, w, 16, true>, rows));
+    }
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Squares, w, 16, true>, rows));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true>", s::norm_rows_kernel<T, s::Squares, w, 8, true>, rows));
+    if constexpr (sizeof(T) == 4) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true>", s::norm_rows_kernel<T, s::Moments, w, 8, true>, rows));
+    }
 }
 
 std::vector<KernelEntry> bf16_kernels()
 {
     std::vector<KernelEntry> out;
-    add_bf16_step_kernels<float>(out, "float");
-    add_bf16_step_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    add_typed_step_kernels<Bf16Step, float>(out, "float");
+    add_typed_step_kernels<Bf16Step, __nv_bfloat16>(out, "__nv_bfloat16");
+    return out;
+}
+
+std::vector<KernelEntry> with_the_row_kernels()
+{
+    std::vector<KernelEntry> out;
+    add_typed_step_kernels<WithTheRowStep, float>(out, "float");
+    add_with_the_row_kernels<float>(out, "float");
+    add_typed_step_kernels<WithTheRowStep, __nv_bfloat16>(out, "__nv_bfloat16");
+    add_with_the_row_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
     return out;
 }
 
@@ -190,6 +257,14 @@ const std::vector<Step>& steps()
          bf16_in_out::layer_norm,
          bf16_in_out::rms_norm,
          bf16_kernels(),
+         true},
+        {{"09_parameters_with_the_row", "Short rows load gamma and beta with the row",
+          "snippets/normalization/09_parameters_with_the_row.cuh", "stepwise::normalization::parameters_with_the_row"},
+         parameters_with_the_row::layer_norm,
+         parameters_with_the_row::rms_norm,
+         parameters_with_the_row::layer_norm,
+         parameters_with_the_row::rms_norm,
+         with_the_row_kernels(),
          true},
     };
     return all;

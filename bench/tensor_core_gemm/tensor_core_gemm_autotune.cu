@@ -1,13 +1,12 @@
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
 #include "core/cuda_check.hpp"
-#include "tensor_core_gemm/ping_pong_kernel.hpp"
 
-#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
+#include "../../snippets/tensor_core_gemm/11_three_consumer_tiles.cuh"
 
 namespace stepwise::tensor_core_gemm {
 namespace {
 
-namespace p = ping_pong;
+namespace p = three_consumer_tiles;
 
 //! @brief Whether the final step's launcher runs `Cfg` for an M x N problem on this device.
 template <class Cfg>
@@ -17,7 +16,7 @@ bool launcher_picks(int M, int N)
     int sms = 0;
     STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
     STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return p::configurations[p::chosen_configuration(M, N, sms)].gemm == &p::gemm_with<Cfg>;
+    return p::chosen_configuration(M, N, sms).gemm == &p::gemm_with<Cfg>;
 }
 
 template <int BM, int BN, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
@@ -45,7 +44,7 @@ AutotuneCandidate candidate()
     c.gemm = [](int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream) {
         return p::gemm_with<Cfg>(M, N, K, d_A, d_B, d_C, stream);
     };
-    c.kernel = ping_pong_kernel<Cfg>("gemm_kernel<" + c.id + ">");
+    c.kernel = kernel_entry("gemm_kernel<" + c.id + ">", p::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
     c.chosen_for = launcher_picks<Cfg>;
     return c;
 }

@@ -12,11 +12,11 @@
 
 namespace stepwise::tensor_core_gemm {
 
-//! @brief One configuration of `ping_pong::Config`, instantiated and ready to launch.
+//! @brief One configuration of the final step's `three_consumer_tiles::Config`, instantiated and ready to launch.
 struct AutotuneCandidate {
     std::string id;        //!< "pingpong_bm128_bn176_s5_c2x1_g8"
     nlohmann::json config; //!< block, warpgroup tiles, threads, stages, cluster and group (the page's columns)
-    GemmFunction gemm;     //!< ping_pong::gemm_with<Config>
+    GemmFunction gemm;     //!< three_consumer_tiles::gemm_with<Config>
     KernelEntry kernel;
     //! @brief Whether the final step's launcher runs this configuration for an M x N problem on this device.
     bool (*chosen_for)(int M, int N);

@@ -1,6 +1,6 @@
 // The tensor-core GEMM chapter of the timing program: registry entry, the tensor-core and copy ceilings, cuBLAS in
 // bf16 (its default call, cuBLASLt's fastest algorithm and CUTLASS's fastest configuration, each picked per shape),
-// every step at 4096^3, the last two steps and the libraries over a sweep of sizes and at a transformer layer's
+// every step at 4096^3, the persistent kernel's steps and the libraries over a sweep of sizes and at a transformer layer's
 // shapes, and the autotuning sweep of the final step's template at the main size, at 1024^3 and at 8192 x 8192 x 2048.
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
@@ -28,9 +28,12 @@ constexpr int main_size = 4096;
 //! The sweep: every power of two from 512 to 8192, sizes between them whose tiles fill the SMs unevenly, and sizes
 //! that are multiples of no tile.
 constexpr int sweep_sizes[] = {512, 768, 1000, 1024, 1536, 2048, 3072, 4095, 4097, 8192};
-//! The last two steps are swept, so that the final step's gain over step 8 at every size is in the same run.
-const std::vector<std::string> sweep_rows = {"08_persistent",           "09_ping_pong",      "cublas_gemm_bf16",
-                                             "cublaslt_gemm_bf16_best", "cutlass_gemm_bf16", "tensor_peak"};
+//! The persistent kernel's steps (8 on) are swept and run at the transformer shapes, so that each one's gain over
+//! the step before at every size is in the same run.
+const std::vector<std::string> swept_steps = {"08_persistent", "09_ping_pong", "10_tile_choice_by_rounds",
+                                              "11_three_consumer_tiles"};
+const std::vector<std::string> swept_others = {"cublas_gemm_bf16", "cublaslt_gemm_bf16_best", "cutlass_gemm_bf16",
+                                               "tensor_peak"};
 
 //! @brief M x N x K of one product.
 struct Shape {
@@ -145,13 +148,15 @@ public:
             if (s.accepts(main_size, main_size, main_size)) {
                 step.sizes.push_back(problem_size({main_size, main_size, main_size}));
             }
-            if (&s >= &tc::steps().back() - 1) {  // the last two steps
+            if (std::find(swept_steps.begin(), swept_steps.end(), s.id) != swept_steps.end()) {
                 for (const Shape& shape : transformer_shapes) {
                     step.sizes.push_back(problem_size(shape));
                 }
             }
             entry_.steps.push_back(step);
         }
+        std::vector<std::string> sweep_rows = swept_steps;
+        sweep_rows.insert(sweep_rows.end(), swept_others.begin(), swept_others.end());
         Sweep sweep{{}, sweep_rows, 3 * sizeof(tc::bf16), 2};  // A, B and C: 3 n^2 bf16
         for (const int n : sweep_sizes) {
             sweep.sizes.push_back(problem_size({n, n, n}));

@@ -1,6 +1,5 @@
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 #include "core/cuda_check.hpp"
-#include "tensor_core_gemm/ping_pong_kernel.hpp"
 
 #include "../../snippets/tensor_core_gemm/01_wmma.cuh"
 #include "../../snippets/tensor_core_gemm/02_mma_ldmatrix.cuh"
@@ -11,6 +10,8 @@
 #include "../../snippets/tensor_core_gemm/07_cluster_multicast.cuh"
 #include "../../snippets/tensor_core_gemm/08_persistent.cuh"
 #include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
+#include "../../snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/11_three_consumer_tiles.cuh"
 
 #include <cmath>
 #include <string>
@@ -24,6 +25,12 @@ std::vector<KernelEntry> one_kernel(const char* name, Kernel kernel, int threads
 {
     return {kernel_entry(name, kernel, dim3(threads), smem)};
 }
+
+//! `ns::gemm_kernel<ns::Cfg>` of steps 9 to 11, under the name the compiler's report gives it (`args`: the
+//! Config's template arguments), with the block and shared memory its launcher gives it.
+#define STEPWISE_CONFIG_KERNEL(ns, Cfg, args)                                                                        \
+    kernel_entry("gemm_kernel<stepwise::tensor_core_gemm::" #ns "::Config<" args "> >", ns::gemm_kernel<ns::Cfg>,   \
+                 dim3(ns::Cfg::threads), ns::Cfg::smem_bytes)
 
 template <class Cfg>
 KernelEntry persistent_kernel(const char* name)
@@ -142,28 +149,40 @@ const std::vector<Step>& steps()
           persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 128, 6, 2, 1, 8> >"),
           persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))}},
-        {"09_ping_pong", "Ping-pong consumers, tiles of 176 or 192 columns, split columns for small problems, three consumers of 192 x 192",
+        {"09_ping_pong", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
          "snippets/tensor_core_gemm/09_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
          ping_pong::requirement, ping_pong::requirement_met, 1, 1, 1, ping_pong::gemm,
-         {ping_pong_kernel<ping_pong::PingPong176>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 176, 5, 2, 1, 8, true, 2> >"),
-          ping_pong_kernel<ping_pong::PingPong192>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 192, 5, 2, 1, 8, true, 2> >"),
-          ping_pong_kernel<ping_pong::Cooperative256>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 256, 4, 2, 1, 8, false, 2> >"),
-          ping_pong_kernel<ping_pong::Cooperative128>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 128, 6, 2, 1, 8, false, 2> >"),
-          ping_pong_kernel<ping_pong::SplitColumns128>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 128, 8, 2, 1, 8, false, 2> >"),
-          ping_pong_kernel<ping_pong::SplitColumns64>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 64, 8, 1, 1, 8, false, 2> >"),
-          ping_pong_kernel<ping_pong::SplitColumns96>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<64, 96, 8, 2, 1, 8, false, 2> >"),
-          ping_pong_kernel<ping_pong::Cooperative144>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<128, 144, 5, 2, 1, 8, false, 2> >"),
-          ping_pong_kernel<ping_pong::ThreeConsumers192>(
-              "gemm_kernel<stepwise::tensor_core_gemm::ping_pong::Config<192, 192, 4, 2, 1, 8, false, 3> >"),
+         {STEPWISE_CONFIG_KERNEL(ping_pong, PingPong176, "128, 176, 5, 2, 1, 8, true"),
+          STEPWISE_CONFIG_KERNEL(ping_pong, PingPong192, "128, 192, 5, 2, 1, 8, true"),
+          STEPWISE_CONFIG_KERNEL(ping_pong, Cooperative256, "128, 256, 4, 2, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(ping_pong, Cooperative128, "128, 128, 6, 2, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(ping_pong, SplitColumns128, "64, 128, 8, 2, 1, 8, false"),
           kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
+        {"10_tile_choice_by_rounds", "Small problems: the tile of fewest rounds times a k-tile's cost, widths between powers of two",
+         "snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh", "stepwise::tensor_core_gemm::tile_choice_by_rounds",
+         tile_choice_by_rounds::requirement, tile_choice_by_rounds::requirement_met, 1, 1, 1, tile_choice_by_rounds::gemm,
+         {STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, PingPong176, "128, 176, 5, 2, 1, 8, true"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, PingPong192, "128, 192, 5, 2, 1, 8, true"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, Cooperative256, "128, 256, 4, 2, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, Cooperative128, "128, 128, 6, 2, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, SplitColumns128, "64, 128, 8, 2, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, SplitColumns64, "64, 64, 8, 1, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, SplitColumns96, "64, 96, 8, 2, 1, 8, false"),
+          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, Cooperative144, "128, 144, 5, 2, 1, 8, false"),
+          kernel_entry("pad_rows_kernel", tile_choice_by_rounds::pad_rows_kernel, dim3(256))}},
+        {"11_three_consumer_tiles", "Three consumers share a 192 x 192 tile where few rounds cover C",
+         "snippets/tensor_core_gemm/11_three_consumer_tiles.cuh", "stepwise::tensor_core_gemm::three_consumer_tiles",
+         three_consumer_tiles::requirement, three_consumer_tiles::requirement_met, 1, 1, 1, three_consumer_tiles::gemm,
+         {STEPWISE_CONFIG_KERNEL(three_consumer_tiles, PingPong176, "128, 176, 5, 2, 1, 8, true, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, PingPong192, "128, 192, 5, 2, 1, 8, true, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, Cooperative256, "128, 256, 4, 2, 1, 8, false, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, Cooperative128, "128, 128, 6, 2, 1, 8, false, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, SplitColumns128, "64, 128, 8, 2, 1, 8, false, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, SplitColumns64, "64, 64, 8, 1, 1, 8, false, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, SplitColumns96, "64, 96, 8, 2, 1, 8, false, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, Cooperative144, "128, 144, 5, 2, 1, 8, false, 2"),
+          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, ThreeConsumers192, "192, 192, 4, 2, 1, 8, false, 3"),
+          kernel_entry("pad_rows_kernel", three_consumer_tiles::pad_rows_kernel, dim3(256))}},
     };
     return all;
 }

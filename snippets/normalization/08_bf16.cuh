@@ -16,9 +16,7 @@
 //! three blocks an SM. Each cluster block reserves LayerNorm's shared memory,
 //! RMSNorm's too: two fp32 blocks an SM. Threads of short rows find their row
 //! by shifts: an integer division put some 40 instructions before a warp's
-//! first load. Rows of up to 128 threads that read fp32, or RMSNorm's bf16,
-//! 16 bytes at a time load gamma and beta with the row, not after its
-//! statistics: the write then waits for no load. A thread holds 8 values
+//! first load. A thread holds 8 values
 //! in fp32 rows of up to 64 and in RMSNorm's rows of up to 1024, 16 in fp32
 //! rows of up to 8192, and 64 in rows longer than 65536 (clusters of 8
 //! blocks take rows of up to 131072); where the DRAM is fast for the SMs
@@ -63,13 +61,14 @@ constexpr int max_block_threads = std::min(1024, block_values / Values);
 enum class Memory { usual, fast };
 constexpr double fast_memory_gbps_per_sm = 30.0;
 
+struct Squares;  // RMSNorm's statistics, below
+
 //! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to 4096 values (fp32: 8192), 32 beyond
 //!        (fewer, fuller threads per row), 64 beyond 65536 (clusters of 8 blocks, not 16, each merging fewer
 //!        partials); 8 in fp32 rows of up to 64 values and RMSNorm's rows of up to 1024 (more lanes a row: more
 //!        loads in flight). With `Memory::fast`, bf16 rows take each step at a quarter of these lengths: fewer
 //!        threads a row leave room for more rows an SM. Rows read 2 or 4 bytes at a time keep 16: more threads, more
 //!        loads in flight.
-struct Squares;  // RMSNorm's statistics, below
 template <typename T, typename Stats>
 inline int values_per_thread(int num_cols, Memory memory)
 {
@@ -221,15 +220,6 @@ constexpr int row_min_blocks = short_bf16_layer_norm<T, Stats, Width, Values> ? 
 template <typename T, typename Stats, int Width, int Values>
 constexpr int row_max_threads =
     short_bf16_layer_norm<T, Stats, Width, Values> ? short_rows_block : max_block_threads<Values>;
-
-//! @brief Whether the row kernel loads its chunks of gamma (and beta) with the row, before the statistics, so that the
-//!        write waits for no load: where they fit in registers beside the row (16-byte accesses, at most 16 values a
-//!        thread), in rows of at most `parameters_ahead_row_threads` threads (the short rows' blocks of 256 hold
-//!        several). Not in LayerNorm's bf16 rows of 16 values, whose five blocks an SM leave no registers for them; nor
-//!        in rows of more threads, whose block-wide reductions need the blocks an SM that those registers cost.
-template <typename T, typename Stats, int Width, int Values>
-constexpr bool parameters_ahead = Width > 1 && Values <= 16 && !short_bf16_layer_norm<T, Stats, Width, Values>;
-constexpr int parameters_ahead_row_threads = 128;
 
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
@@ -557,12 +547,6 @@ __device__ __forceinline__ int load_slice(float (&x)[Values], const T* d_row, co
     return count;
 }
 
-//! @brief gamma's and beta's chunks of the columns of a thread's values.
-template <typename T, int Width, int Values>
-struct Parameters {
-    Chunk<T, Width> gamma[Values / Width], beta[Values / Width];
-};
-
 //! @brief gamma's (and beta's: 0 without) chunk at column `col`.
 template <typename T, bool WithBeta, int Width>
 __device__ __forceinline__ void load_parameter_chunk(const Args<T>& args, std::int64_t col, Chunk<T, Width>& gamma,
@@ -575,39 +559,17 @@ __device__ __forceinline__ void load_parameter_chunk(const Args<T>& args, std::i
     }
 }
 
-//! @brief Loads gamma's (and beta's) chunks of the thread's columns; those past the row's end stay 0.
-template <typename T, bool WithBeta, int Width, int Values>
-__device__ __forceinline__ void load_parameters(Parameters<T, Width, Values>& p, const Args<T>& args, const Place& at)
-{
-#pragma unroll
-    for (int a = 0; a < Values / Width; ++a) {
-        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
-        p.gamma[a] = Chunk<T, Width>{};
-        p.beta[a] = Chunk<T, Width>{};
-        if (col < args.num_cols) {
-            load_parameter_chunk<T, WithBeta>(args, col, p.gamma[a], p.beta[a]);
-        }
-    }
-}
-
-//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds, with gamma and beta from `ahead`
-//!        (load_parameters()) or, where it is nullptr, loaded here.
+//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds.
 template <typename T, bool WithBeta, int Width, int Values>
 __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args<T>& args, std::size_t row_offset,
-                                            const Place& at, bool row_valid, Row r,
-                                            const Parameters<T, Width, Values>* ahead = nullptr)
+                                            const Place& at, bool row_valid, Row r)
 {
 #pragma unroll
     for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         if (row_valid && col < args.num_cols) {
             Chunk<T, Width> gamma, beta;
-            if (ahead != nullptr) {
-                gamma = ahead->gamma[a];
-                beta = ahead->beta[a];
-            } else {
-                load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
-            }
+            load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
             float g[Width], b[Width];
             widen(gamma, g);
             widen(beta, b);
@@ -633,12 +595,9 @@ __device__ __forceinline__ void write_row(const Args<T>& args, std::int64_t row,
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
-//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm). `ParametersAhead`: gamma
-//!        and beta are loaded with the row (parameters_ahead), in blocks of at most `short_rows_block` threads.
-template <typename T, typename Stats, int Width, int Values, bool ParametersAhead>
-static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
-                                                         : row_max_threads<T, Stats, Width, Values>,
-                                         row_min_blocks<T, Stats, Width, Values>)
+//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
+template <typename T, typename Stats, int Width, int Values>
+static __global__ void __launch_bounds__(row_max_threads<T, Stats, Width, Values>, row_min_blocks<T, Stats, Width, Values>)
     norm_rows_kernel(Args<T> args, int group_threads)
 {
     __shared__ GroupScratch scratch;
@@ -653,17 +612,13 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
     float x[Values];
     const int count = load_slice<T, Width, Values>(x, args.d_in + row_offset, at, args.num_cols, row_valid);
     constexpr bool with_beta = std::is_same_v<Stats, Moments>;
-    Parameters<T, Width, Values> parameters;
-    if constexpr (ParametersAhead) {
-        load_parameters<T, with_beta>(parameters, args, at);
-    }
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
     const Stats s = group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch,
                                                               Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
-    store_slice<T, with_beta>(x, args, row_offset, at, row_valid, r, ParametersAhead ? &parameters : nullptr);
+    store_slice<T, with_beta, Width>(x, args, row_offset, at, row_valid, r);
     if (row_valid && at.lane == 0) {
         write_row(args, at.row, r);
     }
@@ -1017,13 +972,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     if (l.block_threads > row_max_threads<T, Stats, Width, Values>) {  // the layout outgrew the kernel's bounds
         return cudaErrorInvalidConfiguration;
     }
-    if constexpr (parameters_ahead<T, Stats, Width, Values>) {
-        if (l.group_threads <= parameters_ahead_row_threads) {
-            norm_rows_kernel<T, Stats, Width, Values, true><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
-            return cudaGetLastError();
-        }
-    }
-    norm_rows_kernel<T, Stats, Width, Values, false><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
+    norm_rows_kernel<T, Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
     return cudaGetLastError();
 }
 

@@ -14,21 +14,16 @@
 //! picks among them and step 8's cooperative 128 x 256 the tile whose waves
 //! cost least. The ping-pong tile leaves in boxes of 16 columns through one
 //! staging area the consumers take in turn, which leaves room for a fifth
-//! stage. Problems of one tile an SM or less keep the cooperative schedule,
-//! but the two consumers split a 64-row tile's columns instead of one
-//! warpgroup computing it alone. Where 128 x 256 tiles would leave SMs idle,
-//! the launcher counts each configuration's rounds of tiles and what a
-//! k-tile costs it (its loads or its product), not the tiles' area alone,
-//! and widths between the powers of two (64 x 96, 128 x 144) let one round
-//! fill more of the SMs. Two producer threads load, one the block's own
+//! stage. Problems of one tile an SM or less keep the cooperative schedule
+//! and step 8's choice of tile (128 x 128, else 64 x 128), but the two
+//! consumers split a 64-row tile's columns instead of one warpgroup
+//! computing it alone. Two producer threads load, one the block's own
 //! tiles and one the halves its cluster shares, so that neither's copies
 //! wait for the other's to be issued; and a consumer's epilogue no longer
 //! waits on stores before it has issued any, nor works out where its tile
-//! lies (the compiler had moved those divisions there). Where few rounds of
-//! tiles cover C (2112^3 to 4097^3), three consumers share a 192 x 192 tile:
-//! it loads a fifth less per product than 128 x 192, and takes fewer rounds.
-//! The rest (TMA loads, multicast in clusters of two, the persistent
-//! schedule, padded copies of rows the TMA cannot address) is step 8's.
+//! lies (the compiler had moved those divisions there). The rest (TMA
+//! loads, multicast in clusters of two, the persistent schedule, padded
+//! copies of rows the TMA cannot address) is step 8's.
 #pragma once
 
 #include <algorithm>
@@ -48,18 +43,25 @@ using bf16 = __nv_bfloat16;
 constexpr int BK = 64;  // 64 bf16: one 128-byte swizzled row per row of A or B
 constexpr int WGM = 64;  // wgmma's M: rows of one wgmma
 
+//! The named barriers the consumers use (0 is __syncthreads()'s): each consumer warpgroup's own, from
+//! `warpgroup_barrier`; the ping-pong consumers' turns to run a k-loop, from `k_loop_turn_barrier`; their turns to use
+//! the staging area of C, from `staging_turn_barrier`: one barrier a consumer from each.
+constexpr int max_consumers = 2;
+constexpr int warpgroup_barrier = 1;
+constexpr int k_loop_turn_barrier = warpgroup_barrier + max_consumers;
+constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
+
 //! @brief One configuration of the kernel: tiles of BM x BN, a ring of `stages` tiles of A and B, clusters of
 //!        `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile, two horizontally adjacent
 //!        ones A's, each block loading half of it for both), clusters visited in groups of `group_m` cluster rows.
 //!        With `PING_PONG` each of the two consumer warpgroups owns whole tiles (128 x BN), taking the block's tiles
-//!        in turn; without, all work on every tile: 64 rows each (BM = 64 x `CONSUMERS`), or, two of them, half the
-//!        columns each (BM = 64).
-template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
+//!        in turn; without, both work on every tile: 64 rows each (BM = 128), or half the columns each (BM = 64).
+template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
 struct Config {
-    static constexpr int consumers = CONSUMERS;
+    static constexpr int consumers = max_consumers;
     //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block (multiples of 8).
     static constexpr int producer_registers = 40;
-    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / CONSUMERS / 8 * 8;  // 232, 152
+    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / consumers / 8 * 8;  // 232
     static constexpr bool ping_pong = PING_PONG;
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -68,7 +70,7 @@ struct Config {
     static constexpr int cluster_n = CLUSTER_N;
     static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
     static constexpr int group_m = GROUP_M;
-    static constexpr int threads = (CONSUMERS + 1) * 128;  // the consumers and one producer warpgroup
+    static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
     //! A consumer's part of a tile: all of it (ping-pong), its 64 rows (BM = 128), or half its columns (BM = 64).
     static constexpr int consumer_m = PING_PONG ? BM : WGM;
     static constexpr int consumer_n = !PING_PONG && BM == WGM ? BN / 2 : BN;
@@ -81,20 +83,17 @@ struct Config {
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
     //! Cooperative: step 8's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other (three consumers keep one each, which leaves room for a fourth stage of their 192 x 192 tiles);
-    //! parts of columns that are no multiple of 64 leave in one round of boxes of 16.
+    //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
     static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
     static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
-    static constexpr int out_buffers = consumer_n / round_cols < 2 || CONSUMERS > 2 ? 1 : 2;
+    static constexpr int out_buffers = consumer_n / round_cols < 2 ? 1 : 2;
     static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
     //! The stages, the staging areas of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
-    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 && CONSUMERS == 2
-                            : BM == CONSUMERS * WGM ? CONSUMERS == 2 || (CONSUMERS == 3 && BN <= 192)
-                                                    : BM == WGM && CONSUMERS == 2,
+    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 : BM == 2 * WGM || BM == WGM,
                   "ping-pong: 128 x BN a consumer, BN accumulators a thread in its 232 registers; cooperative: 64 "
-                  "rows a consumer (three: BN / 2 accumulators in 152), or two halves of 64 x BN");
+                  "rows a consumer, or two halves of 64 x BN");
     static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
                       consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
                   "wgmma_64xNx16 exists for these");
@@ -204,10 +203,10 @@ __device__ __forceinline__ void bulk_wait_read()
 //! @brief Makes this thread's ordinary shared-memory writes visible to the TMA (the async proxy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-//! @brief Waits until the 128 threads of consumer warpgroup `consumer` got here (named barrier 1 + consumer).
+//! @brief Waits until the 128 threads of consumer warpgroup `consumer` got here.
 __device__ __forceinline__ void warpgroup_sync(int consumer)
 {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(warpgroup_barrier + consumer) : "memory");
 }
 
 //! @brief Fetches a tensor map into the TMA unit's cache ahead of its first use.
@@ -714,10 +713,10 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         const unsigned a_offset = row_offset * BK * sizeof(bf16) / 16;
         const unsigned b_offset = col_offset * BK * sizeof(bf16) / 16;
         // Ping-pong: this consumer takes every second tile of the block, starting with tile `consumer`. It waits for
-        // its turn to run a k-loop at named barrier 3 + consumer, and to use the staging area at 5 + consumer, and
-        // gives the other consumer its turns at 4 - consumer and 6 - consumer.
-        const int my_turn = 3 + consumer, other_turn = 4 - consumer;
-        const int my_staging = 5 + consumer, other_staging = 6 - consumer;
+        // its turns (to run a k-loop, to use the staging area) at its own barrier of each pair, and gives the other
+        // consumer its turns at the other's.
+        const int my_turn = k_loop_turn_barrier + consumer, other_turn = k_loop_turn_barrier + 1 - consumer;
+        const int my_staging = staging_turn_barrier + consumer, other_staging = staging_turn_barrier + 1 - consumer;
         const int tile_step = Cfg::ping_pong ? 2 * clusters : clusters;
         constexpr int staging_elems = Cfg::out_buffers * WGM * Cfg::round_cols;
         bf16* out = smem + stages * Cfg::stage_elems + (Cfg::ping_pong ? 0 : consumer * staging_elems);
@@ -1073,46 +1072,42 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 }
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, step 8's cooperative 128 x 256, or
-//! three consumers of a 192 x 192 tile where that takes few rounds;
-//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
-//! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
-//! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
+//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 8's cooperative 128 x 256;
+//! smaller ones step 8's cooperative 128 x 128, or 64 x 128 with the columns split.
 using PingPong176 = Config<128, 176, 5, 2, 1, 8, true>;
 using PingPong192 = Config<128, 192, 5, 2, 1, 8, true>;
 using Cooperative256 = Config<128, 256, 4, 2, 1, 8, false>;
 using Cooperative128 = Config<128, 128, 6, 2, 1, 8, false>;
 using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
-using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
-using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
-using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
-using ThreeConsumers192 = Config<192, 192, 4, 2, 1, 8, false, 3>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
     int bm, bn, cluster_m, cluster_n;
 };
 
-//! @brief A configuration the launcher chooses from: its tile and cluster, and its launcher.
+//! @brief A configuration the launcher chooses from: its name, its tile and cluster, and its launcher.
 struct Configuration {
+    const char* name;
     TileShape shape;
     GemmLauncher gemm;
 };
 
-//! @brief `Cfg` as the launcher chooses among configurations.
+//! @brief `Cfg` under `name`, as the launcher chooses among configurations.
 template <class Cfg>
-constexpr Configuration configuration_of()
+constexpr Configuration configuration_of(const char* name)
 {
-    return {{Cfg::BM, Cfg::BN, Cfg::cluster_m, Cfg::cluster_n}, gemm_with<Cfg>};
+    return {name, {Cfg::BM, Cfg::BN, Cfg::cluster_m, Cfg::cluster_n}, gemm_with<Cfg>};
 }
 
-//! @brief The configurations gemm() chooses from (chosen_configuration() returns an index into them).
-constexpr Configuration configurations[] = {
-    configuration_of<PingPong176>(),    configuration_of<PingPong192>(),     configuration_of<Cooperative256>(),
-    configuration_of<Cooperative128>(), configuration_of<SplitColumns128>(), configuration_of<SplitColumns64>(),
-    configuration_of<SplitColumns96>(), configuration_of<Cooperative144>(),
-    configuration_of<ThreeConsumers192>()};
-
+//! The configurations by name. Large problems: each consumer's epilogue hidden behind the other's k-loop, or the
+//! widest tile. Smaller problems: smaller tiles.
+constexpr Configuration ping_pong_176 = configuration_of<PingPong176>("PingPong176");
+constexpr Configuration ping_pong_192 = configuration_of<PingPong192>("PingPong192");
+constexpr Configuration cooperative_256 = configuration_of<Cooperative256>("Cooperative256");
+constexpr Configuration cooperative_128 = configuration_of<Cooperative128>("Cooperative128");
+constexpr Configuration split_columns_128 = configuration_of<SplitColumns128>("SplitColumns128");
+//! @brief The configurations of large problems, in the order that breaks ties.
+constexpr Configuration large_problem_configurations[] = {ping_pong_176, ping_pong_192, cooperative_256};
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
 inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
@@ -1130,58 +1125,36 @@ inline long long makespan(TileShape shape, int M, int N, int sm_count)
     return rounds_of(shape, M, N, sm_count) * shape.bm * shape.bn / 128;
 }
 
-//! @brief The cycles an SM spends on one k-tile of `shape` (in eighths) where every SM loads at once: the slower of
-//!        its loads, about 2.4 cycles a 128-byte row of A and B (the L2 fed a 64 x 128 tile's k-tile in about 450
-//!        cycles at 1024^3), and its product, 64 x 64 x 64 in 128 cycles on the tensor cores.
-constexpr long long k_tile_cost(TileShape shape)
+//! @brief The first of `candidates` of least `cost(shape)`.
+template <int count, class Cost>
+inline const Configuration& cheapest_of(const Configuration (&candidates)[count], Cost cost)
 {
-    return std::max(19LL * (shape.bm + shape.bn), 1LL * shape.bm * shape.bn / 4);
-}
-
-//! @brief The first of the first `count` configurations of least `cost(i)`.
-template <class Cost>
-inline int cheapest_of(int count, Cost cost)
-{
-    int best = 0;
-    long long best_cost = cost(0);
-    for (int i = 1; i < count; ++i) {
-        const long long candidate = cost(i);
-        if (candidate < best_cost) {
-            best = i;
-            best_cost = candidate;
+    const Configuration* best = &candidates[0];
+    long long best_cost = cost(best->shape);
+    for (const Configuration& candidate : candidates) {
+        const long long candidate_cost = cost(candidate.shape);
+        if (candidate_cost < best_cost) {
+            best = &candidate;
+            best_cost = candidate_cost;
         }
     }
-    return best;
+    return *best;
 }
 
-//! @brief The most rounds of the three consumers' 192 x 192 tiles the launcher runs: each round ends in an epilogue
-//!        that no other consumer hides, and over more rounds the ping-pong tiles were as fast or faster.
-constexpr long long three_consumer_rounds = 4;
-
-//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs (an index into `configurations`).
-//!        Where 128 x 256 tiles give at least 90% of the SMs one, the large configuration whose waves cost least
-//!        (ping-pong first on a tie, as it hides the epilogue), or the three consumers' 192 x 192 tile where its
-//!        waves cost no more in at most `three_consumer_rounds` rounds (3072^3: two rounds of it, three of
-//!        128 x 192, the same area; it loads a fifth less per product and ends fewer rounds). Else, where the rounds
-//!        are few and the loads set their pace, the configuration of least rounds x k_tile_cost(): one round of
-//!        larger tiles rather than two of smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles
-//!        that take one round the smaller (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
-inline int chosen_configuration(int M, int N, int sm_count)
+//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs. Where 128 x 256 tiles give at
+//!        least 90% of the SMs one, the large configuration whose waves cost least (ping-pong first on a tie, as it
+//!        hides the epilogue); else, as in step 8, 128 x 128 where those tiles give 90% of the SMs one, and 64 x 128
+//!        below.
+inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 {
-    constexpr int count = static_cast<int>(sizeof(configurations) / sizeof(configurations[0]));
-    constexpr int large = 3;                    // PingPong176, PingPong192, Cooperative256
-    constexpr int three_consumers = count - 1;  // ThreeConsumers192
-    const TileShape widest = configurations[large - 1].shape;
-    if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
-        const auto waves = [&](int i) { return makespan(configurations[i].shape, M, N, sm_count); };
-        const int best = cheapest_of(large, waves);
-        const TileShape three = configurations[three_consumers].shape;
-        const bool few_rounds = rounds_of(three, M, N, sm_count) <= three_consumer_rounds;
-        return few_rounds && waves(three_consumers) <= waves(best) ? three_consumers : best;
+    const auto fill_the_gpu = [&](TileShape shape) {
+        return 10LL * tiles_of(M, shape.bm) * tiles_of(N, shape.bn) >= 9LL * sm_count;
+    };
+    if (fill_the_gpu(cooperative_256.shape)) {
+        return cheapest_of(large_problem_configurations,
+                           [&](TileShape shape) { return makespan(shape, M, N, sm_count); });
     }
-    return cheapest_of(count, [&](int i) {
-        return rounds_of(configurations[i].shape, M, N, sm_count) * k_tile_cost(configurations[i].shape);
-    });
+    return fill_the_gpu(cooperative_128.shape) ? cooperative_128 : split_columns_128;
 }
 
 //! @brief C = A B in bf16 with fp32 accumulation, any shape.
@@ -1211,7 +1184,7 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     if (error != cudaSuccess) {
         return error;
     }
-    return configurations[chosen_configuration(M, N, sm_count)].gemm(M, N, K, d_A, d_B, d_C, stream);
+    return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
 }  // namespace stepwise::tensor_core_gemm::ping_pong

@@ -182,6 +182,46 @@ def test_stale_rows_of_the_reference_gpu_or_a_fresh_file_are_problems(project):
     assert [(p.kind, p.step) for p in load(project, source="fresh").problems()] == [("stale", "02_vector")]
 
 
+# -- a step added after a second GPU recorded the chapter ------------------------------------------
+
+def added_after(path: Path, step: str) -> Path:
+    """The measurement file ``path`` as if ``step`` of the demo chapter had been added after it was recorded (no
+    row of it), its demo run of a clean tree."""
+    def change(data: dict) -> None:
+        demo = demo_of(data)
+        demo["run"]["dirty"] = False
+        demo["steps"] = [row for row in demo["steps"] if row["id"] != step]
+    edit(path, change)
+    return path
+
+
+def test_a_step_added_after_a_second_gpus_recording_is_no_problem_and_carries_the_note(project):
+    added_after(with_b(project), "02_vector")
+    datasets = load(project)
+    first, second = datasets
+    assert datasets.problems() == []
+    demo = second.chapter("demo")
+    assert [step["id"] for step in demo.added_steps()] == ["02_vector"]
+    assert first.chapter("demo").added_steps() == []
+    assert fmt.as_of_note(demo) == ("FIXTURE GPU B (not a measurement): measured at commit f1xtur2 (2000-01-02), "
+                                    "before step 02_vector was added; not re-measured.")
+    # its final step is the last it measured, and the front page's tooltip says why
+    assert demo.final_step_id() == "01_naive" and first.chapter("demo").final_step_id() == "02_vector"
+    headline = fmt.headline(demo)
+    assert headline.final_id == "01_naive" and headline.final is not None
+    assert headline.final_note() == "02_vector was added after FIXTURE GPU B (not a measurement) measured the chapter"
+    # the same file as the reference GPU's: the step's rows are missing
+    assert [(p.kind, p.step) for p in load(project, reference_gpu=B).problems()] == [("missing", "02_vector")]
+
+
+def test_the_note_names_changed_and_added_steps_together(project):
+    changed_after(added_after(with_b(project), "02_vector"), "01_naive")
+    assert fmt.as_of_note(load(project).all[1].chapter("demo")) == (
+        "FIXTURE GPU B (not a measurement): measured at commit f1xtur2 (2000-01-02), before step 01_naive changed "
+        "and step 02_vector was added; not re-measured. The step's source then: "
+        "`git show f1xtur2:snippets/demo/01_naive.cuh`.")
+
+
 # -- a chapter a second GPU lacks entirely ---------------------------------------------------------
 
 def without_gemm(path: Path) -> Path:

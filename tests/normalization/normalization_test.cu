@@ -1,12 +1,12 @@
 // GPU tests of the normalization chapter: every step's LayerNorm and RMSNorm against the double-precision CPU
-// reference, in fp32 (and bf16 for the final step), at shapes that take every layout of the launchers, with special
-// rows, epsilon, in place, and with invalid arguments.
+// reference, in fp32 (and bf16 for the steps that take it), at shapes that take every layout of the launchers, with
+// special rows, epsilon, in place, and with invalid arguments.
 #include "core/device_buffer.hpp"
 #include "normalization/normalization_reference.hpp"
 #include "normalization/normalization_steps.hpp"
 #include "support/gpu_test_support.hpp"
 
-#include "../../snippets/normalization/08_bf16.cuh"
+#include "../../snippets/normalization/09_parameters_with_the_row.cuh"
 
 #include <gtest/gtest.h>
 
@@ -249,7 +249,7 @@ TEST_P(NormalizationStepTest, MatchesTheReferenceAtEveryShapeInFp32) { expect_ev
 
 TEST_P(NormalizationStepTest, SpecialRowsInFp32) { expect_special_rows(false); }
 
-//! The steps that also take bf16 (the final one).
+//! The steps that also take bf16 (8 and 9).
 class NormalizationBf16StepTest : public NormalizationStepTest {};
 
 TEST_P(NormalizationBf16StepTest, MatchesTheReferenceAtEveryShapeInBf16) { expect_every_shape(true); }
@@ -342,26 +342,26 @@ TEST(NormalizationFinalStep, RowsAtEveryElementAlignment)
 }
 
 //! The final step's LayerNorm with the values a thread it takes on a GPU of `memory`, whatever GPU runs it.
-template <bf16_in_out::Memory memory, typename T>
+template <parameters_with_the_row::Memory memory, typename T>
 cudaError_t layer_norm_on(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
                           const T* d_beta, T* d_out, float* d_mean, float* d_rstd, int num_rows, int num_cols,
                           float epsilon, cudaStream_t stream)
 {
-    const bf16_in_out::Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
-    return bf16_in_out::normalize<T, bf16_in_out::Moments>(d_temp_storage, temp_storage_bytes, args, memory, stream);
+    const parameters_with_the_row::Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
+    return parameters_with_the_row::normalize<T, parameters_with_the_row::Moments>(d_temp_storage, temp_storage_bytes, args, memory, stream);
 }
 
 //! The final step's RMSNorm with the values a thread it takes on a GPU of `memory`.
-template <bf16_in_out::Memory memory, typename T>
+template <parameters_with_the_row::Memory memory, typename T>
 cudaError_t rms_norm_on(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
                         T* d_out, int num_rows, int num_cols, float epsilon, cudaStream_t stream)
 {
-    const bf16_in_out::Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
-    return bf16_in_out::normalize<T, bf16_in_out::Squares>(d_temp_storage, temp_storage_bytes, args, memory, stream);
+    const parameters_with_the_row::Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
+    return parameters_with_the_row::normalize<T, parameters_with_the_row::Squares>(d_temp_storage, temp_storage_bytes, args, memory, stream);
 }
 
 //! The final step as it runs on a GPU of `memory`.
-template <bf16_in_out::Memory memory>
+template <parameters_with_the_row::Memory memory>
 Step final_step_on()
 {
     Step step = steps().back();
@@ -375,7 +375,7 @@ Step final_step_on()
 TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
 {
     // No GPU needed: the choice is a table over the row's length, the type, the statistics and the GPU's memory.
-    namespace s = bf16_in_out;
+    namespace s = parameters_with_the_row;
     using s::Memory;
     using s::Moments;
     using s::Squares;
@@ -409,15 +409,15 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
 TEST(NormalizationFinalStep, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    const bool fast = bf16_in_out::memory_of_current_device() == bf16_in_out::Memory::fast;
-    expect_every_shape(fast ? final_step_on<bf16_in_out::Memory::usual>() : final_step_on<bf16_in_out::Memory::fast>(),
+    const bool fast = parameters_with_the_row::memory_of_current_device() == parameters_with_the_row::Memory::fast;
+    expect_every_shape(fast ? final_step_on<parameters_with_the_row::Memory::usual>() : final_step_on<parameters_with_the_row::Memory::fast>(),
                        true);
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = bf16_in_out;
+    namespace s = parameters_with_the_row;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -469,7 +469,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::bf16_in_out;
+    namespace nm = stepwise::normalization::parameters_with_the_row;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);

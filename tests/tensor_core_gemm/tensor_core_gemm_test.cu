@@ -1,7 +1,7 @@
 // GPU tests of the tensor-core GEMM chapter: every step against the double product of its bf16 inputs, at shapes
 // that are multiples of no tile where a step takes them, and at 4096^3 against cuBLAS; the final step's
-// configurations, its ping-pong consumers over several tiles a block, and its paths for unaligned rows; the
-// libraries themselves against double.
+// configurations, its ping-pong consumers and three consumers over several tiles a block, and its paths for
+// unaligned rows; the launchers' choices of configuration (no GPU needed); the libraries themselves against double.
 #include "core/device_buffer.hpp"
 #include "support/gemm_test_support.hpp"
 #include "support/gpu_test_support.hpp"
@@ -13,6 +13,8 @@
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
 #include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
+#include "../../snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/11_three_consumer_tiles.cuh"
 
 #include <gtest/gtest.h>
 
@@ -234,13 +236,13 @@ TEST_F(TensorCoreGemmFinalStepTest, CopiesRowsTheTmaCannotAddressAndStoresOddRow
     const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
     const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
     const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
-    expect_matches(s, run(ping_pong::gemm, s, A, B), expected, exact_tolerance(s.K));
-    expect_matches(s, run(ping_pong::gemm, s, A, B, 1, 3), expected, exact_tolerance(s.K));
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B, 1, 3), expected, exact_tolerance(s.K));
     const Shape aligned{257, 383, 1000};
     const std::vector<bf16> A2 = random_matrix(aligned.M, aligned.K, seed + 2);
     const std::vector<bf16> B2 = random_matrix(aligned.N, aligned.K, seed + 3);
     const std::vector<double> expected2 = reference_gemm(aligned.M, aligned.N, aligned.K, A2, B2);
-    expect_matches(aligned, run(ping_pong::gemm, aligned, A2, B2, 5, 0), expected2, exact_tolerance(aligned.K));
+    expect_matches(aligned, run(three_consumer_tiles::gemm, aligned, A2, B2, 5, 0), expected2, exact_tolerance(aligned.K));
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
@@ -253,7 +255,7 @@ TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
     const Shape s{4095, 4097, 1000};
     const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
     const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
-    const std::vector<float> C = run(ping_pong::gemm, s, A, B);
+    const std::vector<float> C = run(three_consumer_tiles::gemm, s, A, B);
     const std::vector<std::size_t> where = sgemm::sample_indices(s.M, s.N, 4096, seed + 2);
     std::vector<float> sampled;
     for (const std::size_t i : where) {
@@ -278,28 +280,28 @@ constexpr int int_max = std::numeric_limits<int>::max();
 TEST_F(TensorCoreGemmFinalStepTest, MUpToIntMax)
 {
     stepwise::testing::expect_exact_product<bf16, bf16>({int_max, 1, 8}, true, [](auto A, auto B, auto C) {
-        return ping_pong::gemm(int_max, 1, 8, A, B, C);
+        return three_consumer_tiles::gemm(int_max, 1, 8, A, B, C);
     });
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, NUpToIntMax)
 {
     stepwise::testing::expect_exact_product<bf16, bf16>({1, int_max, 8}, true, [](auto A, auto B, auto C) {
-        return ping_pong::gemm(1, int_max, 8, A, B, C);
+        return three_consumer_tiles::gemm(1, int_max, 8, A, B, C);
     });
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
 {
     // One tile and 2^25 k-tiles: seconds, the longest K the launcher takes (its padded rows count in an int).
-    stepwise::testing::expect_exact_product<bf16, bf16>({1, 1, ping_pong::max_k}, true, [](auto A, auto B, auto C) {
-        return ping_pong::gemm(1, 1, ping_pong::max_k, A, B, C);
+    stepwise::testing::expect_exact_product<bf16, bf16>({1, 1, three_consumer_tiles::max_k}, true, [](auto A, auto B, auto C) {
+        return three_consumer_tiles::gemm(1, 1, three_consumer_tiles::max_k, A, B, C);
     });
     DeviceBuffer<bf16> d_A(64);
     DeviceBuffer<bf16> d_C(1);
     // Rejected from their arguments alone, before anything is read: K past its limit, and a C of 2^46 tiles.
-    EXPECT_EQ(ping_pong::gemm(1, 1, ping_pong::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
-    EXPECT_EQ(ping_pong::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(1, 1, three_consumer_tiles::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
@@ -324,7 +326,7 @@ TEST_F(TensorCoreGemmFinalStepTest, UsageExample)
     if (error == cudaSuccess)
         error = cudaMemcpy(d_B, B_host.data(), B_host.size() * sizeof(__nv_bfloat16), cudaMemcpyHostToDevice);
     // Any M, N, K >= 1; cudaErrorNotSupported on a GPU other than compute capability 9.0 or a build without sm_90a.
-    if (error == cudaSuccess) error = stepwise::tensor_core_gemm::ping_pong::gemm(M, N, K, d_A, d_B, d_C);
+    if (error == cudaSuccess) error = stepwise::tensor_core_gemm::three_consumer_tiles::gemm(M, N, K, d_A, d_B, d_C);
     if (error == cudaSuccess) error = cudaDeviceSynchronize();
     std::vector<__nv_bfloat16> C_host(static_cast<std::size_t>(M) * N);
     if (error == cudaSuccess)
@@ -335,65 +337,6 @@ TEST_F(TensorCoreGemmFinalStepTest, UsageExample)
     // example-end tensor-core-gemm-usage
     ASSERT_EQ(error, cudaSuccess) << cudaGetErrorString(error);
     expect_matches({M, N, K}, to_float(C_host), reference_gemm(M, N, K, A_host, B_host), exact_tolerance(K));
-}
-
-TEST(TensorCoreGemmLauncher, PicksTheLargeTileWhoseWavesCostLeastElseTheFewestRoundsOfTheCheapestKTiles)
-{
-    // No GPU needed: the choice is arithmetic on the shape and the SM count (132 on an H100 or H200, 66 clusters).
-    // Indices into ping_pong::configurations: 0 PingPong176, 1 PingPong192, 2 Cooperative256, 3 Cooperative128,
-    // 4 SplitColumns128, 5 SplitColumns64, 6 SplitColumns96, 7 Cooperative144, 8 ThreeConsumers192.
-    using ping_pong::chosen_configuration;
-    using ping_pong::configurations;
-    using ping_pong::k_tile_cost;
-    using ping_pong::makespan;
-    using ping_pong::rounds_of;
-    // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
-    // 128 x 192 in 6 (1152).
-    EXPECT_EQ(makespan(configurations[0].shape, 4096, 4096, 132), 1056);
-    EXPECT_EQ(makespan(configurations[1].shape, 4096, 4096, 132), 1152);
-    EXPECT_EQ(makespan(configurations[2].shape, 4096, 4096, 132), 1024);
-    EXPECT_EQ(chosen_configuration(4096, 4096, 132), 2);
-    EXPECT_EQ(chosen_configuration(16384, 1024, 132), 2);
-    EXPECT_EQ(chosen_configuration(8192, 8192, 132), 1);   // 4048, 4032, 4096
-    EXPECT_EQ(chosen_configuration(4096, 14336, 132), 0);  // 3520, 3648, 3584
-    EXPECT_EQ(chosen_configuration(2048, 2048, 132), 2);   // 16 x 8 = 128 tiles of 128 x 256 >= 118.8: one wave
-    // Three consumers' 192 x 192 tiles where their waves cost no more in at most four rounds: 3072^3, 128 places in
-    // 2 rounds (2 x 288 = 576), as 128 x 192 in 3 (576); 4097^3, 242 in 4 (1152), as 128 x 192 in 6; 2112^3, 66 in
-    // one (288) against 128 x 176's 352. 5120^3: 378 places in 6 rounds (1728), as 128 x 192 in 9: too many rounds.
-    EXPECT_EQ(rounds_of(configurations[8].shape, 3072, 3072, 132), 2);
-    EXPECT_EQ(makespan(configurations[8].shape, 3072, 3072, 132), 576);
-    EXPECT_EQ(makespan(configurations[1].shape, 3072, 3072, 132), 576);
-    EXPECT_EQ(chosen_configuration(3072, 3072, 132), 8);
-    EXPECT_EQ(chosen_configuration(4097, 4097, 132), 8);
-    EXPECT_EQ(chosen_configuration(2112, 2112, 132), 8);
-    EXPECT_EQ(makespan(configurations[8].shape, 5120, 5120, 132), 1728);
-    EXPECT_EQ(makespan(configurations[1].shape, 5120, 5120, 132), 1728);
-    EXPECT_EQ(chosen_configuration(5120, 5120, 132), 1);
-    // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
-    // row: 2432 for 64 x 64, 3040 for 64 x 96, 3648 for 64 x 128, 4864 for 128 x 128, 5168 for 128 x 144) and the
-    // product's beyond (8192 for 128 x 256).
-    EXPECT_EQ(k_tile_cost(configurations[5].shape), 2432);
-    EXPECT_EQ(k_tile_cost(configurations[6].shape), 3040);
-    EXPECT_EQ(k_tile_cost(configurations[4].shape), 3648);
-    EXPECT_EQ(k_tile_cost(configurations[3].shape), 4864);
-    EXPECT_EQ(k_tile_cost(configurations[7].shape), 5168);
-    EXPECT_EQ(k_tile_cost(configurations[2].shape), 8192);
-    EXPECT_EQ(k_tile_cost(configurations[0].shape), 5776);
-    EXPECT_EQ(chosen_configuration(512, 512, 132), 5);     // 64 of 64 x 64 in one round
-    EXPECT_EQ(chosen_configuration(1, 1, 132), 5);
-    EXPECT_EQ(rounds_of(configurations[5].shape, 768, 768, 132), 2);  // 144 of 64 x 64: a second round for 12
-    EXPECT_EQ(chosen_configuration(640, 640, 132), 5);     // 100 of 64 x 64 in one round (2432)
-    EXPECT_EQ(chosen_configuration(768, 768, 132), 6);     // 48 places of 64 x 96 once (3040), not 64 x 128 (3648)
-    EXPECT_EQ(rounds_of(configurations[6].shape, 1024, 1024, 132), 2);  // 88 places of 64 x 96
-    EXPECT_EQ(chosen_configuration(1024, 1024, 132), 4);   // 64 places of 64 x 128 in one round
-    EXPECT_EQ(chosen_configuration(1024, 2048, 132), 3);   // 64 places of 128 x 128 in one round
-    EXPECT_EQ(chosen_configuration(1152, 1152, 132), 3);   // 45 places of 128 x 128; 64 x 128 would take two rounds
-    EXPECT_EQ(chosen_configuration(1280, 1280, 132), 3);   // 50 places of 128 x 128 (4864) before 128 x 144 (5168)
-    EXPECT_EQ(rounds_of(configurations[7].shape, 1536, 1536, 132), 1);  // 66 places of 128 x 144: every SM one tile
-    EXPECT_EQ(chosen_configuration(1536, 1536, 132), 7);   // 128 x 144 (5168) before 128 x 176 (5776)
-    EXPECT_EQ(chosen_configuration(1792, 1792, 132), 2);   // 49 places of 128 x 256; 128 x 176 would take two rounds
-    EXPECT_EQ(chosen_configuration(8192, 8192, 1), 2);     // one SM, one cluster: no last wave to fill, fewest edges
-    EXPECT_EQ(chosen_configuration(int_max, int_max, 132), 2);  // places and costs counted without overflow
 }
 
 //! Runs each named configuration at each shape on fresh random A and B and compares C with the double product.
@@ -418,9 +361,12 @@ TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesAB
     // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
     // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
     // share the staging area; N = 2901 takes the path where the threads store C themselves.
+    // Step 9's kernel, where ping-pong comes in, and the final step's.
     expect_configurations_match({Shape{3000, 2900, 72}, Shape{3000, 2901, 72}},
-                                {{"PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
-                                 {"PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>}});
+                                {{"step 9's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
+                                 {"step 9's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
+                                 {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
+                                 {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>}});
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlock)
@@ -428,7 +374,98 @@ TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlo
     // 3000 x 2900: 16 x 16 tiles of 192 x 192 in 128 places: on 66 clusters some blocks compute one tile and some
     // two, so that each consumer's one staging box takes a second tile's stores; N = 2901: the threads store C.
     expect_configurations_match({Shape{3000, 2900, 136}, Shape{3000, 2901, 136}},
-                                {{"ThreeConsumers192", ping_pong::gemm_with<ping_pong::ThreeConsumers192>}});
+                                {{"ThreeConsumers192", three_consumer_tiles::gemm_with<three_consumer_tiles::ThreeConsumers192>}});
+}
+
+// ---- the launchers' choices of configuration: arithmetic on the shape and the SM count, no GPU needed (132 SMs on an
+// H100 or H200, 66 clusters of two) ----
+
+//! The name of the configuration `step` (a step's namespace) chooses for an M x N C on `sm_count` SMs.
+#define STEPWISE_CHOSEN(step, M, N, sm_count) std::string(step::chosen_configuration(M, N, sm_count).name)
+
+TEST(TensorCoreGemmLauncher, Step9TakesTheLargeTileWhoseWavesCostLeastElseStep8sChoice)
+{
+    // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
+    // 128 x 192 in 6 (1152).
+    EXPECT_EQ(ping_pong::makespan(ping_pong::ping_pong_176.shape, 4096, 4096, 132), 1056);
+    EXPECT_EQ(ping_pong::makespan(ping_pong::ping_pong_192.shape, 4096, 4096, 132), 1152);
+    EXPECT_EQ(ping_pong::makespan(ping_pong::cooperative_256.shape, 4096, 4096, 132), 1024);
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 4096, 4096, 132), "Cooperative256");
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 8192, 8192, 132), "PingPong192");   // 4048, 4032, 4096
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 4096, 14336, 132), "PingPong176");  // 3520, 3648, 3584
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 3072, 3072, 132), "PingPong192");   // 704, 576, 768
+    // Fewer than 119 tiles of 128 x 256: 128 x 128 where 119 of those, else 64 x 128 with the columns split.
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 1536, 1536, 132), "Cooperative128");  // 144 tiles of 128 x 128
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 1024, 1024, 132), "SplitColumns128");  // 64 tiles of 128 x 128
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 1, 1, 132), "SplitColumns128");
+    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, int_max, int_max, 132), "Cooperative256");  // counted without overflow
+}
+
+TEST(TensorCoreGemmLauncher, Step10TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
+{
+    namespace tc = tile_choice_by_rounds;
+    // Large problems as step 9 (3072^3: 128 x 192 in 3 rounds, 576).
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 4096, 4096, 132), "Cooperative256");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 3072, 3072, 132), "PingPong192");
+    // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
+    // row: 2432 for 64 x 64, 3040 for 64 x 96, 3648 for 64 x 128, 4864 for 128 x 128, 5168 for 128 x 144) and the
+    // product's beyond (8192 for 128 x 256).
+    EXPECT_EQ(tc::k_tile_cost(tc::split_columns_64.shape), 2432);
+    EXPECT_EQ(tc::k_tile_cost(tc::split_columns_96.shape), 3040);
+    EXPECT_EQ(tc::k_tile_cost(tc::split_columns_128.shape), 3648);
+    EXPECT_EQ(tc::k_tile_cost(tc::cooperative_128.shape), 4864);
+    EXPECT_EQ(tc::k_tile_cost(tc::cooperative_144.shape), 5168);
+    EXPECT_EQ(tc::k_tile_cost(tc::cooperative_256.shape), 8192);
+    EXPECT_EQ(tc::k_tile_cost(tc::ping_pong_176.shape), 5776);
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 512, 512, 132), "SplitColumns64");  // 64 of 64 x 64 in one round
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1, 1, 132), "SplitColumns64");
+    EXPECT_EQ(tc::rounds_of(tc::split_columns_64.shape, 768, 768, 132), 2);  // 144 of 64 x 64: a second round for 12
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 768, 768, 132), "SplitColumns96");    // 48 places of 64 x 96 once (3040)
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1024, 1024, 132), "SplitColumns128");  // 64 places of 64 x 128 in one round
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1536, 1536, 132), "Cooperative144");  // 66 places of 128 x 144: one round
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1792, 1792, 132), "Cooperative256");  // 128 x 176 would take two rounds
+}
+
+TEST(TensorCoreGemmLauncher, FinalStepPicksTheLargeTileWhoseWavesCostLeastElseTheFewestRoundsOfTheCheapestKTiles)
+{
+    namespace tc = three_consumer_tiles;
+    // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
+    // 128 x 192 in 6 (1152).
+    EXPECT_EQ(tc::makespan(tc::ping_pong_176.shape, 4096, 4096, 132), 1056);
+    EXPECT_EQ(tc::makespan(tc::ping_pong_192.shape, 4096, 4096, 132), 1152);
+    EXPECT_EQ(tc::makespan(tc::cooperative_256.shape, 4096, 4096, 132), 1024);
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 4096, 4096, 132), "Cooperative256");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 16384, 1024, 132), "Cooperative256");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 8192, 8192, 132), "PingPong192");   // 4048, 4032, 4096
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 4096, 14336, 132), "PingPong176");  // 3520, 3648, 3584
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 2048, 2048, 132), "Cooperative256");  // 16 x 8 = 128 tiles of 128 x 256: one wave
+    // Three consumers' 192 x 192 tiles where their waves cost no more in at most four rounds: 3072^3, 128 places in
+    // 2 rounds (2 x 288 = 576), as 128 x 192 in 3 (576); 4097^3, 242 in 4 (1152), as 128 x 192 in 6; 2112^3, 66 in
+    // one (288) against 128 x 176's 352. 5120^3: 378 places in 6 rounds (1728), as 128 x 192 in 9: too many rounds.
+    EXPECT_EQ(tc::rounds_of(tc::three_consumers_192.shape, 3072, 3072, 132), 2);
+    EXPECT_EQ(tc::makespan(tc::three_consumers_192.shape, 3072, 3072, 132), 576);
+    EXPECT_EQ(tc::makespan(tc::ping_pong_192.shape, 3072, 3072, 132), 576);
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 3072, 3072, 132), "ThreeConsumers192");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 4097, 4097, 132), "ThreeConsumers192");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 2112, 2112, 132), "ThreeConsumers192");
+    EXPECT_EQ(tc::makespan(tc::three_consumers_192.shape, 5120, 5120, 132), 1728);
+    EXPECT_EQ(tc::makespan(tc::ping_pong_192.shape, 5120, 5120, 132), 1728);
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 5120, 5120, 132), "PingPong192");
+    // Fewer tiles of 128 x 256: as step 10.
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 512, 512, 132), "SplitColumns64");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1, 1, 132), "SplitColumns64");
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 640, 640, 132), "SplitColumns64");     // 100 of 64 x 64 in one round (2432)
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 768, 768, 132), "SplitColumns96");     // 48 places of 64 x 96 once (3040)
+    EXPECT_EQ(tc::rounds_of(tc::split_columns_96.shape, 1024, 1024, 132), 2);  // 88 places of 64 x 96
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1024, 1024, 132), "SplitColumns128");  // 64 places of 64 x 128 in one round
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1024, 2048, 132), "Cooperative128");   // 64 places of 128 x 128 in one round
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1152, 1152, 132), "Cooperative128");   // 64 x 128 would take two rounds
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1280, 1280, 132), "Cooperative128");   // 4864 before 128 x 144's 5168
+    EXPECT_EQ(tc::rounds_of(tc::cooperative_144.shape, 1536, 1536, 132), 1);  // 66 places: every SM one tile
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1536, 1536, 132), "Cooperative144");   // 5168 before 128 x 176's 5776
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 1792, 1792, 132), "Cooperative256");   // 49 places of 128 x 256
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, 8192, 8192, 1), "Cooperative256");     // one SM: no last wave to fill
+    EXPECT_EQ(STEPWISE_CHOSEN(tc, int_max, int_max, 132), "Cooperative256");  // counted without overflow
 }
 
 // ---- cuBLAS, the baseline, on the same operation (left out of racecheck: its own kernels report hazards there) ----

@@ -18,8 +18,9 @@ reference one first (:func:`load_datasets`). The registry says what *should* be
 there; :meth:`Dataset.problems` says what is not (a step without rows, or whose
 source changed since it was measured). A *second GPU* (a recorded GPU other than
 the reference one, :attr:`Dataset.is_second_gpu`) keeps the rows of a step that
-changed after it was recorded: the pages show them as of their commit
-(:meth:`Chapter.stale_steps`, :func:`.fmt.as_of_note`), and they are no problem.
+changed after it was recorded, and lacks those of steps added since: the pages show
+its numbers as of their commit (:meth:`Chapter.stale_steps`,
+:meth:`Chapter.added_steps`, :func:`.fmt.as_of_note`), and neither is a problem.
 """
 from __future__ import annotations
 
@@ -114,6 +115,26 @@ class Chapter:
         if self.measured is not None:
             return ""
         return self.dataset.pending.get(self.id, "")
+
+    def added_steps(self) -> list[dict]:
+        """On a second GPU that measured this chapter (:attr:`Dataset.is_second_gpu`): the steps of which it has no
+        row at all and that it did not mark as beyond it, added to the chapter after its run. It is kept as of its
+        commit (:func:`.fmt.as_of_note`), and they are not *missing* rows. Else empty."""
+        if not self.dataset.is_second_gpu or self.measured is None:
+            return []
+        return [step for step in self.steps
+                if not self.states[step["id"]].rows and not self.states[step["id"]].unsupported]
+
+    def final_step_id(self) -> str:
+        """The step this GPU's numbers end the chapter with: the headline's final one, else the last step; on a
+        second GPU that measured the chapter before that step was added (:meth:`added_steps`), the last step it
+        measured."""
+        final = self.headline["final"] if self.headline else self.steps[-1]["id"]
+        added = {step["id"] for step in self.added_steps()}
+        if final not in added:
+            return final
+        measured = [step["id"] for step in self.steps if step["id"] not in added]
+        return measured[-1] if measured else final
 
     def stale_steps(self) -> list[tuple[dict, StepState]]:
         """The steps whose rows are stale (their source changed since this chapter's run measured them), with
@@ -452,8 +473,9 @@ class Dataset:
         """Every step whose numbers are missing or stale, in registry order, and every entry of
         ``pending.toml`` for this file that is no longer true (the chapter is recorded, or unknown).
 
-        A second GPU's stale rows are not among them (:attr:`is_second_gpu`): the pages show them as of their
-        commit (:func:`.fmt.as_of_note`). Its missing rows are, as every dataset's."""
+        A second GPU's stale rows are not among them (:attr:`is_second_gpu`), nor the rows of steps added after it
+        measured a chapter (:meth:`Chapter.added_steps`): the pages show its numbers as of their commit
+        (:func:`.fmt.as_of_note`). Its other missing rows are, as every dataset's."""
         out: list[Problem] = []
         file_name = _display(self.measurement_path) if self.measurement_path else "the measurement file"
         for chapter_id in self.pending:
@@ -496,8 +518,10 @@ class Dataset:
                         f"registers or occupancy for {', '.join(uncounted)}; build with make, which "
                         "writes the registry from the compiler's --resource-usage reports",
                     ))
-                # A step the GPU cannot run is not missing, nor one of a chapter the file has no numbers for.
-                if state.missing and not state.unsupported and not chapter.pending:
+                # A step the GPU cannot run is not missing, nor one of a chapter the file has no numbers for, nor one
+                # added after a second GPU measured the chapter.
+                if (state.missing and not state.unsupported and not chapter.pending
+                        and step not in chapter.added_steps()):
                     pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
                     out.append(Problem(
                         "missing", chapter.id, step["id"], step["file"],

@@ -217,28 +217,40 @@ def provenance(dataset: Dataset, chapter: Chapter | None = None) -> str:
 
 def as_of_note(chapter: Chapter) -> str:
     """What a second GPU's numbers of ``chapter`` are, where steps of it changed after its run measured them
-    (:meth:`.data.Chapter.stale_steps`, the state that marks their rows stale); empty where none did, and for
-    the reference dataset, a fresh one or the reference GPU's file (whose stale rows fail the strict build).
+    (:meth:`.data.Chapter.stale_steps`, the state that marks their rows stale) or were added since
+    (:meth:`.data.Chapter.added_steps`); empty where none were, and for the reference dataset, a fresh one or the
+    reference GPU's file (whose stale or missing rows fail the strict build).
 
-    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 09_ping_pong changed; not
-    re-measured. The step's source then: `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
-    Every changed step is named; a command is between backticks (the pages set it as code)."""
+    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 09_ping_pong changed and step
+    10_tiles was added; not re-measured. The step's source then: `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
+    Every changed or added step is named; a command is between backticks (the pages set it as code)."""
     stale = chapter.stale_steps()
-    if not stale or not chapter.dataset.is_second_gpu:
+    added = [step["id"] for step in chapter.added_steps()]
+    if not (stale or added) or not chapter.dataset.is_second_gpu:
         return ""
     run = chapter.run
     commit = short_commit(run.get("commit", "unknown"))
     dirty = ", with uncommitted changes" if run.get("dirty") else ""
     date = str(run.get("date", "an unknown date"))[:10]
-    ids = [step["id"] for step, _state in stale]
+
+    def steps(ids: list[str]) -> str:
+        return f"step {ids[0]}" if len(ids) == 1 else f"steps {_and(ids)}"
+
+    before = []
+    if stale:
+        before.append(f"{steps([step['id'] for step, _state in stale])} changed")
+    if added:
+        before.append(f"{steps(added)} {'was' if len(added) == 1 else 'were'} added")
+    note = (f"{chapter.dataset.gpu_name}: measured at commit {commit} ({date}{dirty}), before {' and '.join(before)}; "
+            "not re-measured.")
+    if not stale:
+        return note
     # The files the rows were measured from (of a step whose registry entry names another file since: the old one).
     files = list(dict.fromkeys(next(iter(state.rows.values()))["file"] for _step, state in stale))
-    one = len(ids) == 1
-    steps = f"step {ids[0]}" if one else f"steps {', '.join(ids[:-1])} and {ids[-1]}"
-    whose = "The step's source" if one else ("The steps' source" if len(files) == 1 else "The steps' sources")
+    whose = "The step's source" if len(stale) == 1 else ("The steps' source" if len(files) == 1 else
+                                                         "The steps' sources")
     commands = ", ".join(f"`git show {commit}:{path}`" for path in files)
-    return (f"{chapter.dataset.gpu_name}: measured at commit {commit} ({date}{dirty}), before {steps} changed; "
-            f"not re-measured. {whose} then: {commands}.")
+    return f"{note} {whose} then: {commands}."
 
 
 # ---------------------------------------------------------------------------
@@ -766,12 +778,15 @@ class Headline:
 
     def final_note(self) -> str:
         """What follows the headline's final step, where it is not the chapter's last: the later steps, and where none
-        of them computes the same function as the first, that they do not (TF32 after fp32 SGEMM). Empty where it is
-        the last."""
+        of them computes the same function as the first, that they do not (TF32 after fp32 SGEMM), or that they were
+        added after a second GPU measured the chapter. Empty where it is the last."""
         after = self.chapter.steps[self.position(self.final_id):]
         if not after:
             return ""
         ids = _and([s["id"] for s in after])
+        if all(s in self.chapter.added_steps() for s in after):
+            return (f"{ids} {'was' if len(after) == 1 else 'were'} added after "
+                    f"{self.chapter.dataset.gpu_name} measured the chapter")
         if not any(s.get("same_operation", True) for s in after):
             return (f"{ids} {'comes' if len(after) == 1 else 'come'} after it and "
                     f"{'does' if len(after) == 1 else 'do'} not compute the same function (\u2260 op): "
@@ -835,6 +850,7 @@ def headline(chapter: Chapter) -> Headline | None:
         return None
     n, timing = h["n"], h["timing"]
     ids = [h["baseline"]] if "baseline" in h else [b["id"] for b in chapter.baselines[:1]]
-    return Headline(chapter, n, timing, h["first"], h["final"],
-                    chapter.step_row(h["first"], n, timing), chapter.step_row(h["final"], n, timing),
+    final = chapter.final_step_id()  # on a second GPU kept as of its commit, the last step it measured
+    return Headline(chapter, n, timing, h["first"], final,
+                    chapter.step_row(h["first"], n, timing), chapter.step_row(final, n, timing),
                     [(bid, short_baseline_label(chapter, bid), chapter.baseline_row(bid, n, timing)) for bid in ids])

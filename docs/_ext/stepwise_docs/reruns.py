@@ -39,8 +39,9 @@ def same_commit(a: str, b: str) -> bool:
 
 
 def final_step(chapter: Chapter) -> str:
-    """The step a rerun must have measured from the recording's source: the headline's final one, else the last."""
-    return chapter.headline["final"] if chapter.headline else chapter.steps[-1]["id"]
+    """The step a rerun must have measured from the recording's source: the chapter's final one on its GPU
+    (:meth:`.data.Chapter.final_step_id`)."""
+    return chapter.final_step_id()
 
 
 def _sources(chapter: Chapter, step_id: str) -> set[str]:
