@@ -65,7 +65,6 @@ struct TypedKernels;
     static constexpr const char* name_space = "stepwise::normalization::" #ns "::";                                  \
     static constexpr int short_rows_block = ns::short_rows_block;                                                     \
     static constexpr int rows32_block = ns::max_block_threads<32>;                                                    \
-    static constexpr int rows8_block = ns::max_block_threads<8>;                                                      \
     static constexpr int split_block_threads = ns::split_block_threads;                                               \
     static constexpr int cluster_block_threads = ns::cluster_block_threads;                                           \
     template <typename T, typename Stats, int W, int V>                                                               \
@@ -96,7 +95,7 @@ struct WithTheRowStep {
 #undef STEPWISE_TYPED_KERNELS
 
 //! Step 8's or 9's (`K`) rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of
-//! `width` values with 16 and 32 values a thread (8 in RMSNorm's rows of up to 1024 values and in short fp32 rows, 64
+//! `width` values with 16 and 32 values a thread (8, in blocks of short rows, in RMSNorm's rows of up to 1024 values and in short fp32 rows, 64
 //! in bf16 rows longer than 65536, or 16384 where the memory is fast), and element-wide accesses with 16. Step 9 adds
 //! its rows kernels that load gamma and beta with the row (add_with_the_row_kernels()).
 template <typename K, typename T>
@@ -105,7 +104,7 @@ void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& ty
     using Moments = typename K::Moments;
     using Squares = typename K::Squares;
     constexpr int w = 16 / sizeof(T);
-    const dim3 rows16(K::short_rows_block), rows32(K::rows32_block), rows8(K::rows8_block), split(K::split_block_threads);
+    const dim3 rows16(K::short_rows_block), rows32(K::rows32_block), rows8(K::short_rows_block), split(K::split_block_threads);
     const std::string t = type + ", " + K::name_space, wide = ", " + std::to_string(w), end = std::string(K::rows_suffix) + ">";
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16" + end, K::template rows<T, Moments, w, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16" + end, K::template rows<T, Moments, 1, 16>, rows16));

@@ -32,6 +32,19 @@ std::vector<KernelEntry> one_kernel(const char* name, Kernel kernel, int threads
     kernel_entry("gemm_kernel<stepwise::tensor_core_gemm::" #ns "::Config<" args "> >", ns::gemm_kernel<ns::Cfg>,   \
                  dim3(ns::Cfg::threads), ns::Cfg::smem_bytes)
 
+//! Steps 9 to 11's configurations of step 9 (`more`: the Config's template arguments after those given, spelled
+//! out as the compiler's report does), and the three that step 10 adds.
+#define STEPWISE_STEP9_KERNELS(ns, more)                                                                              \
+    STEPWISE_CONFIG_KERNEL(ns, PingPong176, "128, 176, 5, 2, 1, 8, true" more),                                       \
+        STEPWISE_CONFIG_KERNEL(ns, PingPong192, "128, 192, 5, 2, 1, 8, true" more),                                   \
+        STEPWISE_CONFIG_KERNEL(ns, Cooperative256, "128, 256, 4, 2, 1, 8, false" more),                               \
+        STEPWISE_CONFIG_KERNEL(ns, Cooperative128, "128, 128, 6, 2, 1, 8, false" more),                               \
+        STEPWISE_CONFIG_KERNEL(ns, SplitColumns128, "64, 128, 8, 2, 1, 8, false" more)
+#define STEPWISE_STEP10_KERNELS(ns, more)                                                                             \
+    STEPWISE_CONFIG_KERNEL(ns, SplitColumns64, "64, 64, 8, 1, 1, 8, false" more),                                     \
+        STEPWISE_CONFIG_KERNEL(ns, SplitColumns96, "64, 96, 8, 2, 1, 8, false" more),                                 \
+        STEPWISE_CONFIG_KERNEL(ns, Cooperative144, "128, 144, 5, 2, 1, 8, false" more)
+
 template <class Cfg>
 KernelEntry persistent_kernel(const char* name)
 {
@@ -152,35 +165,16 @@ const std::vector<Step>& steps()
         {"09_ping_pong", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
          "snippets/tensor_core_gemm/09_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
          ping_pong::requirement, ping_pong::requirement_met, 1, 1, 1, ping_pong::gemm,
-         {STEPWISE_CONFIG_KERNEL(ping_pong, PingPong176, "128, 176, 5, 2, 1, 8, true"),
-          STEPWISE_CONFIG_KERNEL(ping_pong, PingPong192, "128, 192, 5, 2, 1, 8, true"),
-          STEPWISE_CONFIG_KERNEL(ping_pong, Cooperative256, "128, 256, 4, 2, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(ping_pong, Cooperative128, "128, 128, 6, 2, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(ping_pong, SplitColumns128, "64, 128, 8, 2, 1, 8, false"),
-          kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
+         {STEPWISE_STEP9_KERNELS(ping_pong, ""), kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
         {"10_tile_choice_by_rounds", "Small problems: the tile of fewest rounds times a k-tile's cost, widths between powers of two",
          "snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh", "stepwise::tensor_core_gemm::tile_choice_by_rounds",
          tile_choice_by_rounds::requirement, tile_choice_by_rounds::requirement_met, 1, 1, 1, tile_choice_by_rounds::gemm,
-         {STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, PingPong176, "128, 176, 5, 2, 1, 8, true"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, PingPong192, "128, 192, 5, 2, 1, 8, true"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, Cooperative256, "128, 256, 4, 2, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, Cooperative128, "128, 128, 6, 2, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, SplitColumns128, "64, 128, 8, 2, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, SplitColumns64, "64, 64, 8, 1, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, SplitColumns96, "64, 96, 8, 2, 1, 8, false"),
-          STEPWISE_CONFIG_KERNEL(tile_choice_by_rounds, Cooperative144, "128, 144, 5, 2, 1, 8, false"),
+         {STEPWISE_STEP9_KERNELS(tile_choice_by_rounds, ""), STEPWISE_STEP10_KERNELS(tile_choice_by_rounds, ""),
           kernel_entry("pad_rows_kernel", tile_choice_by_rounds::pad_rows_kernel, dim3(256))}},
         {"11_three_consumer_tiles", "Three consumers share a 192 x 192 tile where few rounds cover C",
          "snippets/tensor_core_gemm/11_three_consumer_tiles.cuh", "stepwise::tensor_core_gemm::three_consumer_tiles",
          three_consumer_tiles::requirement, three_consumer_tiles::requirement_met, 1, 1, 1, three_consumer_tiles::gemm,
-         {STEPWISE_CONFIG_KERNEL(three_consumer_tiles, PingPong176, "128, 176, 5, 2, 1, 8, true, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, PingPong192, "128, 192, 5, 2, 1, 8, true, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, Cooperative256, "128, 256, 4, 2, 1, 8, false, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, Cooperative128, "128, 128, 6, 2, 1, 8, false, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, SplitColumns128, "64, 128, 8, 2, 1, 8, false, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, SplitColumns64, "64, 64, 8, 1, 1, 8, false, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, SplitColumns96, "64, 96, 8, 2, 1, 8, false, 2"),
-          STEPWISE_CONFIG_KERNEL(three_consumer_tiles, Cooperative144, "128, 144, 5, 2, 1, 8, false, 2"),
+         {STEPWISE_STEP9_KERNELS(three_consumer_tiles, ", 2"), STEPWISE_STEP10_KERNELS(three_consumer_tiles, ", 2"),
           STEPWISE_CONFIG_KERNEL(three_consumer_tiles, ThreeConsumers192, "192, 192, 4, 2, 1, 8, false, 3"),
           kernel_entry("pad_rows_kernel", three_consumer_tiles::pad_rows_kernel, dim3(256))}},
     };

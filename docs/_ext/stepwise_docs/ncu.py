@@ -391,7 +391,8 @@ def step_of(chapter: Chapter, kernel: str, block: tuple[int, int, int] | None = 
 
 def step_counts(chapter: Chapter, launches: list[Launch], path: Path,
                 first_only: bool = False) -> list[StepCounts]:
-    """Per registry step, in registry order, the launches that belong to it."""
+    """Per registry step, in registry order, the launches that belong to it; on a second GPU, without the steps
+    added after it measured the chapter (:meth:`.data.Chapter.added_steps`) where its file has none of theirs."""
     where = f"Nsight Compute file {_display(Path(path))}"
     by_step: dict[str, list[Launch]] = {s["id"]: [] for s in chapter.steps}
     for launch in launches:
@@ -405,11 +406,13 @@ def step_counts(chapter: Chapter, launches: list[Launch], path: Path,
                            f"{launch.kernel!r}, whose namespace (or, printed without one, whose name) "
                            f"is not one of chapter {chapter.id!r}'s steps ({namespaces})")
         by_step[step["id"]].append(launch)
-    empty = [s["id"] for s in chapter.steps if not by_step[s["id"]]]
+    # A second GPU profiled the chapter as of its commit: the steps added since have no launch in its file.
+    added = [s["id"] for s in chapter.added_steps() if not by_step[s["id"]]]
+    empty = [s["id"] for s in chapter.steps if not by_step[s["id"]] and s["id"] not in added]
     if empty:
         raise NcuError(f"{where} has no kernel launch of {chapter.id} step(s) {', '.join(empty)}")
     return [StepCounts(s, by_step[s["id"]][:1] if first_only else by_step[s["id"]])
-            for s in chapter.steps]
+            for s in chapter.steps if s["id"] not in added]
 
 
 def same_gpu(csv_path: Path, gpu: dict, chapter_id: str) -> bool:
