@@ -13,6 +13,14 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, float lo
     return uniform_values(count, low, high, seed);
 }
 
+namespace {
+
+//! A value's distance from the row's center times its rstd, 0 where that distance is 0 (epsilon 0 and a row of equal
+//! values, or of zeros: rstd is infinite, and the contract gives beta, not 0 times infinity).
+double times(double difference, double rstd) { return difference == 0.0 ? 0.0 : difference * rstd; }
+
+}  // namespace
+
 RowStats layer_norm_row(const float* x, const float* gamma, const float* beta, int num_cols, double epsilon,
                         double* y)
 {
@@ -27,7 +35,7 @@ RowStats layer_norm_row(const float* x, const float* gamma, const float* beta, i
     }
     const double rstd = 1.0 / std::sqrt(squares / num_cols + epsilon);
     for (int j = 0; j < num_cols; ++j) {
-        y[j] = (x[j] - mean) * rstd * gamma[j] + beta[j];
+        y[j] = times(x[j] - mean, rstd) * gamma[j] + beta[j];
     }
     return {mean, rstd};
 }
@@ -40,7 +48,7 @@ RowStats rms_norm_row(const float* x, const float* gamma, int num_cols, double e
     }
     const double rstd = 1.0 / std::sqrt(squares / num_cols + epsilon);
     for (int j = 0; j < num_cols; ++j) {
-        y[j] = x[j] * rstd * gamma[j];
+        y[j] = times(x[j], rstd) * gamma[j];
     }
     return {0.0, rstd};
 }

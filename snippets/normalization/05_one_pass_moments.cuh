@@ -118,8 +118,9 @@ static __global__ void __launch_bounds__(block_threads)
     m = warp_moments(m);
     const float mean = m.mean;
     const float rstd = rsqrtf(m.m2 / num_cols + epsilon);
+    const float scale = isinf(rstd) ? 0.0f : rstd;  // epsilon 0, equal values: each x - mean is 0, y beta
     for (int j = lane; j < num_cols; j += 32) {
-        d_out[row_offset + j] = (x[j] - mean) * rstd * d_gamma[j] + d_beta[j];
+        d_out[row_offset + j] = (x[j] - mean) * scale * d_gamma[j] + d_beta[j];
     }
     if (lane == 0) {
         d_mean[row] = mean;
@@ -164,8 +165,9 @@ static __global__ void __launch_bounds__(block_threads)
     m = block_moments(m, shared);
     const float mean = m.mean;
     const float rstd = rsqrtf(m.m2 / num_cols + epsilon);
+    const float scale = isinf(rstd) ? 0.0f : rstd;  // epsilon 0, equal values: each x - mean is 0, y beta
     for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
-        d_out[row_offset + j] = (x[j] - mean) * rstd * d_gamma[j] + d_beta[j];
+        d_out[row_offset + j] = (x[j] - mean) * scale * d_gamma[j] + d_beta[j];
     }
     if (threadIdx.x == 0) {
         d_mean[blockIdx.x] = mean;

@@ -310,6 +310,10 @@ __device__ __forceinline__ float inverse_root(Squares q, float n, float epsilon)
 struct Row {
     float mean, rstd;
 };
+//! @brief The factor y takes of x - mean: rstd, or 0 where rstd is infinite (epsilon 0 and a row whose values are all
+//!        its mean, as a LayerNorm row of equal values, each x - mean exactly 0: y is then exactly beta, where 0 times
+//!        an infinite rstd would make it NaN). A NaN rstd stays NaN.
+__device__ __forceinline__ float output_scale(Row r) { return isinf(r.rstd) ? 0.0f : r.rstd; }
 __device__ __forceinline__ Row row_of(Squares q, int num_cols, float epsilon)
 {
     return {0.0f, inverse_root(q, static_cast<float>(num_cols), epsilon)};
@@ -576,7 +580,7 @@ __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args
             Chunk<T, Width> y;
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
-                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * g[i] + b[i]);
+                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * g[i] + b[i]);
             }
             *reinterpret_cast<Chunk<T, Width>*>(args.d_out + row_offset + col) = y;
         }
@@ -738,7 +742,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
                 Chunk<T, Width> y;
 #pragma unroll
                 for (int i = 0; i < Width; ++i) {
-                    y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * r.rstd * gamma_values[i] + beta_values[i]);
+                    y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * gamma_values[i] + beta_values[i]);
                 }
                 *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) = y;
             }
@@ -828,7 +832,7 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
         }
         l.block_threads = short_rows_block;
         const int rows_per_block = short_rows_block / l.group_threads;
-        l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
+        l.blocks = (std::int64_t{num_rows} + rows_per_block - 1) / rows_per_block;  // no int overflow at INT_MAX
     } else if (threads <= max_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;
@@ -995,7 +999,8 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
         vector_aligned = vector_aligned && aligned(p, vector_bytes);
     }
     if (!all_aligned || args.num_rows < 1 || args.num_cols < 1 || !(args.epsilon >= 0.0f) ||
-        (!rms && (args.d_mean == nullptr || args.d_rstd == nullptr)) ||
+        (!rms && (args.d_mean == nullptr || args.d_rstd == nullptr || !aligned(args.d_mean, alignof(float)) ||
+                  !aligned(args.d_rstd, alignof(float)))) ||
         (d_temp_storage != nullptr && !aligned(d_temp_storage, alignof(Moments)))) {
         return cudaErrorInvalidValue;
     }
@@ -1023,8 +1028,9 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
 //! @param[in] epsilon added to the variance
 //! @param[in] stream stream to launch on
 //! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; `d_in`, `d_gamma`, `d_beta`, `d_out` aligned to `T`,
-//!      `d_mean`, `d_rstd` and `d_temp_storage` 4-byte aligned; differences of values finite. A NaN in a row makes
-//!      the row's outputs NaN; a row of equal values gives exactly `beta`.
+//!      `d_mean`, `d_rstd` and `d_temp_storage` 4-byte aligned; the absolute differences of a row's values from its
+//!      first one summing to less than fp32's largest (about 3.4e38). A NaN in a row makes the row's outputs NaN; a row
+//!      of equal values gives exactly `beta`, with epsilon 0 too (its rstd is then infinite).
 //! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, else the first launch error
 template <typename T>
 inline cudaError_t layer_norm_of(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in,
@@ -1048,8 +1054,8 @@ inline cudaError_t layer_norm_of(void* d_temp_storage, std::size_t& temp_storage
 //! @param[in] num_rows, num_cols the matrix's shape
 //! @param[in] epsilon added to the mean square
 //! @param[in] stream stream to launch on
-//! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; `d_in`, `d_gamma`, `d_out` aligned to `T`,
-//!      `d_temp_storage` 4-byte aligned; values finite or NaN. A NaN in a row makes the row NaN.
+//! @pre `num_rows >= 1`, `num_cols >= 1`, `epsilon >= 0`; `d_in`, `d_gamma`, `d_out` aligned to `T`, `d_temp_storage`
+//!      4-byte aligned; values finite or NaN. A NaN in a row makes the row NaN.
 //! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, else the first launch error
 template <typename T>
 inline cudaError_t rms_norm_of(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,

@@ -26,6 +26,11 @@ TEST(NormalizationReference, LayerNormOfAKnownRow)
     const std::vector<float> equal(4, 7.0f);
     layer_norm_row(equal.data(), gamma.data(), beta.data(), 4, 1e-5, y.data());
     EXPECT_EQ(y, (std::vector<double>{0, 0, 1, 0}));
+    // With epsilon 0 too: rstd is infinite, and each x - mean is exactly 0.
+    const RowStats flat = layer_norm_row(equal.data(), gamma.data(), beta.data(), 4, 0.0, y.data());
+    EXPECT_EQ(flat.mean, 7.0);
+    EXPECT_TRUE(std::isinf(flat.rstd));
+    EXPECT_EQ(y, (std::vector<double>{0, 0, 1, 0}));
 }
 
 TEST(NormalizationReference, RmsNormOfAKnownRowAndHugeValues)

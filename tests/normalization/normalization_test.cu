@@ -313,7 +313,65 @@ TEST_P(NormalizationStepTest, RejectsAnEmptyShapeNullPointersAndANegativeEpsilon
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
+//! The steps whose one-pass statistics make a row of equal values exactly its mean (5 on): LayerNorm gives exactly
+//! beta there, with epsilon 0 too, where rstd is infinite.
+class NormalizationExactMeanStepTest : public NormalizationStepTest {};
+
+TEST_P(NormalizationExactMeanStepTest, EqualRowsGiveExactlyBetaWithEpsilonZero)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const int cols : {3, 100, 1000, 5000, 20000, 150000}) {
+        for (const bool is_bf16 : {false, true}) {
+            if (is_bf16 && GetParam().layer_norm_bf16 == nullptr) {
+                continue;
+            }
+            Problem p = random_problem({4, cols}, seed + cols, is_bf16);
+            p.epsilon = 0.0f;
+            const auto row = [&](int r) { return p.x.begin() + static_cast<std::ptrdiff_t>(r) * cols; };
+            std::fill(row(0), row(1), 3.75f);    // equal values
+            std::fill(row(1), row(2), -1e20f);   // equal and large
+            const StepRun r = run_step(GetParam(), Norm::layer, is_bf16, p);
+            ASSERT_EQ(r.launch, cudaSuccess) << cols << " values per row";
+            expect_matches_reference(Norm::layer, p, r, is_bf16);  // the random rows too
+            for (int equal_row = 0; equal_row < 2; ++equal_row) {
+                EXPECT_EQ(r.mean[equal_row], row(equal_row)[0]) << "row " << equal_row << ", " << cols << " values";
+                EXPECT_TRUE(std::isinf(r.rstd[equal_row])) << "row " << equal_row << ", " << cols << " values";
+                for (int j = 0; j < cols; ++j) {
+                    ASSERT_EQ(r.y[static_cast<std::size_t>(equal_row) * cols + j], p.beta[j])
+                        << "row " << equal_row << " of equal values, col " << j << " of " << cols;
+                }
+            }
+        }
+    }
+}
+
+//! The steps that take every finite input whose sums stay finite (6 on: squares scaled by a power of two).
+class NormalizationFullRangeStepTest : public NormalizationStepTest {};
+
+//! A LayerNorm row near the limit their @pre states: values of +-4e34 alternating in 4000 columns, whose absolute
+//! differences from the first value sum to 1.6e38, about half fp32's largest (and whose squares overflow fp32 unless
+//! scaled); the outputs are finite and right.
+TEST_P(NormalizationFullRangeStepTest, LayerNormRowsNearTheLimitOfTheirDifferences)
+{
+    Problem p = random_problem({2, 4000}, fresh_seed(), false);
+    for (int j = 0; j < 4000; ++j) {
+        p.x[j] = j % 2 == 0 ? 4e34f : -4e34f;
+    }
+    const StepRun r = run_step(GetParam(), Norm::layer, false, p);
+    ASSERT_EQ(r.launch, cudaSuccess);
+    expect_matches_reference(Norm::layer, p, r, false);
+    EXPECT_TRUE(std::isfinite(r.mean[0]) && std::isfinite(r.rstd[0]));
+}
+
 INSTANTIATE_TEST_SUITE_P(Normalization, NormalizationStepTest, ::testing::ValuesIn(steps()), step_name);
+INSTANTIATE_TEST_SUITE_P(Normalization, NormalizationExactMeanStepTest,
+                         ::testing::ValuesIn(stepwise::testing::kept(
+                             steps(), [](const Step& s) { return std::string(s.id) >= "05_one_pass_moments"; })),
+                         step_name);
+INSTANTIATE_TEST_SUITE_P(Normalization, NormalizationFullRangeStepTest,
+                         ::testing::ValuesIn(stepwise::testing::kept(steps(), [](const Step& s) { return s.full_range; })),
+                         step_name);
 INSTANTIATE_TEST_SUITE_P(Normalization, NormalizationBf16StepTest,
                          ::testing::ValuesIn(stepwise::testing::kept(
                              steps(), [](const Step& s) { return s.layer_norm_bf16 != nullptr; })),
@@ -428,6 +486,21 @@ TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
     EXPECT_EQ(s::layer_norm(nullptr, temp_bytes, f, odd_float, f, f, f, f, 2, 2, 1e-5f), cudaErrorInvalidValue);
     EXPECT_EQ(s::layer_norm(nullptr, temp_bytes, b, b, odd_bf16, b, f, f, 2, 2, 1e-5f), cudaErrorInvalidValue);
     EXPECT_EQ(s::rms_norm(nullptr, temp_bytes, odd_bf16, b, b, 2, 2, 1e-5f), cudaErrorInvalidValue);
+    // mean and rstd 2 bytes past a 4-byte boundary, refused by every step from 6 on (their @pre: 4-byte aligned)
+    auto* odd_stats = reinterpret_cast<float*>(d.data() + 2);
+    for (const Step& step : steps()) {
+        if (std::string(step.id) < "06_row_in_registers") {
+            continue;
+        }
+        EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, f, f, f, f, odd_stats, f, 2, 2, 1e-5f, 0),
+                  cudaErrorInvalidValue) << step.id << ": mean";
+        EXPECT_EQ(step.layer_norm_fp32(nullptr, temp_bytes, f, f, f, f, f, odd_stats, 2, 2, 1e-5f, 0),
+                  cudaErrorInvalidValue) << step.id << ": rstd";
+        if (step.layer_norm_bf16 != nullptr) {
+            EXPECT_EQ(step.layer_norm_bf16(nullptr, temp_bytes, b, b, b, b, odd_stats, f, 2, 2, 1e-5f, 0),
+                      cudaErrorInvalidValue) << step.id << ": bf16, mean";
+        }
+    }
     // Rows longer than a cluster need a workspace: one byte short of it is refused.
     const int cols = 300000;
     for (const bool layer : {true, false}) {
@@ -436,6 +509,67 @@ TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
                          : s::rms_norm(d_temp, bytes, f, f, f, 2, cols, 1e-5f);
         });
     }
+}
+
+// rows = INT_MAX, one column each, through every step from 6 on (their blocks of short rows counted in 64 bits): in
+// place, x of equal bytes, so that each row is one value v: LayerNorm gives its mean v and exactly beta, RMSNorm
+// v / sqrt(v^2 + epsilon) * gamma. 8 GiB of x, 16 GiB of mean and rstd.
+TEST(NormalizationFinalStep, RowsUpToIntMax)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    if (stepwise::testing::under_sanitizer()) {
+        GTEST_SKIP() << "2^31 rows under compute-sanitizer would take hours; the layouts are checked at small sizes";
+    }
+    constexpr int rows = std::numeric_limits<int>::max();
+    constexpr std::size_t count = static_cast<std::size_t>(rows);
+    float *x = nullptr, *mean = nullptr, *rstd = nullptr;
+    if (cudaMalloc(&x, count * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&mean, count * sizeof(float)) != cudaSuccess ||
+        cudaMalloc(&rstd, count * sizeof(float)) != cudaSuccess) {
+        cudaFree(x);
+        cudaFree(mean);
+        (void)cudaGetLastError();
+        GTEST_SKIP() << "the GPU has no 24 GiB free for 2^31 - 1 rows";
+    }
+    const float gamma_beta[2] = {1.5f, 0.25f};
+    DeviceBuffer<float> parameters(2);
+    ASSERT_EQ(cudaMemcpy(parameters.data(), gamma_beta, sizeof(gamma_beta), cudaMemcpyHostToDevice), cudaSuccess);
+    constexpr float v = 0x1.7e7e7ep-1f;  // every float of the bytes 0x3f (0x3f3f3f3f): 0.7470588...
+    const auto sampled = [&](const float* d, std::size_t at) {
+        float h = 0;
+        EXPECT_EQ(cudaMemcpy(&h, d + at, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
+        return h;
+    };
+    for (const Step& step : steps()) {
+        if (std::string(step.id) < "06_row_in_registers") {
+            continue;
+        }
+        for (const Norm norm : {Norm::layer, Norm::rms}) {
+            ASSERT_EQ(cudaMemset(x, 0x3f, count * sizeof(float)), cudaSuccess);
+            std::size_t temp_bytes = 0;
+            const auto call = [&](void* d_temp, std::size_t& bytes) {
+                return norm == Norm::layer
+                           ? step.layer_norm_fp32(d_temp, bytes, x, parameters.data(), parameters.data() + 1, x, mean,
+                                                  rstd, rows, 1, 1e-5f, 0)
+                           : step.rms_norm_fp32(d_temp, bytes, x, parameters.data(), x, rows, 1, 1e-5f, 0);
+            };
+            ASSERT_EQ(call(nullptr, temp_bytes), cudaSuccess) << step.id;
+            DeviceBuffer<unsigned char> temp(std::max<std::size_t>(temp_bytes, 1));
+            ASSERT_EQ(call(temp.data(), temp_bytes), cudaSuccess) << step.id;
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << step.id;
+            const double expected = norm == Norm::layer ? 0.25 : v / std::sqrt(double{v} * v + 1e-5) * 1.5;
+            for (const std::size_t at : {std::size_t{0}, count / 2, count - 256, count - 1}) {
+                EXPECT_NEAR(sampled(x, at), expected, 1e-6) << step.id << (norm == Norm::layer ? " LayerNorm" : " RMSNorm")
+                                                            << ", row " << at;
+                if (norm == Norm::layer) {
+                    EXPECT_EQ(sampled(mean, at), v) << step.id << ", row " << at;
+                }
+            }
+        }
+    }
+    EXPECT_EQ(cudaFree(x), cudaSuccess);
+    EXPECT_EQ(cudaFree(mean), cudaSuccess);
+    EXPECT_EQ(cudaFree(rstd), cudaSuccess);
 }
 
 TEST(NormalizationProfile, EveryStepOnceAtOneMainShape)
