@@ -15,9 +15,12 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed, float lo
 
 namespace {
 
-//! A value's distance from the row's center times its rstd, 0 where that distance is 0 (epsilon 0 and a row of equal
-//! values, or of zeros: rstd is infinite, and the contract gives beta, not 0 times infinity).
-double times(double difference, double rstd) { return difference == 0.0 ? 0.0 : difference * rstd; }
+//! A value's distance from the row's center times its rstd, 0 where that distance is 0 and rstd infinite (epsilon 0 and
+//! a row of equal values, or of zeros: the contract gives beta, not 0 times infinity). A NaN rstd stays NaN.
+double times(double difference, double rstd)
+{
+    return difference == 0.0 && std::isinf(rstd) ? 0.0 : difference * rstd;
+}
 
 }  // namespace
 

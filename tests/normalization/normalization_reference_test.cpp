@@ -40,6 +40,10 @@ TEST(NormalizationReference, RmsNormOfAKnownRowAndHugeValues)
     const RowStats s = rms_norm_row(x.data(), gamma.data(), 2, 0.0, y.data());
     EXPECT_DOUBLE_EQ(s.rstd, 1.0 / std::sqrt(12.5));
     EXPECT_DOUBLE_EQ(y[1], -4 * 0.5 / std::sqrt(12.5));
+    // A NaN makes the whole row NaN, a value of 0 included (0 times a NaN rstd), with epsilon 0 too.
+    const std::vector<float> with_nan = {0.0f, std::numeric_limits<float>::quiet_NaN()};
+    rms_norm_row(with_nan.data(), gamma.data(), 2, 0.0, y.data());
+    EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
     const std::vector<float> huge = {3e30f, -4e30f};  // squares beyond fp32, not beyond double
     rms_norm_row(huge.data(), gamma.data(), 2, 1e-5, y.data());
     EXPECT_NEAR(y[0], 3 / std::sqrt(12.5), 1e-6);
