@@ -54,11 +54,8 @@ std::vector<KernelEntry> cluster_split_kernels()
     return out;
 }
 
-//! Steps 8 and 9 are the same templates in two namespaces: each step's kernels, as the list below takes them. Step 9's
-//! rows kernel also takes whether it loads gamma and beta with the row (`WithTheRow`).
-template <typename Step>
-struct TypedKernels;
-
+//! Steps 8 and 9 are the same templates in two namespaces: each step's kernels, as add_typed_step_kernels() takes
+//! them. Step 9's rows kernel also takes whether it loads gamma and beta with the row (here: not).
 #define STEPWISE_TYPED_KERNELS(ns)                                                                                    \
     using Moments = ns::Moments;                                                                                      \
     using Squares = ns::Squares;                                                                                      \
@@ -95,9 +92,9 @@ struct WithTheRowStep {
 #undef STEPWISE_TYPED_KERNELS
 
 //! Step 8's or 9's (`K`) rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of
-//! `width` values with 16 and 32 values a thread (8, in blocks of short rows, in RMSNorm's rows of up to 1024 values and in short fp32 rows, 64
-//! in bf16 rows longer than 65536, or 16384 where the memory is fast), and element-wide accesses with 16. Step 9 adds
-//! its rows kernels that load gamma and beta with the row (add_with_the_row_kernels()).
+//! `width` values with 16 and 32 values a thread (8, in blocks of short rows, in RMSNorm's rows of up to 1024 values
+//! and in short fp32 rows; 64 in bf16 rows longer than 65536, or 16384 where the memory is fast), and element-wide
+//! accesses with 16. Step 9 adds its rows kernels that load gamma and beta with the row (add_with_the_row_kernels()).
 template <typename K, typename T>
 void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -143,7 +140,7 @@ void add_with_the_row_kernels(std::vector<KernelEntry>& out, const std::string& 
     namespace s = parameters_with_the_row;
     constexpr int w = 16 / sizeof(T);
     const dim3 rows(s::short_rows_block);
-    const std::string t = type + ", stepwise::normalization::parameters_with_the_row::", wide = ", " + std::to_string(w);
+    const std::string t = type + ", " + WithTheRowStep::name_space, wide = ", " + std::to_string(w);
     if constexpr (s::parameters_ahead<T, s::Moments, w, 16>) {
         out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true>", s::norm_rows_kernel<T, s::Moments, w, 16, true>, rows));
     }

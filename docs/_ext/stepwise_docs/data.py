@@ -487,6 +487,7 @@ class Dataset:
                     + ("the step registry has no such chapter" if chapter is None else "it has")
                     + f"; remove the entry [{self.slug}] {chapter_id}"))
         for chapter in self.chapters.values():
+            added = chapter.added_steps()
             for step in chapter.steps:
                 state = chapter.states[step["id"]]
                 where = f"{chapter.id}/{step['id']}"
@@ -521,7 +522,7 @@ class Dataset:
                 # A step the GPU cannot run is not missing, nor one of a chapter the file has no numbers for, nor one
                 # added after a second GPU measured the chapter.
                 if (state.missing and not state.unsupported and not chapter.pending
-                        and step not in chapter.added_steps()):
+                        and step not in added):
                     pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
                     out.append(Problem(
                         "missing", chapter.id, step["id"], step["file"],

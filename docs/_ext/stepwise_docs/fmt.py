@@ -784,7 +784,8 @@ class Headline:
         if not after:
             return ""
         ids = _and([s["id"] for s in after])
-        if all(s in self.chapter.added_steps() for s in after):
+        added = self.chapter.added_steps()
+        if all(s in added for s in after):
             return (f"{ids} {'was' if len(after) == 1 else 'were'} added after "
                     f"{self.chapter.dataset.gpu_name} measured the chapter")
         if not any(s.get("same_operation", True) for s in after):
