@@ -244,6 +244,9 @@ inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf1
 }
 
 //! @brief O = softmax(scale Q K^T (+ causal mask)) V and each row's log-sum-exp, for bf16 Q, K, V, O.
+//!        Causal, a NaN in row j of V reaches the rows that see key j and also the rows before j in j's tile
+//!        (a tile of 64 keys): P multiplies V a whole tile at a time, and a masked weight of 0 times NaN is NaN. The
+//!        rows before that tile stay exact.
 //! @param[in]     d_temp_storage     device memory for S (fp32) and P (bf16); nullptr: only `temp_storage_bytes` is set
 //! @param[in,out] temp_storage_bytes its size
 //! @param[in]     d_q, d_k, d_v      Q [batch, heads, seq, head_dim], K and V [batch, kv_heads, seq, head_dim]
@@ -252,8 +255,9 @@ inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf1
 //! @param[in]     s                  the problem: batch, heads, kv_heads, seq, head_dim, causal
 //! @param[in]     scale              multiplies the scores (1 / sqrt(head_dim) in the usual attention)
 //! @param[in]     stream             stream to launch on
-//! @pre head_dim 64 or 128; kv_heads divides heads; every size >= 1; batch * heads <= 65535, batch * heads * seq
-//!      < 2^31; Q, K, V 16-byte aligned, d_temp_storage 256-byte aligned; compute capability 8.0 or higher
+//! @pre head_dim 64 or 128; kv_heads divides heads; every size >= 1; batch * heads <= 65535, batch * heads * seq <
+//!      2^31; Q, K, V, O and the LSE not null, Q, K, V 16-byte aligned, the LSE 4-byte aligned, d_temp_storage 256-byte
+//!      aligned; compute capability 8.0 or higher
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` on an older GPU, else the
 //!         launches' first error
 inline cudaError_t attention(void* d_temp_storage, std::size_t& temp_storage_bytes, const bf16* d_q, const bf16* d_k,
@@ -264,7 +268,8 @@ inline cudaError_t attention(void* d_temp_storage, std::size_t& temp_storage_byt
     const std::size_t heads = static_cast<std::size_t>(s.batch) * s.heads;
     if (s.batch < 1 || s.heads < 1 || s.kv_heads < 1 || s.seq < 1 || s.heads % s.kv_heads != 0 ||
         (s.head_dim != 64 && s.head_dim != 128) || heads > 65535 || heads * s.seq > 0x7fffffffu ||
-        !aligned(d_q, 16) || !aligned(d_k, 16) || !aligned(d_v, 16) || d_o == nullptr || d_lse == nullptr) {
+        !aligned(d_q, 16) || !aligned(d_k, 16) || !aligned(d_v, 16) || !aligned(d_lse, 4) || d_q == nullptr ||
+        d_k == nullptr || d_v == nullptr || d_o == nullptr || d_lse == nullptr) {
         return cudaErrorInvalidValue;
     }
     const std::size_t scores = heads * s.seq * s.seq;

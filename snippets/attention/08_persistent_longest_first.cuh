@@ -697,6 +697,9 @@ inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf1
 }
 
 //! @brief O = softmax(scale Q K^T (+ causal mask)) V and each row's log-sum-exp, for bf16 Q, K, V, O.
+//!        Causal, a NaN in row j of V reaches the rows that see key j and also the rows before j in j's tile
+//!        (a tile of 128 keys): P multiplies V a whole tile at a time, and a masked weight of 0 times NaN is NaN. The
+//!        rows before that tile stay exact.
 //! @param[in] d_temp_storage device workspace (the count of work items taken, set to 0 here first), or nullptr: only
 //!            `temp_storage_bytes` is set
 //! @param[in,out] temp_storage_bytes the workspace's size (8)
@@ -706,9 +709,9 @@ inline cudaError_t launch(const bf16* d_q, const bf16* d_k, const bf16* d_v, bf1
 //! @param[in] s the problem: batch, heads, kv_heads, seq, head_dim, causal
 //! @param[in] scale multiplies the scores (1 / sqrt(head_dim) in the usual attention)
 //! @param[in] stream stream to launch on
-//! @pre head_dim 64 or 128; kv_heads divides heads; every size >= 1, heads and batch <= 65535, batch * heads and
-//!      seq < 2^31; Q, K, V 16-byte aligned, O 4-byte aligned, the workspace 8-byte aligned; a GPU of compute
-//!      capability 9.0 and this file built for it as `sm_90a`
+//! @pre head_dim 64 or 128; kv_heads divides heads; every size >= 1, heads and batch <= 65535, batch * heads and seq <
+//!      2^31; Q, K, V, O and the LSE not null, Q, K, V 16-byte aligned, O and the LSE 4-byte aligned, the workspace
+//!      8-byte aligned; a GPU of compute capability 9.0 and this file built for it as `sm_90a`
 //! @return `cudaErrorInvalidValue` if a precondition fails or the workspace is too small, `cudaErrorNotSupported`
 //!         without sm_90a code for this GPU (or a driver without `cuTensorMapEncodeTiled`), the error of the
 //!         shared-memory opt-in or of zeroing the workspace, else the launch's error
@@ -721,7 +724,9 @@ inline cudaError_t attention(void* d_temp_storage, std::size_t& temp_storage_byt
     };
     if (s.batch < 1 || s.heads < 1 || s.kv_heads < 1 || s.seq < 1 || s.heads % s.kv_heads != 0 ||
         (s.head_dim != 64 && s.head_dim != 128) || s.heads > 65535 || s.batch > 65535 || !aligned(d_q, 16) ||
-        !aligned(d_k, 16) || !aligned(d_v, 16) || !aligned(d_o, 4) || d_o == nullptr || d_lse == nullptr) {
+        !aligned(d_k, 16) || !aligned(d_v, 16) || !aligned(d_o, 4) || !aligned(d_lse, 4) || d_q == nullptr ||
+        d_k == nullptr || d_v == nullptr || d_o == nullptr || d_lse == nullptr ||
+        static_cast<long long>(s.batch) * s.heads >= (1LL << 31)) {
         return cudaErrorInvalidValue;
     }
     using Counter = unsigned long long;

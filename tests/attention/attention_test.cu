@@ -379,22 +379,31 @@ void expect_rejects_invalid_arguments(AttentionFunction attention)
     struct Invalid {
         const char* what;
         Problem p;
-        const bf16* q;
+        const bf16 *q, *k, *v;
+        bf16* o;
         float* lse;
     };
-    const Invalid cases[] = {{"head_dim 96", {1, 4, 2, 64, 96, false}, q.data(), lse.data()},
-                             {"3 K/V heads for 4 heads", {1, 4, 3, 64, 64, false}, q.data(), lse.data()},
-                             {"seq 0", {1, 4, 2, 0, 64, false}, q.data(), lse.data()},
-                             {"no lse", good, q.data(), nullptr},
-                             {"Q 8 bytes past a 16-byte boundary", good, q.data() + 4, lse.data()}};
+    float* const lse_off = reinterpret_cast<float*>(reinterpret_cast<unsigned char*>(lse.data()) + 2);
+    // 65535 x 32769 heads: batch * heads is 2^31 + 32767 (K and V's 32769 heads: one a query head)
+    const Problem too_many_heads{65535, 32769, 32769, 64, 64, false};
+    const Invalid cases[] = {
+        {"head_dim 96", {1, 4, 2, 64, 96, false}, q.data(), k.data(), v.data(), o.data(), lse.data()},
+        {"3 K/V heads for 4 heads", {1, 4, 3, 64, 64, false}, q.data(), k.data(), v.data(), o.data(), lse.data()},
+        {"seq 0", {1, 4, 2, 0, 64, false}, q.data(), k.data(), v.data(), o.data(), lse.data()},
+        {"batch * heads of 2^31 and more", too_many_heads, q.data(), k.data(), v.data(), o.data(), lse.data()},
+        {"no Q", good, nullptr, k.data(), v.data(), o.data(), lse.data()},
+        {"no K", good, q.data(), nullptr, v.data(), o.data(), lse.data()},
+        {"no V", good, q.data(), k.data(), nullptr, o.data(), lse.data()},
+        {"no O", good, q.data(), k.data(), v.data(), nullptr, lse.data()},
+        {"no lse", good, q.data(), k.data(), v.data(), o.data(), nullptr},
+        {"the LSE 2 bytes past a 4-byte boundary", good, q.data(), k.data(), v.data(), o.data(), lse_off},
+        {"Q 8 bytes past a 16-byte boundary", good, q.data() + 4, k.data(), v.data(), o.data(), lse.data()}};
     for (const Invalid& c : cases) {
         std::size_t asked = 0;
-        EXPECT_EQ(attention(nullptr, asked, c.q, k.data(), v.data(), o.data(), c.lse, c.p, scale, 0),
-                  cudaErrorInvalidValue)
+        EXPECT_EQ(attention(nullptr, asked, c.q, c.k, c.v, c.o, c.lse, c.p, scale, 0), cudaErrorInvalidValue)
             << c.what;
         std::size_t given = d_temp.size();
-        EXPECT_EQ(attention(d_temp.data(), given, c.q, k.data(), v.data(), o.data(), c.lse, c.p, scale, 0),
-                  cudaErrorInvalidValue)
+        EXPECT_EQ(attention(d_temp.data(), given, c.q, c.k, c.v, c.o, c.lse, c.p, scale, 0), cudaErrorInvalidValue)
             << c.what << ", with a workspace";
     }
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
