@@ -291,6 +291,70 @@ TEST_F(TensorCoreGemmFinalStepTest, NUpToIntMax)
     });
 }
 
+//! Every configuration of the final step, by name, as gemm_with() runs it.
+const std::pair<const char*, GemmFunction> final_step_configurations[] = {
+    {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
+    {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>},
+    {"Cooperative256", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative256>},
+    {"Cooperative128", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative128>},
+    {"SplitColumns128", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns128>},
+    {"SplitColumns64", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns64>},
+    {"SplitColumns96", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns96>},
+    {"Cooperative144", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative144>},
+    {"ThreeConsumers192", three_consumer_tiles::gemm_with<three_consumer_tiles::ThreeConsumers192>}};
+
+// Each configuration at M = INT_MAX and at N = INT_MAX: the schedule's last cluster place lies past C there, and its
+// rows or columns count past INT_MAX (a 192-row tile at 11184811 x 192); the kernel's coordinates are 64-bit.
+TEST_F(TensorCoreGemmFinalStepTest, EveryConfigurationUpToIntMax)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "products of 2^31 rows under compute-sanitizer would take hours; MUpToIntMax runs the launcher's";
+    }
+    for (const auto& [name, gemm] : final_step_configurations) {
+        SCOPED_TRACE(name);
+        stepwise::testing::expect_exact_product<bf16, bf16>(
+            {int_max, 1, 8}, true, [gemm = gemm](auto A, auto B, auto C) { return gemm(int_max, 1, 8, A, B, C, 0); });
+        stepwise::testing::expect_exact_product<bf16, bf16>(
+            {1, int_max, 8}, true, [gemm = gemm](auto A, auto B, auto C) { return gemm(1, int_max, 8, A, B, C, 0); });
+    }
+}
+
+// The limit of C's tiles is the same for every configuration and the launcher: a C of 2^30 tiles of 64 x 64 or more
+// is refused by each alike (INT_MAX x 2048 and INT_MAX x 2049), from its arguments alone.
+TEST_F(TensorCoreGemmFinalStepTest, EveryConfigurationHasTheSameLimitOfTiles)
+{
+    DeviceBuffer<bf16> d_A(64);
+    DeviceBuffer<bf16> d_C(1);
+    constexpr long long tiles = three_consumer_tiles::max_cluster_tiles;    // 2^30
+    const int rows_of_tiles = three_consumer_tiles::tiles_of(int_max, 64);  // 2^25
+    const int too_wide = static_cast<int>(tiles / rows_of_tiles) * 64;      // 2048: exactly 2^30 tiles
+    for (const auto& [name, gemm] : final_step_configurations) {
+        EXPECT_EQ(gemm(int_max, too_wide, 8, d_A.data(), d_A.data(), d_C.data(), 0), cudaErrorInvalidValue) << name;
+        EXPECT_EQ(gemm(int_max, too_wide + 1, 8, d_A.data(), d_A.data(), d_C.data(), 0), cudaErrorInvalidValue) << name;
+    }
+    EXPECT_EQ(three_consumer_tiles::gemm(int_max, too_wide, 8, d_A.data(), d_A.data(), d_C.data()),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// The copies of unaligned A and B come from a pool of the step's own, which keeps its memory until it is released.
+TEST_F(TensorCoreGemmFinalStepTest, ThePoolOfCopiesIsReleasedAndMadeAgain)
+{
+    const Shape s{129, 65, 7};  // K odd: A and B are copied
+    const std::uint64_t seed = fresh_seed();
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));
+    int device = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_NE(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+    EXPECT_EQ(three_consumer_tiles::release_copy_pools(), cudaSuccess);
+    EXPECT_EQ(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));  // a new pool
+    EXPECT_NE(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+}
+
 TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
 {
     // One tile and 2^25 k-tiles: seconds, the longest K the launcher takes (its padded rows count in an int).
