@@ -52,16 +52,17 @@ static __global__ void __launch_bounds__(block_threads) softmax_kernel(const flo
     const std::size_t row_offset = static_cast<std::size_t>(blockIdx.x) * num_cols;
     const float* x = d_in + row_offset;
     float max = -INFINITY;
-    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+    // unsigned: j + blockDim.x stays below 2^32 for every int num_cols, where an int would overflow
+    for (unsigned j = threadIdx.x; j < static_cast<unsigned>(num_cols); j += blockDim.x) {
         max = fmaxf(max, x[j]);
     }
     max = block_reduce<true>(max, shared);
     float sum = 0.0f;
-    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+    for (unsigned j = threadIdx.x; j < static_cast<unsigned>(num_cols); j += blockDim.x) {
         sum += expf(x[j] - max);
     }
     sum = block_reduce<false>(sum, shared);
-    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+    for (unsigned j = threadIdx.x; j < static_cast<unsigned>(num_cols); j += blockDim.x) {
         d_out[row_offset + j] = expf(x[j] - max) / sum;
     }
 }

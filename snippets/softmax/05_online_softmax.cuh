@@ -95,12 +95,13 @@ static __global__ void __launch_bounds__(block_threads) block_per_row_kernel(con
     const std::size_t row_offset = static_cast<std::size_t>(blockIdx.x) * num_cols;
     const float* x = d_in + row_offset;
     Partial p{-INFINITY, 0.0f};
-    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+    // unsigned: j + blockDim.x stays below 2^32 for every int num_cols, where an int would overflow
+    for (unsigned j = threadIdx.x; j < static_cast<unsigned>(num_cols); j += blockDim.x) {
         p = add(p, x[j]);
     }
     p = block_merge(p, shared);
     const float inverse_sum = 1.0f / p.sum;
-    for (int j = threadIdx.x; j < num_cols; j += blockDim.x) {
+    for (unsigned j = threadIdx.x; j < static_cast<unsigned>(num_cols); j += blockDim.x) {
         d_out[row_offset + j] = exp_shifted(x[j], p.max) * inverse_sum;
     }
 }

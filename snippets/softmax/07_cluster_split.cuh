@@ -421,7 +421,7 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
         }
         l.block_threads = short_rows_block;
         const int rows_per_block = short_rows_block / l.group_threads;
-        l.blocks = (num_rows + rows_per_block - 1) / rows_per_block;
+        l.blocks = (std::int64_t{num_rows} + rows_per_block - 1) / rows_per_block;
     } else if (threads <= max_threads) {  // a block per row
         l.group_threads = l.block_threads = static_cast<int>((threads + 31) / 32 * 32);
         l.blocks = num_rows;

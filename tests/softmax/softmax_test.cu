@@ -5,6 +5,7 @@
 #include "softmax/softmax_reference.hpp"
 #include "softmax/softmax_steps.hpp"
 #include "support/gpu_test_support.hpp"
+#include "support/large_problem.hpp"
 
 #include "../../snippets/softmax/08_bf16.cuh"
 
@@ -13,6 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <type_traits>
 #include <vector>
 
 namespace stepwise::softmax {
@@ -194,6 +197,159 @@ TEST_P(SoftmaxStepTest, RejectsAnEmptyShapeAndNullPointers)
     EXPECT_EQ(step.fp32(nullptr, temp_bytes, nullptr, d.data(), 4, 4, 0), cudaErrorInvalidValue);
     EXPECT_EQ(step.fp32(nullptr, temp_bytes, d.data(), nullptr, 4, 4, 0), cudaErrorInvalidValue);
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// ---- every step at the limits of its int sizes ----
+
+//! @brief Counts, into `*wrong`, the `count` outputs at `d` that are not exactly 1: the softmax of a one-value row.
+template <class T>
+static __global__ void count_not_one_kernel(const T* d, std::size_t count, unsigned long long* wrong)
+{
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        if (!(static_cast<float>(d[i]) == 1.0f)) {
+            atomicAdd(wrong, 1ull);
+        }
+    }
+}
+
+//! @brief One row's maximum and sum of exp(x - maximum), in double.
+struct RowStats {
+    double max, sum;
+};
+
+//! @brief Counts, into `*wrong`, the outputs at `d` (`rows` x `cols`, at most 4 rows) further from the softmax of the
+//!        hashed input (`fill_hashed` of `seed`, as a `T`) than `relative` (and 1e-37 absolute); NaN counts.
+template <class T>
+static __global__ void count_out_of_tolerance_kernel(const T* d, int rows, int cols, std::uint64_t seed,
+                                                     RowStats s0, RowStats s1, RowStats s2, RowStats s3,
+                                                     double relative, unsigned long long* wrong)
+{
+    const RowStats stats[4] = {s0, s1, s2, s3};
+    const std::size_t count = static_cast<std::size_t>(rows) * cols;
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        const RowStats s = stats[i / cols];
+        const float x = static_cast<float>(T(stepwise::testing::hashed_value(stepwise::testing::Hashed::uniform, seed, i)));
+        const double expected = exp(static_cast<double>(x) - s.max) / s.sum;
+        if (!(fabs(static_cast<double>(static_cast<float>(d[i])) - expected) <= relative * expected + 1e-37)) {
+            atomicAdd(wrong, 1ull);
+        }
+    }
+}
+
+//! @brief The maximum and sum of each row of the hashed input (as `count_out_of_tolerance_kernel` makes it), on the
+//!        host's threads.
+template <class T>
+std::vector<RowStats> hashed_row_stats(int rows, int cols, std::uint64_t seed)
+{
+    struct Max {
+        double value = -std::numeric_limits<double>::infinity();
+        Max& operator+=(Max other)
+        {
+            value = std::max(value, other.value);
+            return *this;
+        }
+    };
+    std::vector<RowStats> stats;
+    for (int r = 0; r < rows; ++r) {
+        const std::size_t first = static_cast<std::size_t>(r) * cols;
+        const auto x = [&](std::size_t j) {
+            return static_cast<double>(static_cast<float>(
+                T(stepwise::testing::hashed_value(stepwise::testing::Hashed::uniform, seed, first + j))));
+        };
+        const double max = stepwise::testing::parallel_sum<Max>(cols, [&](std::size_t j) { return Max{x(j)}; }).value;
+        stats.push_back({max, stepwise::testing::parallel_sum<double>(cols, [&](std::size_t j) {
+                             return std::exp(x(j) - max);
+                         })});
+    }
+    return stats;
+}
+
+//! @brief `step` in place on `rows` x `cols` hashed values of type `T`; the outputs that fail `count` kernel's check.
+template <class T, class Check>
+unsigned long long wrong_in_place(const Step& step, T* d, int rows, int cols, std::uint64_t seed, Check count)
+{
+    const std::size_t elements = static_cast<std::size_t>(rows) * cols;
+    stepwise::testing::fill_hashed(d, elements, stepwise::testing::Hashed::uniform, seed);
+    const auto call = [&](void* d_temp, std::size_t& bytes) {
+        if constexpr (std::is_same_v<T, bf16>) {
+            return step.bf16(d_temp, bytes, d, d, rows, cols, 0);
+        } else {
+            return step.fp32(d_temp, bytes, d, d, rows, cols, 0);
+        }
+    };
+    std::size_t temp_bytes = 0;
+    EXPECT_EQ(call(nullptr, temp_bytes), cudaSuccess) << rows << " x " << cols;
+    DeviceBuffer<unsigned char> temp(std::max<std::size_t>(temp_bytes, 1));
+    EXPECT_EQ(call(temp.data(), temp_bytes), cudaSuccess) << rows << " x " << cols;
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << rows << " x " << cols;
+    DeviceBuffer<unsigned long long> wrong(1);
+    wrong.fill_bytes(0, 0);
+    count(d, elements, wrong.data());
+    STEPWISE_CUDA_CHECK(cudaGetLastError());
+    unsigned long long h = 0;
+    STEPWISE_CUDA_CHECK(cudaMemcpy(&h, wrong.data(), sizeof(h), cudaMemcpyDeviceToHost));
+    return h;
+}
+
+//! @brief Rows = INT_MAX of one value each (every output exactly 1), one row of INT_MAX values and three of 2^28 + 8
+//!        (past 2^31 bytes), in place, in each type the step takes. Long rows are checked at every output against
+//!        the double softmax of the same values within 1e-3 relative (plus a bf16 rounding): their sums are taken in
+//!        fp32 over up to 2^23 values a thread, whose error is some 1e-5 for these values, while an output from the
+//!        wrong element or row is off by up to e^2.
+template <class T>
+void expect_int_limits(const Step& step, bool long_rows)
+{
+    constexpr int int_max = std::numeric_limits<int>::max();
+    static const std::uint64_t seed = fresh_seed();  // one for every step: the rows' sums are taken once
+    static std::map<std::pair<int, int>, std::vector<RowStats>> stats;
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::size_t bytes = static_cast<std::size_t>(int_max) * sizeof(T);
+    T* d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, bytes), cudaSuccess);
+    EXPECT_EQ(wrong_in_place(step, d, int_max, 1, seed,
+                             [](const T* out, std::size_t count, unsigned long long* wrong) {
+                                 count_not_one_kernel<<<4096, 256>>>(out, count, wrong);
+                             }),
+              0u)
+        << step.id << ": 2^31 - 1 rows of one value, outputs other than 1";
+    if (long_rows) {
+        const double relative = 1e-3 + (std::is_same_v<T, bf16> ? std::ldexp(1.0, -8) : 0.0);
+        for (const Shape shape : {Shape{1, int_max}, Shape{3, (1 << 28) + 8}}) {
+            auto [known, unknown] = stats.try_emplace({shape.rows, shape.cols});
+            if (unknown) {
+                known->second = hashed_row_stats<T>(shape.rows, shape.cols, seed);
+                known->second.resize(4, RowStats{0, 1});
+            }
+            const std::vector<RowStats>& s = known->second;
+            EXPECT_EQ(wrong_in_place(step, d, shape.rows, shape.cols, seed,
+                                     [&](const T* out, std::size_t, unsigned long long* wrong) {
+                                         count_out_of_tolerance_kernel<<<4096, 256>>>(out, shape.rows, shape.cols,
+                                                                                      seed, s[0], s[1], s[2], s[3],
+                                                                                      relative, wrong);
+                                     }),
+                      0u)
+                << step.id << ": " << shape.rows << " x " << shape.cols << ", outputs out of tolerance";
+        }
+    }
+    EXPECT_EQ(cudaFree(d), cudaSuccess);
+}
+
+TEST_P(SoftmaxStepTest, RowsAndRowLengthsUpToIntMax)
+{
+    // 2^31 - 1 rows of floats, and step 1's maximum and sum of each
+    const std::size_t largest = 3 * static_cast<std::size_t>(std::numeric_limits<int>::max()) * sizeof(float);
+    if (const std::string why = stepwise::testing::large_problem_skip_reason(largest); !why.empty()) {
+        GTEST_SKIP() << why;
+    }
+    const Step& step = GetParam();
+    // Step 1 gives a row one thread, which would read a row of 2^28 values one by one for minutes.
+    const bool long_rows = std::string(step.id) != steps().front().id;
+    expect_int_limits<float>(step, long_rows);
+    if (step.bf16 != nullptr) {
+        expect_int_limits<bf16>(step, long_rows);
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Softmax, SoftmaxStepTest, ::testing::ValuesIn(steps()), step_name);
