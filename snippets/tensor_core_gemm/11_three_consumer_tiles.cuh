@@ -112,17 +112,8 @@ __host__ __device__ constexpr int tiles_of(int count, int tile) { return count /
 constexpr int max_k = 2147483647 - 7;
 
 //! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
-//!        int: the launcher takes a C of fewer 64 x 64 tiles than this, whatever its configuration (none has more
-//!        places than C has 64 x 64 tiles), which is any C a GPU's memory holds.
+//!        int: the launcher takes fewer places than this.
 constexpr long long max_cluster_tiles = 1LL << 30;
-
-//! @brief A row or column of A, B or C as the TMA takes it (an int), from `c` counted in 64 bits: `c`, or where `c`
-//!        passes INT_MAX (a tile of the schedule's last cluster place, past M or N near INT_MAX) INT_MAX, as far
-//!        outside the tensor as `c`: the TMA fills zeros for it, or stores nothing.
-__device__ __forceinline__ int tma_coordinate(long long c)
-{
-    return c < 2147483647LL ? static_cast<int>(c) : 2147483647;
-}
 
 //! @brief The address of `p` in the shared window, as PTX's `.shared` instructions take it.
 __device__ __forceinline__ unsigned smem_address(const void* p)
@@ -498,8 +489,8 @@ template <int BN>
 __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[BN / 2], bf16* C, int M, int N, int row0,
                                                      int col0, int thread_in_group, bool pairs)
 {
-    const long long row = 1LL * row0 + (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;  // no int overflow
-    const long long col = 1LL * col0 + (thread_in_group % 4) * 2;
+    const int row = row0 + (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
+    const int col = col0 + (thread_in_group % 4) * 2;
     bf16* c = C + static_cast<std::size_t>(row) * N + col;
     if (pairs && row0 <= M - WGM && col0 <= N - BN) {  // the whole tile is inside C: no checks (and no overflow)
 #pragma unroll
@@ -637,17 +628,15 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         bf16* Bs = As + BM * BK;
         constexpr std::uint16_t both = 0b11;
         if (Cfg::cluster_n == 1 && own) {
-            tma_load(As, &map_a_part, kt * BK, tma_coordinate(1LL * m * BM), &full[stage]);
+            tma_load(As, &map_a_part, kt * BK, m * BM, &full[stage]);
         } else if (Cfg::cluster_n == 2 && shared) {  // the two blocks' tiles share A's
-            tma_load_multicast(As + rank * (BM / 2) * BK, &map_a_part, kt * BK,
-                               tma_coordinate(1LL * m * BM + rank * (BM / 2)),
+            tma_load_multicast(As + rank * (BM / 2) * BK, &map_a_part, kt * BK, m * BM + rank * (BM / 2),
                                &full[stage], both);
         }
         if (Cfg::cluster_m == 1 && own) {
-            tma_load(Bs, &map_b_part, kt * BK, tma_coordinate(1LL * n * BN), &full[stage]);
+            tma_load(Bs, &map_b_part, kt * BK, n * BN, &full[stage]);
         } else if (Cfg::cluster_m == 2 && shared) {  // the two blocks' tiles share B's
-            tma_load_multicast(Bs + rank * (BN / 2) * BK, &map_b_part, kt * BK,
-                               tma_coordinate(1LL * n * BN + rank * (BN / 2)),
+            tma_load_multicast(Bs + rank * (BN / 2) * BK, &map_b_part, kt * BK, n * BN + rank * (BN / 2),
                                &full[stage], both);
         }
     };
@@ -783,11 +772,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
             }
 #pragma unroll
             for (int h = 0; h < CM / WGM; ++h) {
-                const long long first_row = 1LL * m * BM + row_offset + h * WGM, first_col = 1LL * n * BN + col_offset;
-                if (first_row >= M || first_col >= N) {  // past C: a tile of the schedule's last place, or its rows
-                    continue;
-                }
-                const int row0 = static_cast<int>(first_row), col0 = static_cast<int>(first_col);
+                const int row0 = m * BM + row_offset + h * WGM, col0 = n * BN + col_offset;
                 if (!tma_stores) {  // C's rows are not a multiple of 16 bytes apart, or C is not 16-byte aligned
                     store_warpgroup_tile<CN>(acc[h], C, M, N, row0, col0, t % 128, pairs);
                     continue;
@@ -804,8 +789,8 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                     warpgroup_sync(consumer);
                     if (issuer) {
                         for (int b = 0; b < Cfg::round_cols / Cfg::box_cols; ++b) {
-                            const long long col = 1LL * col0 + round * Cfg::round_cols + b * Cfg::box_cols;
-                            tma_store(&map_c, tma_coordinate(col), row0, box + b * WGM * Cfg::box_cols);
+                            tma_store(&map_c, col0 + round * Cfg::round_cols + b * Cfg::box_cols, row0,
+                                      box + b * WGM * Cfg::box_cols);
                         }
                         bulk_commit();
                     }
@@ -961,22 +946,14 @@ static int resident_clusters(int device)
     return clusters;
 }
 
-constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
-
-//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
-inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
-{
-    static std::atomic<cudaMemPool_t> pools[max_pool_devices];
-    return pools;
-}
-
 //! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
 //!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
-    if (device < 0 || device >= max_pool_devices) {
+    constexpr int max_devices = 64;
+    static std::atomic<cudaMemPool_t> pools[max_devices];
+    if (device < 0 || device >= max_devices) {
         return cudaErrorInvalidDevice;
     }
     if ((pool = pools[device].load()) != nullptr) {
@@ -1005,22 +982,6 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
     return cudaSuccess;
 }
 
-//! @brief Gives back the memory that the copies of unaligned A and B keep on every device (see gemm()), for a program
-//!        that wants it back before it ends. A call still running keeps what it uses until it is done; a later call
-//!        makes a new pool.
-//! @return the first error of destroying a pool, else `cudaSuccess`
-inline cudaError_t release_copy_pools()
-{
-    cudaError_t first = cudaSuccess;
-    for (std::atomic<cudaMemPool_t>& slot : copy_pools()) {
-        if (cudaMemPool_t pool = slot.exchange(nullptr); pool != nullptr) {
-            const cudaError_t error = cudaMemPoolDestroy(pool);
-            first = first != cudaSuccess ? first : error;
-        }
-    }
-    return first;
-}
-
 //! @brief The signature of gemm() and of gemm_with<Cfg>().
 using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C,
                                      cudaStream_t stream);
@@ -1033,11 +994,11 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
         !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
         return cudaErrorInvalidValue;
     }
-    if (static_cast<long long>(tiles_of(M, WGM)) * tiles_of(N, WGM) >= max_cluster_tiles) {  // one limit for all
-        return cudaErrorInvalidValue;
-    }
     const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, Cfg::BM), Cfg::cluster_m)) *
                                     tiles_of(tiles_of(N, Cfg::BN), Cfg::cluster_n);
+    if (cluster_tiles >= max_cluster_tiles) {
+        return cudaErrorInvalidValue;
+    }
     int device = 0;
     cudaError_t error = cudaGetDevice(&device);
     if (error != cudaSuccess) {
@@ -1235,16 +1196,14 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //! @param[in]  d_B     K x N bf16, column-major (`B[n * K + k]`)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
-//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` tiles of 64 x 64: any C a GPU's memory
-//!      holds; the same limits for every configuration), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU
-//!      of compute capability 9.0 and this file built for it as `sm_90a`. Where K is not a multiple of 8, or A or B not
-//!      16-byte aligned, the call copies A and B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory
-//!      pool of its own, which keeps that memory for later calls (as much as the largest such call needed) until
-//!      release_copy_pools() or the program's end.
-//! @return `cudaErrorInvalidValue` if a precondition fails; `cudaErrorNotSupported` without sm_90a code for this GPU
-//!         (or a driver without `cuTensorMapEncodeTiled`), where the configuration's cluster does not fit on the GPU,
-//!         or where a tensor map of A, B or C cannot be encoded; the error of an allocation or of the shared-memory
-//!         opt-in; else the launch's error
+//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
+//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file
+//!      built for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and
+//!      B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory
+//!      for later calls (as much as the largest such call needed) until the program ends.
+//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
+//!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
+//!         else the launch's error
 inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
     int device = 0;
