@@ -35,6 +35,9 @@ struct StepEntry {
     //! What the GPU and the build must offer beyond CUDA's baseline ("sm_90a": compute capability 9.0 and code built
     //! for it), or empty. A GPU without it skips the step; its measurement lists it under "unsupported".
     std::string needs = "";
+    //! The ids the step had before the chapter's steps were split or renumbered: rows a GPU measured under one of
+    //! them are this step's (as of their commit). None may be a current id of the chapter.
+    std::vector<std::string> formerly = {};
 };
 
 //! @brief A ceiling or a library baseline.

@@ -239,6 +239,9 @@ nlohmann::json registry_json(const std::vector<std::unique_ptr<Chapter>>& chapte
             if (!s.needs.empty()) {
                 step["needs"] = s.needs;
             }
+            if (!s.formerly.empty()) {
+                step["formerly"] = s.formerly;  // the docs read a second GPU's rows of these ids as this step's
+            }
             j["steps"].push_back(std::move(step));
         }
         j["pytorch"] = nlohmann::json::array();  // conf/pytorch_baselines.py times them (make measure)

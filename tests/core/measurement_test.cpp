@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -165,6 +166,26 @@ TEST(Registry, SweepRowsAreMeasuredAtTheSweepAndMainSizesAndNothingElseGrows)
 
     ChapterEntry unknown = c;
     EXPECT_THROW(add_sweep(unknown, Sweep{{{5, "5"}}, {"03_missing"}, 4, 1}), std::logic_error);
+}
+
+//! @brief The first chapter as if its second step had been renumbered: its entry names the id it had.
+class RenumberedChapter : public Chapter {
+public:
+    RenumberedChapter() : entry_(make_chapters().front()->entry()) { entry_.steps.at(1).formerly = {"01_old_name"}; }
+    const ChapterEntry& entry() const override { return entry_; }
+    nlohmann::json measure(MeasureContext&, const std::vector<std::string>&) const override { return {}; }
+
+private:
+    ChapterEntry entry_;
+};
+
+TEST(Registry, AStepsFormerIdsAreListedAndOnlyThere)
+{
+    std::vector<std::unique_ptr<Chapter>> chapters;
+    chapters.push_back(std::make_unique<RenumberedChapter>());
+    const nlohmann::json steps = registry_json(chapters).at("chapters").at(0).at("steps");
+    EXPECT_EQ(steps.at(1).at("formerly"), nlohmann::json::array({"01_old_name"}));
+    EXPECT_FALSE(steps.at(0).contains("formerly"));
 }
 
 TEST(Registry, UnhashedFilesAreAnError)

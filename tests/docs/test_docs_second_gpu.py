@@ -21,7 +21,7 @@ import pytest
 import synth
 from stepwise_docs import fmt
 from stepwise_docs.data import REFERENCE_GPU, Dataset, Datasets
-from stepwise_docs.inputs import measurement_files
+from stepwise_docs.inputs import DataError, measurement_files
 from test_docs_gpus import B, N, build_docs, cite_b, demo_of, edit, load, needs_doxygen, page, with_b
 
 A = "fixture-gpu"
@@ -220,6 +220,60 @@ def test_the_note_names_changed_and_added_steps_together(project):
         "FIXTURE GPU B (not a measurement): measured at commit f1xtur2 (2000-01-02), before step 01_naive changed "
         "and step 02_vector was added; not re-measured. The step's source then: "
         "`git show f1xtur2:snippets/demo/01_naive.cuh`.")
+
+
+# -- a step renamed after a second GPU recorded it (a split or a renumbering) ---------------------------
+
+def measured_as(path: Path, step: str, former: str) -> Path:
+    """The measurement file ``path`` as if the demo chapter's ``step`` had been ``former`` (its id and file) when it
+    was recorded, its demo run of a clean tree."""
+    def change(data: dict) -> None:
+        demo = demo_of(data)
+        demo["run"]["dirty"] = False
+        for row in demo["steps"]:
+            if row["id"] == step:
+                row["id"] = former
+                row["file"] = row["file"].replace(step, former)
+    edit(path, change)
+    return path
+
+
+def renamed(project: Path, step: str, *former: str) -> None:
+    """The fixture registry with the demo chapter's ``step`` formerly ``former``."""
+    def change(data: dict) -> None:
+        next(s for s in demo_of(data)["steps"] if s["id"] == step)["formerly"] = list(former)
+    edit(project / "registry.json", change)
+
+
+def test_a_second_gpus_rows_of_a_renamed_step_are_that_steps_as_of_their_commit(project):
+    measured_as(with_b(project), "02_vector", "02_vectorized")
+    # without the registry's word, the rows under the old id are nobody's: the step reads as added since
+    assert [step["id"] for step in load(project).all[1].chapter("demo").added_steps()] == ["02_vector"]
+    renamed(project, "02_vector", "02_older_name", "02_vectorized")
+    datasets = load(project)
+    assert datasets.problems() == []
+    demo = datasets.all[1].chapter("demo")
+    assert demo.added_steps() == [] and demo.states["02_vector"].rows
+    assert demo.measured_as("02_vector") == "02_vectorized" and demo.measured_as("01_naive") == "01_naive"
+    assert [step["id"] for step, _state in demo.stale_steps()] == ["02_vector"]  # from another file
+    assert fmt.as_of_note(demo) == (
+        "FIXTURE GPU B (not a measurement): measured at commit f1xtur2 (2000-01-02), before step 02_vector "
+        "(measured as 02_vectorized) changed; not re-measured. The step's source then: "
+        "`git show f1xtur2:snippets/demo/02_vectorized.cuh`.")
+    rows = fmt.step_rows(demo, "batch", N)
+    assert [r.id for r in rows if "stepwise-stale" in r.classes] == ["02_vector"]
+    assert rows[1].cells["median"].text == "10.0 \u00b5s"
+
+
+@pytest.mark.parametrize("formerly, message", [
+    ({"02_vector": ["01_naive"]}, "step '02_vector' was formerly '01_naive', which is an id of the chapter now"),
+    ({"01_naive": ["00_old"], "02_vector": ["00_old"]}, "steps '01_naive' and '02_vector' were both formerly '00_old'"),
+])
+def test_a_former_id_names_one_step_that_no_longer_has_it(project, formerly, message):
+    for step, former in formerly.items():
+        renamed(project, step, *former)
+    with pytest.raises(DataError, match=re.escape(message)):
+        load(project)
 
 
 # -- a chapter a second GPU lacks entirely ---------------------------------------------------------

@@ -87,14 +87,29 @@ class Chapter:
         self._rows: dict[tuple[str, str, int, str], dict] = {}
         #: The measured configurations of the chapter's autotuning sweep (``autotune`` rows), if any.
         self.autotune: list[dict] = list((measured or {}).get("autotune", []))
+        #: A step's ids before the chapter's steps were split or renumbered (its ``formerly``) -> its id now: a
+        #: GPU's rows measured under a former id are that step's, as of their commit (:meth:`step_id_of`).
+        self.renamed: dict[str, str] = {old: s["id"] for s in self.steps for old in s.get("formerly", [])}
         #: Steps, ceilings and baselines this GPU cannot run, and why (``unsupported``: id -> reason).
-        self.unsupported: dict[str, str] = {u["id"]: u["reason"]
+        self.unsupported: dict[str, str] = {self.step_id_of(u): u["reason"]
                                             for u in (measured or {}).get("unsupported", [])}
         if measured is not None:
             for kind in ("steps", "ceilings", "baselines"):
                 for row in measured[kind]:
-                    self._rows[(kind, row["id"], row["n"], row["timing"])] = row
+                    row_id = self.step_id_of(row) if kind == "steps" else row["id"]
+                    self._rows[(kind, row_id, row["n"], row["timing"])] = row
         self.states: dict[str, StepState] = {s["id"]: self._state(s) for s in self.steps}
+
+    def step_id_of(self, row: dict) -> str:
+        """The id now of the step a measured row (or ``unsupported`` entry) names: its own, or where the step was
+        renamed since (``formerly``), the new one."""
+        return self.renamed.get(row["id"], row["id"])
+
+    def measured_as(self, step_id: str) -> str:
+        """The id this GPU measured the step under: a former one where its rows carry it, else ``step_id``."""
+        for row in self.states[step_id].rows.values():
+            return row["id"]
+        return step_id
 
     @property
     def run(self) -> dict:

@@ -223,7 +223,8 @@ def as_of_note(chapter: Chapter) -> str:
 
     ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 09_ping_pong changed and step
     10_tiles was added; not re-measured. The step's source then: `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
-    Every changed or added step is named; a command is between backticks (the pages set it as code)."""
+    Every changed or added step is named, a step renamed since its run (its ``formerly``) with the id it was
+    measured as; a command is between backticks (the pages set it as code)."""
     stale = chapter.stale_steps()
     added = [step["id"] for step in chapter.added_steps()]
     if not (stale or added) or not chapter.dataset.is_second_gpu:
@@ -236,9 +237,13 @@ def as_of_note(chapter: Chapter) -> str:
     def steps(ids: list[str]) -> str:
         return f"step {ids[0]}" if len(ids) == 1 else f"steps {_and(ids)}"
 
+    def named(step_id: str) -> str:  # a step renamed since its run: "10_ping_pong (measured as 09_ping_pong)"
+        then = chapter.measured_as(step_id)
+        return step_id if then == step_id else f"{step_id} (measured as {then})"
+
     before = []
     if stale:
-        before.append(f"{steps([step['id'] for step, _state in stale])} changed")
+        before.append(f"{steps([named(step['id']) for step, _state in stale])} changed")
     if added:
         before.append(f"{steps(added)} {'was' if len(added) == 1 else 'were'} added")
     note = (f"{chapter.dataset.gpu_name}: measured at commit {commit} ({date}{dirty}), before {' and '.join(before)}; "

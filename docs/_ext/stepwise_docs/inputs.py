@@ -167,6 +167,11 @@ REGISTRY_SCHEMA: dict = {
                                           "description": "what the GPU and the build must offer "
                                                          "(sm_80, sm_90, sm_90a); a GPU without it "
                                                          "skips the step"},
+                                "formerly": {"type": "array", "minItems": 1,
+                                             "items": {"type": "string", "minLength": 1},
+                                             "description": "the ids the step had before the chapter's "
+                                                            "steps were split or renumbered: rows measured "
+                                                            "under them are this step's"},
                                 "kernels": {"type": "array", "minItems": 1,
                                             "items": {"$ref": "#/$defs/kernel"}},
                                 "sizes": {
@@ -306,7 +311,23 @@ def load_registry(path: Path) -> dict:
                 f"{dupes[0]!r} twice (steps, ceilings and baselines share one namespace)"
             )
         _check_headline_and_sweep(path, chapter, ids)
+        _check_former_ids(path, chapter, ids)
     return data
+
+
+def _check_former_ids(path: Path, chapter: dict, ids: list[str]) -> None:
+    """What the schema cannot say about the steps' ``formerly``: a former id names one step only, and is not an id
+    of the chapter now (rows measured under it would be read as two steps')."""
+    where = f"step registry {_display(path)}: chapter {chapter['id']!r}"
+    owner: dict[str, str] = {}
+    for step in chapter["steps"]:
+        for old in step.get("formerly", []):
+            if old in ids:
+                raise DataError(f"{where}: step {step['id']!r} was formerly {old!r}, which is an id of the chapter "
+                                "now; give the step that kept the name a new one")
+            if old in owner:
+                raise DataError(f"{where}: steps {owner[old]!r} and {step['id']!r} were both formerly {old!r}")
+            owner[old] = step["id"]
 
 
 def _check_headline_and_sweep(path: Path, chapter: dict, ids: list[str]) -> None:

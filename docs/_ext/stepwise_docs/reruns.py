@@ -45,7 +45,8 @@ def final_step(chapter: Chapter) -> str:
 
 
 def _sources(chapter: Chapter, step_id: str) -> set[str]:
-    return {row["source_sha256"] for row in (chapter.measured or {}).get("steps", []) if row["id"] == step_id}
+    return {row["source_sha256"] for row in (chapter.measured or {}).get("steps", [])
+            if chapter.step_id_of(row) == step_id}
 
 
 def rerun_files(dataset: Dataset, chapter: Chapter) -> list[Path]:
