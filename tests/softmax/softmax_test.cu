@@ -300,29 +300,17 @@ unsigned long long counted(Count count)
     return h;
 }
 
-//! @brief Rows = INT_MAX of one value each (every output exactly 1), one row of INT_MAX values and three of 2^28 + 8
-//!        (past 2^31 bytes), in place, in each type the step takes. A long row's outputs are checked in two parts:
-//!        the row's sum, as the step took it (from its first output), within the chapter's tolerance of the double
-//!        one (a sum of a thread's values one by one drifts: some 1 % over the 2^23 a thread of 256 takes in a row of
-//!        2^31), and every output within 1e-5 (and the bf16 roundings) of exp(x - max) over that sum, which an output
-//!        from the wrong element or row misses by up to e^2.
+//! @brief One row of INT_MAX values and three of 2^28 + 8 (past 2^31 bytes), in place at `d` (room for INT_MAX `T`s).
+//!        A long row's outputs are checked in two parts: the row's sum, as the step took it (from its first output),
+//!        within the chapter's tolerance of the double one (a sum of a thread's values one by one drifts: some 1 %
+//!        over the 2^23 a thread of 256 takes in a row of 2^31), and every output within 1e-5 (and the bf16
+//!        roundings) of exp(x - max) over that sum, which an output from the wrong element or row misses by up to e^2.
 template <class T>
-void expect_int_limits(const Step& step, bool long_rows)
+void expect_long_rows(const Step& step, T* d, std::uint64_t seed)
 {
-    constexpr int int_max = std::numeric_limits<int>::max();
     constexpr bool is_bf16 = std::is_same_v<T, bf16>;
-    static const std::uint64_t seed = fresh_seed();  // one for every step: the rows' sums are taken once
-    static std::map<std::pair<int, int>, std::vector<RowStats>> stats;
-    SCOPED_TRACE("seed " + std::to_string(seed));
-    T* d = nullptr;
-    ASSERT_EQ(cudaMalloc(&d, static_cast<std::size_t>(int_max) * sizeof(T)), cudaSuccess);
-    run_in_place(step, d, int_max, 1, seed);
-    EXPECT_EQ(counted([&](unsigned long long* wrong) { count_not_one_kernel<<<4096, 256>>>(d, int_max, wrong); }), 0u)
-        << step.id << ": 2^31 - 1 rows of one value, outputs other than 1";
-    for (const Shape shape : {Shape{1, int_max}, Shape{3, (1 << 28) + 8}}) {
-        if (!long_rows) {
-            break;
-        }
+    static std::map<std::pair<int, int>, std::vector<RowStats>> stats;  // taken once for every step
+    for (const Shape shape : {Shape{1, std::numeric_limits<int>::max()}, Shape{3, (1 << 28) + 8}}) {
         auto [known, unknown] = stats.try_emplace({shape.rows, shape.cols});
         if (unknown) {
             known->second = hashed_row_stats<T>(shape.rows, shape.cols, seed);
@@ -346,6 +334,24 @@ void expect_int_limits(const Step& step, bool long_rows)
                   }),
                   0u)
             << step.id << ": " << shape.rows << " x " << shape.cols << ", outputs out of tolerance";
+    }
+}
+
+//! @brief Rows = INT_MAX of one value each (every output exactly 1), then, where `long_rows`, expect_long_rows(), in
+//!        place, in type `T`.
+template <class T>
+void expect_int_limits(const Step& step, bool long_rows)
+{
+    constexpr int int_max = std::numeric_limits<int>::max();
+    static const std::uint64_t seed = fresh_seed();  // one for every step: the long rows' sums are taken once
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    T* d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, static_cast<std::size_t>(int_max) * sizeof(T)), cudaSuccess);
+    run_in_place(step, d, int_max, 1, seed);
+    EXPECT_EQ(counted([&](unsigned long long* wrong) { count_not_one_kernel<<<4096, 256>>>(d, int_max, wrong); }), 0u)
+        << step.id << ": 2^31 - 1 rows of one value, outputs other than 1";
+    if (long_rows) {
+        expect_long_rows(step, d, seed);
     }
     EXPECT_EQ(cudaFree(d), cudaSuccess);
 }
