@@ -105,8 +105,14 @@ __host__ __device__ constexpr int tiles_of(int count, int tile) { return count /
 //!        in an int.
 constexpr int max_k = 2147483647 - 7;
 
+//! @brief The largest M and N the launcher takes: the kernel counts the rows and columns of A, B and C in an int, up
+//!        to two tiles past C's last (the schedule's last cluster place may lie past C), which this keeps below
+//!        INT_MAX.
+constexpr int max_mn = 2147483647 - 1023;
+
 //! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
-//!        int: the launcher takes fewer places than this.
+//!        int: the launcher takes a C of fewer 64 x 64 tiles than this, whatever its configuration (none has more
+//!        places than C has 64 x 64 tiles), which is any C a GPU's memory holds.
 constexpr long long max_cluster_tiles = 1LL << 30;
 
 //! @brief The address of `p` in the shared window, as PTX's `.shared` instructions take it.
@@ -940,14 +946,22 @@ static int resident_clusters(int device)
     return clusters;
 }
 
+constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
+
+//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
+inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
+{
+    static std::atomic<cudaMemPool_t> pools[max_pool_devices];
+    return pools;
+}
+
 //! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
 //!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    constexpr int max_devices = 64;
-    static std::atomic<cudaMemPool_t> pools[max_devices];
-    if (device < 0 || device >= max_devices) {
+    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
+    if (device < 0 || device >= max_pool_devices) {
         return cudaErrorInvalidDevice;
     }
     if ((pool = pools[device].load()) != nullptr) {
@@ -976,6 +990,22 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
     return cudaSuccess;
 }
 
+//! @brief Gives back the memory that the copies of unaligned A and B keep on every device (see gemm()), for a program
+//!        that wants it back before it ends. A call still running keeps what it uses until it is done; a later call
+//!        makes a new pool.
+//! @return the first error of destroying a pool, else `cudaSuccess`
+inline cudaError_t release_copy_pools()
+{
+    cudaError_t first = cudaSuccess;
+    for (std::atomic<cudaMemPool_t>& slot : copy_pools()) {
+        if (cudaMemPool_t pool = slot.exchange(nullptr); pool != nullptr) {
+            const cudaError_t error = cudaMemPoolDestroy(pool);
+            first = first != cudaSuccess ? first : error;
+        }
+    }
+    return first;
+}
+
 //! @brief The signature of gemm() and of gemm_with<Cfg>().
 using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C,
                                      cudaStream_t stream);
@@ -984,15 +1014,15 @@ using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const
 template <class Cfg>
 inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
-        !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+    if (M <= 0 || N <= 0 || M > max_mn || N > max_mn || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr ||
+        d_C == nullptr || !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+        return cudaErrorInvalidValue;
+    }
+    if (static_cast<long long>(tiles_of(M, WGM)) * tiles_of(N, WGM) >= max_cluster_tiles) {  // one limit for all
         return cudaErrorInvalidValue;
     }
     const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, Cfg::BM), Cfg::cluster_m)) *
                                     tiles_of(tiles_of(N, Cfg::BN), Cfg::cluster_n);
-    if (cluster_tiles >= max_cluster_tiles) {
-        return cudaErrorInvalidValue;
-    }
     int device = 0;
     cudaError_t error = cudaGetDevice(&device);
     if (error != cudaSuccess) {
@@ -1177,14 +1207,16 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //! @param[in]  d_B     K x N bf16, column-major (`B[n * K + k]`)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
-//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
-//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file
-//!      built for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and
-//!      B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory
-//!      for later calls (as much as the largest such call needed) until the program ends.
-//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
-//!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
-//!         else the launch's error
+//! @pre 1 <= M, N <= `max_mn` (INT_MAX - 1023), C of fewer than `max_cluster_tiles` tiles of 64 x 64 (any C a GPU's
+//!      memory holds; the same limits for every configuration), 1 <= K <= `max_k`; buffers not null and 2-byte aligned;
+//!      a GPU of compute capability 9.0 and this file built for it as `sm_90a`. Where K is not a multiple of 8, or A or
+//!      B not 16-byte aligned, the call copies A and B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered
+//!      memory pool of its own, which keeps that memory for later calls (as much as the largest such call needed) until
+//!      release_copy_pools() or the program's end.
+//! @return `cudaErrorInvalidValue` if a precondition fails; `cudaErrorNotSupported` without sm_90a code for this GPU
+//!         (or a driver without `cuTensorMapEncodeTiled`), where the configuration's cluster does not fit on the GPU,
+//!         or where a tensor map of A, B or C cannot be encoded; the error of an allocation or of the shared-memory
+//!         opt-in; else the launch's error
 inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
     int device = 0;

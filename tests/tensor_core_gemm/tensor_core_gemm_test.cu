@@ -277,18 +277,93 @@ TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
 
 constexpr int int_max = std::numeric_limits<int>::max();
 
-TEST_F(TensorCoreGemmFinalStepTest, MUpToIntMax)
+constexpr int max_mn = three_consumer_tiles::max_mn;  //!< INT_MAX - 1023: the launcher's largest M and N
+
+TEST_F(TensorCoreGemmFinalStepTest, MUpToItsLimitAndNotOneMore)
 {
-    stepwise::testing::expect_exact_product<bf16, bf16>({int_max, 1, 8}, true, [](auto A, auto B, auto C) {
-        return three_consumer_tiles::gemm(int_max, 1, 8, A, B, C);
+    stepwise::testing::expect_exact_product<bf16, bf16>({max_mn, 1, 8}, true, [](auto A, auto B, auto C) {
+        return three_consumer_tiles::gemm(max_mn, 1, 8, A, B, C);
     });
+    DeviceBuffer<bf16> d(64);
+    EXPECT_EQ(three_consumer_tiles::gemm(max_mn + 1, 1, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(int_max, 1, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
 }
 
-TEST_F(TensorCoreGemmFinalStepTest, NUpToIntMax)
+TEST_F(TensorCoreGemmFinalStepTest, NUpToItsLimitAndNotOneMore)
 {
-    stepwise::testing::expect_exact_product<bf16, bf16>({1, int_max, 8}, true, [](auto A, auto B, auto C) {
-        return three_consumer_tiles::gemm(1, int_max, 8, A, B, C);
+    stepwise::testing::expect_exact_product<bf16, bf16>({1, max_mn, 8}, true, [](auto A, auto B, auto C) {
+        return three_consumer_tiles::gemm(1, max_mn, 8, A, B, C);
     });
+    DeviceBuffer<bf16> d(64);
+    EXPECT_EQ(three_consumer_tiles::gemm(1, max_mn + 1, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(1, int_max, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
+}
+
+//! Every configuration of the final step, by name, as gemm_with() runs it.
+const std::pair<const char*, GemmFunction> final_step_configurations[] = {
+    {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
+    {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>},
+    {"Cooperative256", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative256>},
+    {"Cooperative128", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative128>},
+    {"SplitColumns128", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns128>},
+    {"SplitColumns64", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns64>},
+    {"SplitColumns96", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns96>},
+    {"Cooperative144", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative144>},
+    {"ThreeConsumers192", three_consumer_tiles::gemm_with<three_consumer_tiles::ThreeConsumers192>}};
+
+// Each configuration at M = max_mn and at N = max_mn, whichever the launcher would choose there: the schedule's last
+// cluster place lies past C, and its tiles count up to two tiles past C's last row or column (a 192-row tile at
+// 11184806 x 192), which max_mn keeps inside an int.
+TEST_F(TensorCoreGemmFinalStepTest, EveryConfigurationUpToTheLimitOfMAndN)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "products of 2^31 rows under compute-sanitizer would take hours; the launcher's run at small sizes";
+    }
+    for (const auto& [name, gemm] : final_step_configurations) {
+        SCOPED_TRACE(name);
+        stepwise::testing::expect_exact_product<bf16, bf16>(
+            {max_mn, 1, 8}, true, [gemm = gemm](auto A, auto B, auto C) { return gemm(max_mn, 1, 8, A, B, C, 0); });
+        stepwise::testing::expect_exact_product<bf16, bf16>(
+            {1, max_mn, 8}, true, [gemm = gemm](auto A, auto B, auto C) { return gemm(1, max_mn, 8, A, B, C, 0); });
+    }
+}
+
+// The limit of C's tiles is the same for every configuration and the launcher: at M = max_mn, the narrowest C of
+// 2^30 tiles of 64 x 64 or more, and one column wider, are refused by each alike, from their arguments alone.
+TEST_F(TensorCoreGemmFinalStepTest, EveryConfigurationHasTheSameLimitOfTiles)
+{
+    DeviceBuffer<bf16> d_A(64);
+    DeviceBuffer<bf16> d_C(1);
+    constexpr long long tiles = three_consumer_tiles::max_cluster_tiles;     // 2^30
+    const long long rows_of_tiles = three_consumer_tiles::tiles_of(max_mn, 64);  // 2^25 - 16
+    const int too_wide = static_cast<int>((tiles + rows_of_tiles - 1) / rows_of_tiles - 1) * 64 + 1;  // 33 columns
+    ASSERT_GE(rows_of_tiles * three_consumer_tiles::tiles_of(too_wide, 64), tiles);
+    ASSERT_LT(rows_of_tiles * three_consumer_tiles::tiles_of(too_wide - 1, 64), tiles);
+    for (const auto& [name, gemm] : final_step_configurations) {
+        EXPECT_EQ(gemm(max_mn, too_wide, 8, d_A.data(), d_A.data(), d_C.data(), 0), cudaErrorInvalidValue) << name;
+        EXPECT_EQ(gemm(max_mn, too_wide + 1, 8, d_A.data(), d_A.data(), d_C.data(), 0), cudaErrorInvalidValue) << name;
+    }
+    EXPECT_EQ(three_consumer_tiles::gemm(max_mn, too_wide, 8, d_A.data(), d_A.data(), d_C.data()),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// The copies of unaligned A and B come from a pool of the step's own, which keeps its memory until it is released.
+TEST_F(TensorCoreGemmFinalStepTest, ThePoolOfCopiesIsReleasedAndMadeAgain)
+{
+    const Shape s{129, 65, 7};  // K odd: A and B are copied
+    const std::uint64_t seed = fresh_seed();
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));
+    int device = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_NE(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+    EXPECT_EQ(three_consumer_tiles::release_copy_pools(), cudaSuccess);
+    EXPECT_EQ(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));  // a new pool
+    EXPECT_NE(three_consumer_tiles::copy_pools()[device].load(), nullptr);
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
@@ -301,7 +376,7 @@ TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
     DeviceBuffer<bf16> d_C(1);
     // Rejected from their arguments alone, before anything is read: K past its limit, and a C of 2^46 tiles.
     EXPECT_EQ(three_consumer_tiles::gemm(1, 1, three_consumer_tiles::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
-    EXPECT_EQ(three_consumer_tiles::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(max_mn, max_mn, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
