@@ -12,9 +12,9 @@
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
-#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
-#include "../../snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh"
-#include "../../snippets/tensor_core_gemm/11_three_consumer_tiles.cuh"
+#include "../../snippets/tensor_core_gemm/10_ping_pong.cuh"
+#include "../../snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/12_three_consumer_tiles.cuh"
 
 #include <gtest/gtest.h>
 
@@ -196,6 +196,29 @@ TEST_P(TensorCoreGemmStepTest, MatchesCublasAt4096)
 
 INSTANTIATE_TEST_SUITE_P(TensorCoreGemm, TensorCoreGemmStepTest, ::testing::ValuesIn(steps()),
                          [](const ::testing::TestParamInfo<Step>& info) { return std::string(info.param.id); });
+
+// ---- step 8: clusters that walk several tiles ----
+
+TEST(TensorCoreGemmPersistent, ClustersWalkSeveralTilesAndAGroupOfOneClusterRow)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const auto step = std::find_if(steps().begin(), steps().end(), [](const Step& s) {
+        return std::string(s.id) == "08_persistent_tile_scheduler";
+    });
+    ASSERT_NE(step, steps().end());
+    if (const std::string reason = unsupported_reason(*step); !reason.empty()) {
+        GTEST_SKIP() << step->id << " " << reason;
+    }
+    // 2304 x 2048: 9 x 8 places of a cluster's two 128 x 256 tiles, more than the 66 clusters a GPU of 132 SMs runs at
+    // once, so that some clusters compute a second tile; the schedule's second group of 8 cluster rows has one row.
+    // K = 128: two k-tiles a tile, so that the ring of four stages wraps across tiles.
+    const Shape s{2304, 2048, 128};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    expect_matches(s, run(step->gemm, s, A, B), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
+}
 
 // ---- the final step: every configuration, every path ----
 
@@ -436,10 +459,10 @@ TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesAB
     // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
     // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
     // share the staging area; N = 2901 takes the path where the threads store C themselves.
-    // Step 9's kernel, where ping-pong comes in, and the final step's.
+    // Step 10's kernel, where ping-pong comes in, and the final step's.
     expect_configurations_match({Shape{3000, 2900, 72}, Shape{3000, 2901, 72}},
-                                {{"step 9's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
-                                 {"step 9's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
+                                {{"step 10's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
+                                 {"step 10's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
                                  {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
                                  {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>}});
 }
@@ -458,7 +481,7 @@ TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlo
 //! The name of the configuration `step` (a step's namespace) chooses for an M x N C on `sm_count` SMs.
 #define STEPWISE_CHOSEN(step, M, N, sm_count) std::string(step::chosen_configuration(M, N, sm_count).name)
 
-TEST(TensorCoreGemmLauncher, Step9TakesTheLargeTileWhoseWavesCostLeastElseStep8sChoice)
+TEST(TensorCoreGemmLauncher, Step10TakesTheLargeTileWhoseWavesCostLeastElseStep9sChoice)
 {
     // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
     // 128 x 192 in 6 (1152).
@@ -476,10 +499,10 @@ TEST(TensorCoreGemmLauncher, Step9TakesTheLargeTileWhoseWavesCostLeastElseStep8s
     EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, int_max, int_max, 132), "Cooperative256");  // counted without overflow
 }
 
-TEST(TensorCoreGemmLauncher, Step10TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
+TEST(TensorCoreGemmLauncher, Step11TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
 {
     namespace tc = tile_choice_by_rounds;
-    // Large problems as step 9 (3072^3: 128 x 192 in 3 rounds, 576).
+    // Large problems as step 10 (3072^3: 128 x 192 in 3 rounds, 576).
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 4096, 4096, 132), "Cooperative256");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 3072, 3072, 132), "PingPong192");
     // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
@@ -526,7 +549,7 @@ TEST(TensorCoreGemmLauncher, FinalStepPicksTheLargeTileWhoseWavesCostLeastElseTh
     EXPECT_EQ(tc::makespan(tc::three_consumers_192.shape, 5120, 5120, 132), 1728);
     EXPECT_EQ(tc::makespan(tc::ping_pong_192.shape, 5120, 5120, 132), 1728);
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 5120, 5120, 132), "PingPong192");
-    // Fewer tiles of 128 x 256: as step 10.
+    // Fewer tiles of 128 x 256: as step 11.
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 512, 512, 132), "SplitColumns64");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 1, 1, 132), "SplitColumns64");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 640, 640, 132), "SplitColumns64");     // 100 of 64 x 64 in one round (2432)
