@@ -1,7 +1,8 @@
 // The tensor-core GEMM chapter of the timing program: registry entry, the tensor-core and copy ceilings, cuBLAS in
 // bf16 (its default call, cuBLASLt's fastest algorithm and CUTLASS's fastest configuration, each picked per shape),
-// every step at 4096^3, the persistent kernel's steps and the libraries over a sweep of sizes and at a transformer layer's
-// shapes, and the autotuning sweep of the final step's template at the main size, at 1024^3 and at 8192 x 8192 x 2048.
+// every step at 4096^3, the steps that take any shape and the libraries over a sweep of sizes and at a transformer
+// layer's shapes, and the autotuning sweep of the final step's template at the main size, at 1024^3 and at
+// 8192 x 8192 x 2048.
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
@@ -28,10 +29,10 @@ constexpr int main_size = 4096;
 //! The sweep: every power of two from 512 to 8192, sizes between them whose tiles fill the SMs unevenly, and sizes
 //! that are multiples of no tile.
 constexpr int sweep_sizes[] = {512, 768, 1000, 1024, 1536, 2048, 3072, 4095, 4097, 8192};
-//! The persistent kernel's steps (8 on) are swept and run at the transformer shapes, so that each one's gain over
-//! the step before at every size is in the same run.
-const std::vector<std::string> swept_steps = {"08_persistent", "09_ping_pong", "10_tile_choice_by_rounds",
-                                              "11_three_consumer_tiles"};
+//! The steps that take any shape (9 on) are swept and run at the transformer shapes, so that each one's gain over
+//! the step before at every size is in the same run. Step 8 takes step 7's multiples of its tiles: the main size only.
+const std::vector<std::string> swept_steps = {"09_any_shape", "10_ping_pong", "11_tile_choice_by_rounds",
+                                              "12_three_consumer_tiles"};
 const std::vector<std::string> swept_others = {"cublas_gemm_bf16", "cublaslt_gemm_bf16_best", "cutlass_gemm_bf16",
                                                "tensor_peak"};
 
@@ -145,6 +146,7 @@ public:
         for (const tc::Step& s : tc::steps()) {
             StepEntry step{s.id, s.title, s.file, s.name_space, "gemm", true, true, {}, s.kernels};
             step.needs = s.needs;
+            step.formerly = s.formerly;
             if (s.accepts(main_size, main_size, main_size)) {
                 step.sizes.push_back(problem_size({main_size, main_size, main_size}));
             }

@@ -8,10 +8,11 @@
 #include "../../snippets/tensor_core_gemm/05_wgmma.cuh"
 #include "../../snippets/tensor_core_gemm/06_warp_specialized.cuh"
 #include "../../snippets/tensor_core_gemm/07_cluster_multicast.cuh"
-#include "../../snippets/tensor_core_gemm/08_persistent.cuh"
-#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
-#include "../../snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh"
-#include "../../snippets/tensor_core_gemm/11_three_consumer_tiles.cuh"
+#include "../../snippets/tensor_core_gemm/08_persistent_tile_scheduler.cuh"
+#include "../../snippets/tensor_core_gemm/09_any_shape.cuh"
+#include "../../snippets/tensor_core_gemm/10_ping_pong.cuh"
+#include "../../snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/12_three_consumer_tiles.cuh"
 
 #include <cmath>
 #include <string>
@@ -26,29 +27,29 @@ std::vector<KernelEntry> one_kernel(const char* name, Kernel kernel, int threads
     return {kernel_entry(name, kernel, dim3(threads), smem)};
 }
 
-//! `ns::gemm_kernel<ns::Cfg>` of steps 9 to 11, under the name the compiler's report gives it (`args`: the
+//! `ns::gemm_kernel<ns::Cfg>` of steps 10 to 12, under the name the compiler's report gives it (`args`: the
 //! Config's template arguments), with the block and shared memory its launcher gives it.
 #define STEPWISE_CONFIG_KERNEL(ns, Cfg, args)                                                                        \
     kernel_entry("gemm_kernel<stepwise::tensor_core_gemm::" #ns "::Config<" args "> >", ns::gemm_kernel<ns::Cfg>,   \
                  dim3(ns::Cfg::threads), ns::Cfg::smem_bytes)
 
-//! Steps 9 to 11's configurations of step 9 (`more`: the Config's template arguments after those given, spelled
-//! out as the compiler's report does), and the three that step 10 adds.
-#define STEPWISE_STEP9_KERNELS(ns, more)                                                                              \
+//! Steps 10 to 12's configurations of step 10, ping-pong's (`more`: the Config's template arguments after those
+//! given, spelled out as the compiler's report does), and the three that step 11, the tile choice by rounds, adds.
+#define STEPWISE_PING_PONG_KERNELS(ns, more)                                                                          \
     STEPWISE_CONFIG_KERNEL(ns, PingPong176, "128, 176, 5, 2, 1, 8, true" more),                                       \
         STEPWISE_CONFIG_KERNEL(ns, PingPong192, "128, 192, 5, 2, 1, 8, true" more),                                   \
         STEPWISE_CONFIG_KERNEL(ns, Cooperative256, "128, 256, 4, 2, 1, 8, false" more),                               \
         STEPWISE_CONFIG_KERNEL(ns, Cooperative128, "128, 128, 6, 2, 1, 8, false" more),                               \
         STEPWISE_CONFIG_KERNEL(ns, SplitColumns128, "64, 128, 8, 2, 1, 8, false" more)
-#define STEPWISE_STEP10_KERNELS(ns, more)                                                                             \
+#define STEPWISE_ROUNDS_KERNELS(ns, more)                                                                             \
     STEPWISE_CONFIG_KERNEL(ns, SplitColumns64, "64, 64, 8, 1, 1, 8, false" more),                                     \
         STEPWISE_CONFIG_KERNEL(ns, SplitColumns96, "64, 96, 8, 2, 1, 8, false" more),                                 \
         STEPWISE_CONFIG_KERNEL(ns, Cooperative144, "128, 144, 5, 2, 1, 8, false" more)
 
 template <class Cfg>
-KernelEntry persistent_kernel(const char* name)
+KernelEntry any_shape_kernel(const char* name)
 {
-    return kernel_entry(name, persistent::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
+    return kernel_entry(name, any_shape::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
 }
 
 // ---- the tensor cores' ceiling: wgmma from shared memory, nothing else ----
@@ -63,7 +64,7 @@ constexpr std::size_t peak_smem_bytes = (peak_warpgroups * 64 + peak_n) * 64 * s
 __global__ void __launch_bounds__(peak_threads, 1) tensor_peak_kernel(long long total_trips, float* d_sink)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    namespace p = persistent;
+    namespace p = any_shape;
     extern __shared__ unsigned char smem_raw[];
     bf16* tiles = reinterpret_cast<bf16*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     constexpr int elems = (peak_warpgroups * 64 + peak_n) * 64;
@@ -117,7 +118,7 @@ unsigned tensor_peak_blocks()
 
 const std::vector<Step>& steps()
 {
-    namespace p = persistent;
+    namespace p = any_shape;
     static const std::vector<Step> all = {
         {"01_wmma", "WMMA on bf16 tiles in shared memory", "snippets/tensor_core_gemm/01_wmma.cuh",
          "stepwise::tensor_core_gemm::wmma_tiles", wmma_tiles::requirement, wmma_tiles::requirement_met,
@@ -156,27 +157,36 @@ const std::vector<Step>& steps()
          cluster_multicast::gemm,
          one_kernel("gemm_kernel", cluster_multicast::gemm_kernel, cluster_multicast::threads,
                     cluster_multicast::smem_bytes)},
-        {"08_persistent", "Persistent, scheduled, any shape, autotuned", "snippets/tensor_core_gemm/08_persistent.cuh",
-         "stepwise::tensor_core_gemm::persistent", p::requirement, p::requirement_met, 1, 1, 1, p::gemm,
-         {persistent_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 256, 4, 2, 1, 8> >"),
-          persistent_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 128, 6, 2, 1, 8> >"),
-          persistent_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
-          kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))}},
-        {"09_ping_pong", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
-         "snippets/tensor_core_gemm/09_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
+        {"08_persistent_tile_scheduler", "Persistent: clusters walk the tiles in scheduled order, C leaves through the TMA",
+         "snippets/tensor_core_gemm/08_persistent_tile_scheduler.cuh", "stepwise::tensor_core_gemm::persistent",
+         persistent::requirement, persistent::requirement_met, persistent::BM * persistent::cluster_m, persistent::BN,
+         persistent::BK, persistent::gemm,
+         one_kernel("gemm_kernel", persistent::gemm_kernel, persistent::threads, persistent::smem_bytes)},
+        {"09_any_shape", "Any shape: edges, padded copies, a configuration per shape", "snippets/tensor_core_gemm/09_any_shape.cuh",
+         "stepwise::tensor_core_gemm::any_shape", p::requirement, p::requirement_met, 1, 1, 1, p::gemm,
+         {any_shape_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::any_shape::Config<128, 256, 4, 2, 1, 8> >"),
+          any_shape_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::any_shape::Config<128, 128, 6, 2, 1, 8> >"),
+          any_shape_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::any_shape::Config<64, 128, 8, 2, 1, 8> >"),
+          kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))},
+         {"08_persistent"}},
+        {"10_ping_pong", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
+         "snippets/tensor_core_gemm/10_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
          ping_pong::requirement, ping_pong::requirement_met, 1, 1, 1, ping_pong::gemm,
-         {STEPWISE_STEP9_KERNELS(ping_pong, ""), kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))}},
-        {"10_tile_choice_by_rounds", "Small problems: the tile of fewest rounds times a k-tile's cost, widths between powers of two",
-         "snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh", "stepwise::tensor_core_gemm::tile_choice_by_rounds",
+         {STEPWISE_PING_PONG_KERNELS(ping_pong, ""), kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))},
+         {"09_ping_pong"}},
+        {"11_tile_choice_by_rounds", "Small problems: the tile of fewest rounds times a k-tile's cost, widths between powers of two",
+         "snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh", "stepwise::tensor_core_gemm::tile_choice_by_rounds",
          tile_choice_by_rounds::requirement, tile_choice_by_rounds::requirement_met, 1, 1, 1, tile_choice_by_rounds::gemm,
-         {STEPWISE_STEP9_KERNELS(tile_choice_by_rounds, ""), STEPWISE_STEP10_KERNELS(tile_choice_by_rounds, ""),
-          kernel_entry("pad_rows_kernel", tile_choice_by_rounds::pad_rows_kernel, dim3(256))}},
-        {"11_three_consumer_tiles", "Three consumers share a 192 x 192 tile where few rounds cover C",
-         "snippets/tensor_core_gemm/11_three_consumer_tiles.cuh", "stepwise::tensor_core_gemm::three_consumer_tiles",
+         {STEPWISE_PING_PONG_KERNELS(tile_choice_by_rounds, ""), STEPWISE_ROUNDS_KERNELS(tile_choice_by_rounds, ""),
+          kernel_entry("pad_rows_kernel", tile_choice_by_rounds::pad_rows_kernel, dim3(256))},
+         {"10_tile_choice_by_rounds"}},
+        {"12_three_consumer_tiles", "Three consumers share a 192 x 192 tile where few rounds cover C",
+         "snippets/tensor_core_gemm/12_three_consumer_tiles.cuh", "stepwise::tensor_core_gemm::three_consumer_tiles",
          three_consumer_tiles::requirement, three_consumer_tiles::requirement_met, 1, 1, 1, three_consumer_tiles::gemm,
-         {STEPWISE_STEP9_KERNELS(three_consumer_tiles, ", 2"), STEPWISE_STEP10_KERNELS(three_consumer_tiles, ", 2"),
+         {STEPWISE_PING_PONG_KERNELS(three_consumer_tiles, ", 2"), STEPWISE_ROUNDS_KERNELS(three_consumer_tiles, ", 2"),
           STEPWISE_CONFIG_KERNEL(three_consumer_tiles, ThreeConsumers192, "192, 192, 4, 2, 1, 8, false, 3"),
-          kernel_entry("pad_rows_kernel", three_consumer_tiles::pad_rows_kernel, dim3(256))}},
+          kernel_entry("pad_rows_kernel", three_consumer_tiles::pad_rows_kernel, dim3(256))},
+         {"11_three_consumer_tiles"}},
     };
     return all;
 }
@@ -209,7 +219,7 @@ cudaError_t tensor_peak(double num_fmas, float* d_sink, cudaStream_t stream)
     if (d_sink == nullptr || !(num_fmas > 0)) {
         return cudaErrorInvalidValue;
     }
-    if (!persistent::requirement_met()) {
+    if (!any_shape::requirement_met()) {
         return cudaErrorNotSupported;
     }
     if (const cudaError_t e = cudaFuncSetAttribute(tensor_peak_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -27,6 +27,8 @@ struct Step : StepSource {
     int m_multiple, n_multiple, k_multiple;  //!< the launcher requires M, N, K to be multiples of these (1: any)
     GemmFunction gemm;
     std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes
+    //! The ids the step had before the chapter's steps were split or renumbered (StepEntry::formerly); empty for most.
+    std::vector<std::string> formerly = {};
 
     //! @brief Whether the launcher accepts this shape (given 16-byte aligned buffers).
     bool accepts(int M, int N, int K) const

@@ -30,7 +30,7 @@ def _sweep_data(sizes: list[int], axis_label: str | None = None) -> dict:
     """Plain sweep data (as :func:`.sweep.sweep` returns it) of one step and one baseline over ``sizes``."""
     data = {"chapter": "gemm", "timing": "single_cold", "metric": "gflops", "unit": "TFLOP/s", "sizes": sizes,
             "gpu": "FIXTURE GPU (not a measurement)", "l2_bytes": 50331648, "l2_n": None, "l2_n_any": None,
-            "series": [{"id": "09_ping_pong", "kind": "step", "label": "09_ping_pong", "number": "09",
+            "series": [{"id": "10_ping_pong", "kind": "step", "label": "10_ping_pong", "number": "10",
                         "same_operation": True, "values": [100.0 + i for i in range(len(sizes))],
                         "times": [0.1 * (i + 1) for i in range(len(sizes))]},
                        {"id": "cublas_gemm_bf16", "kind": "baseline", "label": "cuBLAS", "number": "cublas_gemm_bf16",

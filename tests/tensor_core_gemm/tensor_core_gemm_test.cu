@@ -12,9 +12,9 @@
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
-#include "../../snippets/tensor_core_gemm/09_ping_pong.cuh"
-#include "../../snippets/tensor_core_gemm/10_tile_choice_by_rounds.cuh"
-#include "../../snippets/tensor_core_gemm/11_three_consumer_tiles.cuh"
+#include "../../snippets/tensor_core_gemm/10_ping_pong.cuh"
+#include "../../snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/12_three_consumer_tiles.cuh"
 
 #include <gtest/gtest.h>
 
@@ -197,6 +197,29 @@ TEST_P(TensorCoreGemmStepTest, MatchesCublasAt4096)
 INSTANTIATE_TEST_SUITE_P(TensorCoreGemm, TensorCoreGemmStepTest, ::testing::ValuesIn(steps()),
                          [](const ::testing::TestParamInfo<Step>& info) { return std::string(info.param.id); });
 
+// ---- step 8: clusters that walk several tiles ----
+
+TEST(TensorCoreGemmPersistent, ClustersWalkSeveralTilesAndAGroupOfOneClusterRow)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const auto step = std::find_if(steps().begin(), steps().end(), [](const Step& s) {
+        return std::string(s.id) == "08_persistent_tile_scheduler";
+    });
+    ASSERT_NE(step, steps().end());
+    if (const std::string reason = unsupported_reason(*step); !reason.empty()) {
+        GTEST_SKIP() << step->id << " " << reason;
+    }
+    // 2304 x 2048: 9 x 8 places of a cluster's two 128 x 256 tiles, more than the 66 clusters a GPU of 132 SMs runs at
+    // once, so that some clusters compute a second tile; the schedule's second group of 8 cluster rows has one row.
+    // K = 128: two k-tiles a tile, so that the ring of four stages wraps across tiles.
+    const Shape s{2304, 2048, 128};
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    expect_matches(s, run(step->gemm, s, A, B), reference_gemm(s.M, s.N, s.K, A, B), exact_tolerance(s.K));
+}
+
 // ---- the final step: every configuration, every path ----
 
 class TensorCoreGemmFinalStepTest : public ::testing::Test {
@@ -277,18 +300,93 @@ TEST_F(TensorCoreGemmFinalStepTest, LargeOddShapeAtSampledElements)
 
 constexpr int int_max = std::numeric_limits<int>::max();
 
-TEST_F(TensorCoreGemmFinalStepTest, MUpToIntMax)
+constexpr int max_mn = three_consumer_tiles::max_mn;  //!< INT_MAX - 1023: the launcher's largest M and N
+
+TEST_F(TensorCoreGemmFinalStepTest, MUpToItsLimitAndNotOneMore)
 {
-    stepwise::testing::expect_exact_product<bf16, bf16>({int_max, 1, 8}, true, [](auto A, auto B, auto C) {
-        return three_consumer_tiles::gemm(int_max, 1, 8, A, B, C);
+    stepwise::testing::expect_exact_product<bf16, bf16>({max_mn, 1, 8}, true, [](auto A, auto B, auto C) {
+        return three_consumer_tiles::gemm(max_mn, 1, 8, A, B, C);
     });
+    DeviceBuffer<bf16> d(64);
+    EXPECT_EQ(three_consumer_tiles::gemm(max_mn + 1, 1, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(int_max, 1, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
 }
 
-TEST_F(TensorCoreGemmFinalStepTest, NUpToIntMax)
+TEST_F(TensorCoreGemmFinalStepTest, NUpToItsLimitAndNotOneMore)
 {
-    stepwise::testing::expect_exact_product<bf16, bf16>({1, int_max, 8}, true, [](auto A, auto B, auto C) {
-        return three_consumer_tiles::gemm(1, int_max, 8, A, B, C);
+    stepwise::testing::expect_exact_product<bf16, bf16>({1, max_mn, 8}, true, [](auto A, auto B, auto C) {
+        return three_consumer_tiles::gemm(1, max_mn, 8, A, B, C);
     });
+    DeviceBuffer<bf16> d(64);
+    EXPECT_EQ(three_consumer_tiles::gemm(1, max_mn + 1, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(1, int_max, 8, d.data(), d.data(), d.data()), cudaErrorInvalidValue);
+}
+
+//! Every configuration of the final step, by name, as gemm_with() runs it.
+const std::pair<const char*, GemmFunction> final_step_configurations[] = {
+    {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
+    {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>},
+    {"Cooperative256", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative256>},
+    {"Cooperative128", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative128>},
+    {"SplitColumns128", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns128>},
+    {"SplitColumns64", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns64>},
+    {"SplitColumns96", three_consumer_tiles::gemm_with<three_consumer_tiles::SplitColumns96>},
+    {"Cooperative144", three_consumer_tiles::gemm_with<three_consumer_tiles::Cooperative144>},
+    {"ThreeConsumers192", three_consumer_tiles::gemm_with<three_consumer_tiles::ThreeConsumers192>}};
+
+// Each configuration at M = max_mn and at N = max_mn, whichever the launcher would choose there: the schedule's last
+// cluster place lies past C, and its tiles count up to two tiles past C's last row or column (a 192-row tile at
+// 11184806 x 192), which max_mn keeps inside an int.
+TEST_F(TensorCoreGemmFinalStepTest, EveryConfigurationUpToTheLimitOfMAndN)
+{
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "products of 2^31 rows under compute-sanitizer would take hours; the launcher's run at small sizes";
+    }
+    for (const auto& [name, gemm] : final_step_configurations) {
+        SCOPED_TRACE(name);
+        stepwise::testing::expect_exact_product<bf16, bf16>(
+            {max_mn, 1, 8}, true, [gemm = gemm](auto A, auto B, auto C) { return gemm(max_mn, 1, 8, A, B, C, 0); });
+        stepwise::testing::expect_exact_product<bf16, bf16>(
+            {1, max_mn, 8}, true, [gemm = gemm](auto A, auto B, auto C) { return gemm(1, max_mn, 8, A, B, C, 0); });
+    }
+}
+
+// The limit of C's tiles is the same for every configuration and the launcher: at M = max_mn, the narrowest C of
+// 2^30 tiles of 64 x 64 or more, and one column wider, are refused by each alike, from their arguments alone.
+TEST_F(TensorCoreGemmFinalStepTest, EveryConfigurationHasTheSameLimitOfTiles)
+{
+    DeviceBuffer<bf16> d_A(64);
+    DeviceBuffer<bf16> d_C(1);
+    constexpr long long tiles = three_consumer_tiles::max_cluster_tiles;     // 2^30
+    const long long rows_of_tiles = three_consumer_tiles::tiles_of(max_mn, 64);  // 2^25 - 16
+    const int too_wide = static_cast<int>((tiles + rows_of_tiles - 1) / rows_of_tiles - 1) * 64 + 1;  // 33 columns
+    ASSERT_GE(rows_of_tiles * three_consumer_tiles::tiles_of(too_wide, 64), tiles);
+    ASSERT_LT(rows_of_tiles * three_consumer_tiles::tiles_of(too_wide - 1, 64), tiles);
+    for (const auto& [name, gemm] : final_step_configurations) {
+        EXPECT_EQ(gemm(max_mn, too_wide, 8, d_A.data(), d_A.data(), d_C.data(), 0), cudaErrorInvalidValue) << name;
+        EXPECT_EQ(gemm(max_mn, too_wide + 1, 8, d_A.data(), d_A.data(), d_C.data(), 0), cudaErrorInvalidValue) << name;
+    }
+    EXPECT_EQ(three_consumer_tiles::gemm(max_mn, too_wide, 8, d_A.data(), d_A.data(), d_C.data()),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// The copies of unaligned A and B come from a pool of the step's own, which keeps its memory until it is released.
+TEST_F(TensorCoreGemmFinalStepTest, ThePoolOfCopiesIsReleasedAndMadeAgain)
+{
+    const Shape s{129, 65, 7};  // K odd: A and B are copied
+    const std::uint64_t seed = fresh_seed();
+    const std::vector<bf16> A = random_matrix(s.M, s.K, seed);
+    const std::vector<bf16> B = random_matrix(s.N, s.K, seed + 1);
+    const std::vector<double> expected = reference_gemm(s.M, s.N, s.K, A, B);
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));
+    int device = 0;
+    ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+    EXPECT_NE(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+    EXPECT_EQ(three_consumer_tiles::release_copy_pools(), cudaSuccess);
+    EXPECT_EQ(three_consumer_tiles::copy_pools()[device].load(), nullptr);
+    expect_matches(s, run(three_consumer_tiles::gemm, s, A, B), expected, exact_tolerance(s.K));  // a new pool
+    EXPECT_NE(three_consumer_tiles::copy_pools()[device].load(), nullptr);
 }
 
 TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
@@ -301,7 +399,7 @@ TEST_F(TensorCoreGemmFinalStepTest, KUpToItsLimitAndNotOneMoreNorTooManyTiles)
     DeviceBuffer<bf16> d_C(1);
     // Rejected from their arguments alone, before anything is read: K past its limit, and a C of 2^46 tiles.
     EXPECT_EQ(three_consumer_tiles::gemm(1, 1, three_consumer_tiles::max_k + 1, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
-    EXPECT_EQ(three_consumer_tiles::gemm(int_max, int_max, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
+    EXPECT_EQ(three_consumer_tiles::gemm(max_mn, max_mn, 8, d_A.data(), d_A.data(), d_C.data()), cudaErrorInvalidValue);
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
@@ -361,10 +459,10 @@ TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesAB
     // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
     // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
     // share the staging area; N = 2901 takes the path where the threads store C themselves.
-    // Step 9's kernel, where ping-pong comes in, and the final step's.
+    // Step 10's kernel, where ping-pong comes in, and the final step's.
     expect_configurations_match({Shape{3000, 2900, 72}, Shape{3000, 2901, 72}},
-                                {{"step 9's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
-                                 {"step 9's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
+                                {{"step 10's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
+                                 {"step 10's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
                                  {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
                                  {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>}});
 }
@@ -383,7 +481,7 @@ TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlo
 //! The name of the configuration `step` (a step's namespace) chooses for an M x N C on `sm_count` SMs.
 #define STEPWISE_CHOSEN(step, M, N, sm_count) std::string(step::chosen_configuration(M, N, sm_count).name)
 
-TEST(TensorCoreGemmLauncher, Step9TakesTheLargeTileWhoseWavesCostLeastElseStep8sChoice)
+TEST(TensorCoreGemmLauncher, Step10TakesTheLargeTileWhoseWavesCostLeastElseStep9sChoice)
 {
     // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
     // 128 x 192 in 6 (1152).
@@ -401,10 +499,10 @@ TEST(TensorCoreGemmLauncher, Step9TakesTheLargeTileWhoseWavesCostLeastElseStep8s
     EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, int_max, int_max, 132), "Cooperative256");  // counted without overflow
 }
 
-TEST(TensorCoreGemmLauncher, Step10TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
+TEST(TensorCoreGemmLauncher, Step11TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
 {
     namespace tc = tile_choice_by_rounds;
-    // Large problems as step 9 (3072^3: 128 x 192 in 3 rounds, 576).
+    // Large problems as step 10 (3072^3: 128 x 192 in 3 rounds, 576).
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 4096, 4096, 132), "Cooperative256");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 3072, 3072, 132), "PingPong192");
     // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
@@ -451,7 +549,7 @@ TEST(TensorCoreGemmLauncher, FinalStepPicksTheLargeTileWhoseWavesCostLeastElseTh
     EXPECT_EQ(tc::makespan(tc::three_consumers_192.shape, 5120, 5120, 132), 1728);
     EXPECT_EQ(tc::makespan(tc::ping_pong_192.shape, 5120, 5120, 132), 1728);
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 5120, 5120, 132), "PingPong192");
-    // Fewer tiles of 128 x 256: as step 10.
+    // Fewer tiles of 128 x 256: as step 11.
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 512, 512, 132), "SplitColumns64");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 1, 1, 132), "SplitColumns64");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 640, 640, 132), "SplitColumns64");     // 100 of 64 x 64 in one round (2432)

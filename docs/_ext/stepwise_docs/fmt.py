@@ -221,8 +221,9 @@ def as_of_note(chapter: Chapter) -> str:
     (:meth:`.data.Chapter.added_steps`); empty where none were, and for the reference dataset, a fresh one or the
     reference GPU's file (whose stale or missing rows fail the strict build).
 
-    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 09_ping_pong changed and step
-    10_tiles was added; not re-measured. The step's source then: `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
+    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 10_ping_pong (measured as
+    09_ping_pong) changed and step 08_persistent_tile_scheduler was added; not re-measured. The step's source then:
+    `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
     Every changed or added step is named, a step renamed since its run (its ``formerly``) with the id it was
     measured as; a command is between backticks (the pages set it as code)."""
     stale = chapter.stale_steps()

@@ -1,60 +1,46 @@
-//! @file 11_three_consumer_tiles.cuh
-//! @brief Tensor-core GEMM step 11: three consumer warpgroups share a 192 x 192 tile where few rounds of tiles cover
-//!        C (beyond the sources; needs sm_90a).
+//! @file 09_any_shape.cuh
+//! @brief Tensor-core GEMM step 9: any M, N, K, and the tile configuration picked per shape from an autotuning
+//!        sweep so that small problems fill the GPU (beyond the sources; needs sm_90a).
 //!
-//! In step 10 a consumer's accumulators fill its 232 registers at 128 x 192
-//! of C, and where few rounds of tiles cover C the rounds set the time:
-//! 3072^3 takes three rounds of 128 x 192 tiles on 132 SMs. Here three
-//! consumers of 64 rows each (152 registers after setmaxnreg, 512 threads a
-//! block) share a 192 x 192 tile. It loads a fifth less of A and B per
-//! product than 128 x 192 (192 + 192 rows for 192 x 192 outputs against
-//! 128 + 192 for 128 x 192), and covers 3072^3 in two rounds instead of
-//! three. Each consumer keeps one staging box of its own for C, which leaves
-//! room for a fourth stage of 48 KiB. No consumer hides another's epilogue,
-//! so over many rounds the ping-pong tiles win: the launcher takes the three
-//! consumers' tile where it needs at most `three_consumer_rounds` rounds and
-//! its waves cost no more than the large configurations' (2112^3 to 4097^3
-//! of the sizes timed). The rest is step 10's.
+//! Step 8 takes only multiples of its tiles, from 16-byte aligned matrices,
+//! and its 128 x 256 tiles give 1024^3 16 clusters' tiles for the 66
+//! clusters a GPU of 132 SMs runs at once. Here the TMA reads zeros past
+//! the matrices' edges and the epilogue writes only inside C (through the
+//! TMA where C's rows are a multiple of 16 bytes apart, else each thread
+//! its own elements). The TMA needs rows whose byte length is a multiple of
+//! 16 (K a multiple of 8) and 16-byte aligned matrices; otherwise A and B
+//! are first copied into such buffers, and that copy is part of the call.
+//! The kernel becomes a template of its configuration (`Config`), and the
+//! launcher picks one from the shape: step 8's 128 x 256 tiles, else
+//! 128 x 128, else 64 x 128 with one consumer warpgroup. The TMA promotes
+//! 128 bytes of A and B into the L2 at a time, one swizzled row of a box,
+//! where step 8 promotes 256 (slower at rows of odd lengths, as at 1000^3).
+//! The rest is step 8's.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::three_consumer_tiles {
+namespace stepwise::tensor_core_gemm::any_shape {
 
 using bf16 = __nv_bfloat16;
 
 constexpr int BK = 64;  // 64 bf16: one 128-byte swizzled row per row of A or B
-constexpr int WGM = 64;  // wgmma's M: rows of one wgmma
+constexpr int WGM = 64;  // a consumer warpgroup's rows of the tile (wgmma's M)
 
-//! The named barriers the consumers use (0 is __syncthreads()'s): each consumer warpgroup's own, from
-//! `warpgroup_barrier`; the ping-pong consumers' turns to run a k-loop, from `k_loop_turn_barrier`; their turns to use
-//! the staging area of C, from `staging_turn_barrier`: one barrier a consumer from each.
-constexpr int max_consumers = 3;
-constexpr int warpgroup_barrier = 1;
-constexpr int k_loop_turn_barrier = warpgroup_barrier + max_consumers;
-constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
-
-//! @brief One configuration of the kernel: tiles of BM x BN, a ring of `stages` tiles of A and B, clusters of
-//!        `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile, two horizontally adjacent
-//!        ones A's, each block loading half of it for both), clusters visited in groups of `group_m` cluster rows.
-//!        With `PING_PONG` each of the two consumer warpgroups owns whole tiles (128 x BN), taking the block's tiles
-//!        in turn; without, all work on every tile: 64 rows each (BM = 64 x `CONSUMERS`), or, two of them, half the
-//!        columns each (BM = 64).
-template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
+//! @brief One configuration of the kernel: tiles of BM x BN (a consumer warpgroup per 64 rows), a ring of `stages`
+//!        tiles of A and B, clusters of `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile,
+//!        two horizontally adjacent ones A's, each block loading half of it for both), and clusters visited in groups
+//!        of `group_m` cluster rows.
+template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
 struct Config {
-    static constexpr int consumers = CONSUMERS;
-    //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block (multiples of 8).
-    static constexpr int producer_registers = 40;
-    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / CONSUMERS / 8 * 8;  // 232, 152
-    static constexpr bool ping_pong = PING_PONG;
+    static constexpr int consumers = BM_ / WGM;
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
     static constexpr int stages = STAGES;
@@ -62,44 +48,28 @@ struct Config {
     static constexpr int cluster_n = CLUSTER_N;
     static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
     static constexpr int group_m = GROUP_M;
-    static constexpr int threads = (CONSUMERS + 1) * 128;  // the consumers and one producer warpgroup
-    //! A consumer's part of a tile: all of it (ping-pong), its 64 rows (BM = 128), or half its columns (BM = 64).
-    static constexpr int consumer_m = PING_PONG ? BM : WGM;
-    static constexpr int consumer_n = !PING_PONG && BM == WGM ? BN / 2 : BN;
+    static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
     static constexpr int stage_elems = (BM + BN) * BK;
     static constexpr unsigned stage_bytes = stage_elems * sizeof(bf16);
-    //! Arrivals that free a stage: each warp of the consumers that read it, in every block of the cluster.
-    static constexpr unsigned stage_readers = (PING_PONG ? 1 : consumers) * 4 * cluster;
-    //! A consumer writes its part 64 rows at a time through shared memory, in boxes that the TMA stores. Ping-pong:
-    //! a round of all its columns in boxes of 16 (so that any multiple of 16 leaves in whole boxes), in a staging
-    //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
-    //! Cooperative: step 8's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
-    //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other (three consumers keep one each, which leaves room for a fourth stage of their 192 x 192 tiles);
-    //! parts of columns that are no multiple of 64 leave in one round of boxes of 16.
-    static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
-    static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
-    static constexpr int out_buffers = consumer_n / round_cols < 2 || CONSUMERS > 2 ? 1 : 2;
-    static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
-    //! The stages, the staging areas of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
+    //! Each consumer's 64 rows of C's tile leave through shared memory one box of 64 x 64 at a time (rows of 128
+    //! bytes, the widest the 128-byte swizzle takes), which the TMA stores; two staging boxes per consumer take turns,
+    //! so that the threads fill one while the TMA still reads the other.
+    static constexpr int out_cols = 64;
+    static constexpr int out_rounds = BN / out_cols;
+    static constexpr int out_buffers = out_rounds < 2 ? 1 : 2;
+    static constexpr int out_elems = BM * out_cols * out_buffers;  // both consumers' staging boxes
+    //! The stages, the staging area of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
-    static_assert(CONSUMERS <= max_consumers, "a named barrier for each consumer");
-    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 && CONSUMERS == 2
-                            : BM == CONSUMERS * WGM ? CONSUMERS == 2 || (CONSUMERS == 3 && BN <= 192)
-                                                    : BM == WGM && CONSUMERS == 2,
-                  "ping-pong: 128 x BN a consumer, BN accumulators a thread in its 232 registers; cooperative: 64 "
-                  "rows a consumer (three: BN / 2 accumulators in 152), or two halves of 64 x BN");
-    static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
-                      consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
-                  "wgmma_64xNx16 exists for these");
-    static_assert(consumer_n % round_cols == 0 && round_cols % box_cols == 0, "C leaves in whole boxes");
-    static_assert(BN / CLUSTER_M <= 256 && BM / CLUSTER_N <= 256, "TMA boxes of at most 256 rows");
-    static_assert(stage_bytes % 1024 == 0 && (BM * BK * sizeof(bf16)) % 1024 == 0, "stages on whole swizzle atoms");
+    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
+    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma_64xNx16 exists for these");
     static_assert(cluster >= 1 && cluster <= 2 && GROUP_M >= 1, "clusters of one or two blocks");
     static_assert((BN / CLUSTER_M) % 8 == 0 && (BM / CLUSTER_N) % 8 == 0, "halves of whole 8-row swizzle atoms");
     static_assert(smem_bytes <= 227 * 1024, "the stages fit in a block's shared memory");
 };
+
+constexpr int producer_registers = 40;  // setmaxnreg: 40 * 128 + 2 * 232 * 128 <= 65536
+constexpr int consumer_registers = 232;
 
 //! @brief Whether `p` is a multiple of `bytes` (cudaMalloc's buffers are 256-byte aligned).
 inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
@@ -199,10 +169,10 @@ __device__ __forceinline__ void bulk_wait_read()
 //! @brief Makes this thread's ordinary shared-memory writes visible to the TMA (the async proxy).
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-//! @brief Waits until the 128 threads of consumer warpgroup `consumer` got here.
+//! @brief Waits until the 128 threads of consumer warpgroup `consumer` got here (named barrier 1 + consumer).
 __device__ __forceinline__ void warpgroup_sync(int consumer)
 {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(warpgroup_barrier + consumer) : "memory");
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + consumer) : "memory");
 }
 
 //! @brief Fetches a tensor map into the TMA unit's cache ahead of its first use.
@@ -238,40 +208,6 @@ __device__ __forceinline__ std::uint64_t smem_descriptor(const bf16* tile)
            | (std::uint64_t{1} << 16)               // leading byte offset: unused by K-major swizzled tiles
            | (std::uint64_t{1024 >> 4} << 32)       // stride byte offset: one 8-row group
            | (std::uint64_t{1} << 62);              // 128-byte swizzle
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 32 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[16], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-        "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 48 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[24], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %26, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23"
-        "}, %24, %25, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
 }
 
 //! @brief d = A B + (accumulate ? d : 0) for a 64 x 64 x 16 slice: A and B in shared memory, d in registers.
@@ -318,94 +254,6 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[64], std::uint64_t desc
         : "memory");
 }
 
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 144 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[72], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %74, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71"
-        "}, %72, %73, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 176 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[88], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %90, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n176k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87"
-        "}, %88, %89, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 192 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[96], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %98, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-        "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
 //! @brief d = A B + (accumulate ? d : 0) for a 64 x 256 x 16 slice: A and B in shared memory, d in registers.
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b,
                                               int accumulate)
@@ -435,12 +283,12 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[128], std::uint64_t des
           "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
           "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
           "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]),
-          "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
-          "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
-          "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
-          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
-          "+f"(d[126]), "+f"(d[127])
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]),
+          "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]),
+          "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
         : "l"(desc_a), "l"(desc_b), "r"(accumulate)
         : "memory");
 }
@@ -512,70 +360,27 @@ __device__ __forceinline__ void store_warpgroup_tile(const float (&d)[BN / 2], b
     }
 }
 
-
-//! @brief Stores `value` at `address` of the shared window.
-__device__ __forceinline__ void store_shared(unsigned address, unsigned value)
+//! @brief Writes the warpgroup's columns [`first_col`, `first_col` + 64) of its accumulators, as bf16, into the
+//!        staging box `box`: 64 rows x 64 columns, 128-byte swizzled as the TMA store reads it (the 16-byte chunk c of
+//!        row r at chunk c ^ (r % 8): a quad's 16 bytes of 8 rows land in 8 bank groups).
+template <class Cfg>
+__device__ __forceinline__ void stage_warpgroup_tile(const float (&d)[Cfg::BN / 2], bf16* box, int first_col,
+                                                     int thread_in_group)
 {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
-}
-
-//! @brief Writes `columns` columns of a warpgroup's 64 x N accumulators, from `first_col` on, as bf16 into `out`:
-//!        boxes of 64 rows x `box_cols` columns one after the other, each swizzled as the TMA store reads it (rows of
-//!        2 `box_cols` bytes, the 128-byte swizzle for 64 columns, the 32-byte one for 16: the 16-byte chunk c of row
-//!        r at chunk c ^ (r * rows' bytes / 128 % chunks a row), so that a warp's 8 rows of one chunk land in distinct
-//!        banks). 32-bit addresses, each a constant away from a few bases, so that none stays in a register across
-//!        the k-loop.
-template <int columns, int box_cols, int N>
-__device__ __forceinline__ void stage_rows(const float (&d)[N / 2], int first_col, bf16* out, int thread_in_group)
-{
-    constexpr int row_bytes = box_cols * sizeof(bf16), chunks = box_cols / 8;
-    const int row = (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;  // and row + 8: the same swizzle
-    const unsigned base = smem_address(out) + row * row_bytes + (thread_in_group % 4) * 4;
-    const unsigned swizzle = row * row_bytes / 128 % chunks;
+    static_assert(Cfg::out_cols == 64, "one box of 64 columns");
+    const int row = (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
+    const int quad = thread_in_group % 4;
 #pragma unroll
-    for (int c = 0; c < columns / 8; ++c) {  // the round's 8-column chunk: box c / chunks, its chunk c % chunks
-        const int j = first_col / 8 + c;     // the accumulators' 8-column chunk
+    for (int c8 = 0; c8 < 8; ++c8) {
+        const int j = first_col / 8 + c8;  // the accumulators' 8-column chunk
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const __nv_bfloat162 pair = __floats2bfloat162_rn(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
-            unsigned bits = 0;
-            memcpy(&bits, &pair, sizeof bits);
-            store_shared(base + (c / chunks) * (WGM * row_bytes) + ((c % chunks) ^ swizzle) * 16 + half * 8 * row_bytes,
-                         bits);
+            const int r = row + half * 8;
+            *reinterpret_cast<__nv_bfloat162*>(&box[r * 64 + (c8 ^ (r % 8)) * 8 + quad * 2]) =
+                __floats2bfloat162_rn(d[4 * j + 2 * half], d[4 * j + 2 * half + 1]);
         }
     }
 }
-
-//! @brief Where a loader's or a consumer's next k-tile is in the ring of stages, and the parity of that stage's
-//!        phase.
-struct RingPosition {
-    int stage = 0;
-    unsigned phase = 0;
-
-    __device__ void advance(int stages)
-    {
-        if (++stage == stages) {
-            stage = 0;
-            phase ^= 1;
-        }
-    }
-    //! @brief Moves past `count` k-tiles (a tile of the other consumer) without an int that counts them all.
-    __device__ void skip(int count, int stages)
-    {
-        stage += count % stages;
-        phase ^= static_cast<unsigned>(count / stages) & 1;
-        if (stage >= stages) {
-            stage -= stages;
-            phase ^= 1;
-        }
-    }
-};
-
-//! @brief Waits at named barrier `id` until the 128 threads of the other consumer arrived there (turn_arrive()).
-__device__ __forceinline__ void turn_wait(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
-
-//! @brief Lets the other consumer, waiting at named barrier `id`, go on.
-__device__ __forceinline__ void turn_arrive(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
 
 //! @brief The tiles of C, and the order in which the clusters visit them.
 struct TileSchedule {
@@ -597,7 +402,6 @@ struct TileSchedule {
     }
 };
 
-
 //! @brief Computes the tiles the schedule gives this block's cluster (empty where the code is not built for sm_90a).
 template <class Cfg>
 static __global__ void __launch_bounds__(Cfg::threads, 1)
@@ -607,13 +411,12 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BM = Cfg::BM, BN = Cfg::BN, stages = Cfg::stages, cluster = Cfg::cluster;
-    constexpr int CM = Cfg::consumer_m, CN = Cfg::consumer_n;
     extern __shared__ unsigned char smem_raw[];
     bf16* smem = reinterpret_cast<bf16*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     __shared__ std::uint64_t full[stages];   // a stage's tiles have landed
-    __shared__ std::uint64_t empty[stages];  // the consumers that read a stage, in every block of the cluster, are done
+    __shared__ std::uint64_t empty[stages];  // every consumer warp of the cluster is done with a stage
     const int t = threadIdx.x;
-    const int group = t / 128;  // 0: the producer; 1 on: the consumers
+    const int group = t / 128;  // 0: the producer; 1..consumers: consumers of 64 rows each
     const unsigned rank = cluster_rank();
     const int k_tiles = tiles_of(K, BK);
     const TileSchedule schedule{tiles_of(tiles_of(M, BM), Cfg::cluster_m), tiles_of(tiles_of(N, BN), Cfg::cluster_n),
@@ -640,6 +443,10 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                                &full[stage], both);
         }
     };
+    // The first tile's first stages: this block's own copies start before the cluster's blocks have met (their
+    // barriers are this block's), the shared ones after.
+    const int early = first_index < schedule.cluster_tiles() ? min(stages, k_tiles) : 0;
+
     if (t == 0) {
         prefetch_tensor_map(&map_a_part);  // fetched while the barriers are set up
         prefetch_tensor_map(&map_b_part);
@@ -648,165 +455,108 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
         for (int s = 0; s < stages; ++s) {
             mbarrier_init(&full[s], 1);
-            mbarrier_init(&empty[s], Cfg::stage_readers);
+            mbarrier_init(&empty[s], cluster * Cfg::consumers * 4);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
         fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
+        int m = 0, n = 0;
+        schedule.tile(first_index, rank, m, n);
+        for (int kt = 0; kt < early; ++kt) {
+            mbarrier_arrive_expect_bytes(&full[kt], Cfg::stage_bytes);
+            load(kt, kt, m, n, true, false);
+        }
     }
     // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait after the registers
     // changed hands, so that the two overlap.
     cluster_arrive_relaxed();
 
     if (group == 0) {
-        setmaxnreg_dec<Cfg::producer_registers>();
-        // Two threads of different warps load, so that neither waits for the other: thread 0 the tiles this block
-        // loads alone (it also announces each stage's bytes), thread 32 the halves the cluster's two blocks share.
-        const bool own_loader = t == 0;
-        const bool shared_loader = t == 32 && cluster > 1;
-        int m = 0, n = 0;
-        if (own_loader || shared_loader) {
-            schedule.tile(first_index, rank, m, n);  // before the wait
-        }
+        setmaxnreg_dec<producer_registers>();
         cluster_wait();
-        if (own_loader || shared_loader) {
-            RingPosition ring;
+        if (t == 0) {
+            int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
-                if (index != first_index) {
-                    schedule.tile(index, rank, m, n);
-                }
-                for (int kt = 0; kt < k_tiles; ++kt) {
-                    const int stage = ring.stage;
-                    mbarrier_wait(&empty[stage], ring.phase ^ 1);  // first pass: completes at once
-                    if (own_loader) {
-                        mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                int m = 0, n = 0;
+                schedule.tile(index, rank, m, n);
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const int stage = it % stages;
+                    if (it < early) {  // its own copies started above
+                        load(stage, kt, m, n, false, true);
+                        continue;
                     }
-                    load(stage, kt, m, n, own_loader, shared_loader);
-                    ring.advance(stages);
+                    mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
+                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    load(stage, kt, m, n, true, true);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
             // then no multicast into, or arrival on, this block's shared memory is still on its way.
-            if (own_loader) {
-                for (int tail = 0; tail < stages; ++tail) {
-                    mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);
-                    ring.advance(stages);
-                }
+            for (int tail = 0; tail < stages; ++tail, ++it) {
+                mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
             }
         }
     } else {
-        setmaxnreg_inc<Cfg::consumer_registers>();
+        setmaxnreg_inc<consumer_registers>();
         cluster_wait();
         const int consumer = group - 1;
-        const auto release = [&](int stage) {  // every block of the cluster writes this stage: lane c tells block c
-            if (t % 32 < cluster) {
-                mbarrier_arrive_cluster(&empty[stage], t % 32);
+        const auto release = [&](int stage) {  // every producer of the cluster writes this stage
+            if (t % 32 == 0) {
+                for (unsigned cta = 0; cta < cluster; ++cta) {
+                    mbarrier_arrive_cluster(&empty[stage], cta);
+                }
             }
         };
-        // This consumer's part of a stage, as wgmma descriptors' offsets (16-byte units; the descriptor of a tile's
-        // start plus the offset is the descriptor of the slice there): its rows of A, its rows of B.
-        const int row_offset = Cfg::ping_pong || BM == WGM ? 0 : consumer * WGM;  // 0, 64, 128 (cooperative)
-        const int col_offset = consumer * (BN - CN);                                // 0, or BN / 2 (columns split)
-        const unsigned a_offset = row_offset * BK * sizeof(bf16) / 16;
-        const unsigned b_offset = col_offset * BK * sizeof(bf16) / 16;
-        // Ping-pong: this consumer takes every second tile of the block, starting with tile `consumer`. It waits for
-        // its turns (to run a k-loop, to use the staging area) at its own barrier of each pair, and gives the other
-        // consumer its turns at the other's.
-        const int my_turn = k_loop_turn_barrier + consumer, other_turn = k_loop_turn_barrier + 1 - consumer;
-        const int my_staging = staging_turn_barrier + consumer, other_staging = staging_turn_barrier + 1 - consumer;
-        const int tile_step = Cfg::ping_pong ? 2 * clusters : clusters;
-        constexpr int staging_elems = Cfg::out_buffers * WGM * Cfg::round_cols;
-        bf16* out = smem + stages * Cfg::stage_elems + (Cfg::ping_pong ? 0 : consumer * staging_elems);
-        const bool issuer = t % 128 == 0;
-        bool stored = false;  // this consumer has started stores that may still read its staging area
-        float acc[CM / WGM][CN / 2] = {};
-        RingPosition ring;
-        if (Cfg::ping_pong && consumer == 1) {
-            ring.skip(k_tiles, stages);  // the block's first tile is the other consumer's
-        }
-        for (int index = first_index + (Cfg::ping_pong ? consumer * clusters : 0); index < schedule.cluster_tiles();
-             index += tile_step) {
+        float acc[BN / 2] = {};
+        int it = 0;
+        for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
             int m = 0, n = 0;
             schedule.tile(index, rank, m, n);
-            asm volatile("" : "+r"(m), "+r"(n));  // computed now, not where the epilogue first needs them
-            if (Cfg::ping_pong && index != first_index) {
-                turn_wait(my_turn);  // the other consumer has issued its tile's k-loop
-            }
-            int previous = 0;
-            for (int kt = 0; kt < k_tiles; ++kt) {
-                const int stage = ring.stage;
-                mbarrier_wait(&full[stage], ring.phase);
-                ring.advance(stages);
-                const std::uint64_t desc_a = smem_descriptor(smem + stage * Cfg::stage_elems) + a_offset;
-                const std::uint64_t desc_b = smem_descriptor(smem + stage * Cfg::stage_elems + BM * BK) + b_offset;
+            for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                const int stage = it % stages;
+                mbarrier_wait(&full[stage], (it / stages) % 2);
+                const bf16* As = smem + stage * Cfg::stage_elems + consumer * WGM * BK;
+                const bf16* Bs = smem + stage * Cfg::stage_elems + BM * BK;
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk) {  // the tile's first slice overwrites the accumulators
-#pragma unroll
-                    for (int h = 0; h < CM / WGM; ++h) {  // 16 columns of K are 2 units; 64 rows of A 512
-                        wgmma_64xNx16(acc[h], desc_a + h * 512 + kk * 2, desc_b + kk * 2, kt > 0 || kk > 0);
-                    }
+                    wgmma_64xNx16(acc, smem_descriptor(As + kk * 16), smem_descriptor(Bs + kk * 16), kt > 0 || kk > 0);
                 }
                 wgmma_commit();
                 // The previous k-tile's group is done (this one keeps the tensor cores busy): release its stage.
                 wgmma_wait<1>();
+                fence_accumulators(acc);
                 if (kt > 0) {
-                    release(previous);
+                    release((it - 1) % stages);
                 }
-                previous = stage;
-            }
-            const bool other_has_next = Cfg::ping_pong && index + clusters < schedule.cluster_tiles();
-            if (other_has_next) {
-                turn_arrive(other_turn);  // the k-loop is issued: the other consumer's tile may start
             }
             wgmma_wait<0>();
+            fence_accumulators(acc);
+            release((it - 1) % stages);
+            if (!tma_stores) {  // C's rows are not a multiple of 16 bytes apart, or C is not 16-byte aligned
+                store_warpgroup_tile<BN>(acc, C, M, N, m * BM + consumer * WGM, n * BN, t % 128, pairs);
+                continue;
+            }
+            // Each consumer stages and stores its own 64 rows, a box at a time; its first thread issues the stores.
+            bf16* out = smem + stages * Cfg::stage_elems + consumer * Cfg::out_buffers * WGM * Cfg::out_cols;
+            const bool issuer = t % 128 == 0;
 #pragma unroll
-            for (int h = 0; h < CM / WGM; ++h) {
-                fence_accumulators(acc[h]);
-            }
-            release(previous);
-            if (Cfg::ping_pong) {
-                ring.skip(k_tiles, stages);  // the other consumer's next tile
-            }
-            if (Cfg::ping_pong && tma_stores && index != first_index) {
-                turn_wait(my_staging);  // the other consumer's last stores have read the staging area
-            }
-#pragma unroll
-            for (int h = 0; h < CM / WGM; ++h) {
-                const int row0 = m * BM + row_offset + h * WGM, col0 = n * BN + col_offset;
-                if (!tma_stores) {  // C's rows are not a multiple of 16 bytes apart, or C is not 16-byte aligned
-                    store_warpgroup_tile<CN>(acc[h], C, M, N, row0, col0, t % 128, pairs);
-                    continue;
-                }
-#pragma unroll
-                for (int round = 0; round < CN / Cfg::round_cols; ++round) {
-                    bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::round_cols;
-                    if (issuer && stored) {
-                        bulk_wait_read<Cfg::out_buffers - 1>();  // the stores that last read `box` are done reading
-                    }
-                    warpgroup_sync(consumer);
-                    stage_rows<Cfg::round_cols, Cfg::box_cols, CN>(acc[h], round * Cfg::round_cols, box, t % 128);
-                    fence_proxy_async();
-                    warpgroup_sync(consumer);
-                    if (issuer) {
-                        for (int b = 0; b < Cfg::round_cols / Cfg::box_cols; ++b) {
-                            tma_store(&map_c, col0 + round * Cfg::round_cols + b * Cfg::box_cols, row0,
-                                      box + b * WGM * Cfg::box_cols);
-                        }
-                        bulk_commit();
-                    }
-                    stored = true;
-                }
-            }
-            if (Cfg::ping_pong && tma_stores && other_has_next) {
+            for (int round = 0; round < Cfg::out_rounds; ++round) {
+                bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::out_cols;
                 if (issuer) {
-                    bulk_wait_read<0>();
+                    bulk_wait_read<Cfg::out_buffers - 1>();  // the store that last read this box is done reading
                 }
                 warpgroup_sync(consumer);
-                turn_arrive(other_staging);  // this tile's stores have read the staging area
+                stage_warpgroup_tile<Cfg>(acc, box, round * Cfg::out_cols, t % 128);
+                fence_proxy_async();
+                warpgroup_sync(consumer);
+                if (issuer) {
+                    tma_store(&map_c, n * BN + round * Cfg::out_cols, m * BM + consumer * WGM, box);
+                    bulk_commit();
+                }
             }
         }
-        if (issuer) {
-            bulk_wait_read<0>();  // the last stores have read the staging area before the block's memory goes
+        if (t % 128 == 0) {
+            bulk_wait_read<0>();  // the last stores have read the staging boxes before the block's memory goes
         }
     }
 #endif
@@ -888,20 +638,18 @@ inline bool encode_k_major(CUtensorMap* map, const bf16* base, int rows, int K, 
                   CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-//! @brief Describes the M x N row-major C to the TMA for stores of boxes of `box_cols` (16 or 64) columns x
-//!        `box_rows`, swizzled over the boxes' rows (32 or 128 bytes).
-inline bool encode_c(CUtensorMap* map, bf16* base, int M, int N, int box_cols, int box_rows)
+//! @brief Describes the M x N row-major C to the TMA for stores of boxes of 64 columns x `box_rows`, 128-byte
+//!        swizzle.
+inline bool encode_c(CUtensorMap* map, bf16* base, int M, int N, int box_rows)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(N), static_cast<cuuint64_t>(M)};
     const cuuint64_t row_stride[1] = {static_cast<cuuint64_t>(N) * sizeof(bf16)};
-    const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t element_strides[2] = {1, 1};
     return encode != nullptr &&
            encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, base, dims, row_stride, box, element_strides,
-                  CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  box_cols == 16 ? CU_TENSOR_MAP_SWIZZLE_32B : CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
@@ -982,10 +730,6 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
     return cudaSuccess;
 }
 
-//! @brief The signature of gemm() and of gemm_with<Cfg>().
-using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C,
-                                     cudaStream_t stream);
-
 //! @brief C = A B with the configuration `Cfg` (see gemm() for the arguments and what it returns).
 template <class Cfg>
 inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
@@ -1047,7 +791,7 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
     const bool tma_stores = N % 8 == 0 && aligned(d_C, 16);
     if (!encode_k_major(&map_a_part, A, M, K, ld, Cfg::BM / Cfg::cluster_n) ||
         !encode_k_major(&map_b_part, B, N, K, ld, Cfg::BN / Cfg::cluster_m) ||
-        (tma_stores && !encode_c(&map_c, d_C, M, N, Cfg::box_cols, WGM))) {
+        (tma_stores && !encode_c(&map_c, d_C, M, N, WGM))) {
         error = cudaErrorNotSupported;
     } else {
         const int grid = static_cast<int>(std::min<long long>(cluster_tiles, clusters)) * Cfg::cluster;
@@ -1068,124 +812,22 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 }
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, step 8's cooperative 128 x 256, or
-//! three consumers of a 192 x 192 tile where that takes few rounds;
-//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
-//! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
-//! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
-using PingPong176 = Config<128, 176, 5, 2, 1, 8, true>;
-using PingPong192 = Config<128, 192, 5, 2, 1, 8, true>;
-using Cooperative256 = Config<128, 256, 4, 2, 1, 8, false>;
-using Cooperative128 = Config<128, 128, 6, 2, 1, 8, false>;
-using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
-using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
-using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
-using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
-using ThreeConsumers192 = Config<192, 192, 4, 2, 1, 8, false, 3>;
+//! and others): 128 x 256 tiles for large problems, smaller ones where those would leave SMs idle.
+using Large = Config<128, 256, 4, 2, 1, 8>;
+using Medium = Config<128, 128, 6, 2, 1, 8>;
+using Small = Config<64, 128, 8, 2, 1, 8>;
 
-//! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
-struct TileShape {
-    int bm, bn, cluster_m, cluster_n;
-};
-
-//! @brief A configuration the launcher chooses from: its name, its tile and cluster, and its launcher.
-struct Configuration {
-    const char* name;
-    TileShape shape;
-    GemmLauncher gemm;
-};
-
-//! @brief `Cfg` under `name`, as the launcher chooses among configurations.
-template <class Cfg>
-constexpr Configuration configuration_of(const char* name)
+//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs: the first of Large, Medium, Small
+//!        whose tiles give at least 90% of the SMs one, else Small.
+inline int chosen_configuration(int M, int N, int sm_count)
 {
-    return {name, {Cfg::BM, Cfg::BN, Cfg::cluster_m, Cfg::cluster_n}, gemm_with<Cfg>};
-}
-
-//! The configurations by name. Large problems: each consumer's epilogue hidden behind the other's k-loop, or the
-//! widest tile, or the three consumers' tile where it covers C in few rounds. Problems of a few tiles an SM or less:
-//! any of these, or smaller tiles.
-constexpr Configuration ping_pong_176 = configuration_of<PingPong176>("PingPong176");
-constexpr Configuration ping_pong_192 = configuration_of<PingPong192>("PingPong192");
-constexpr Configuration cooperative_256 = configuration_of<Cooperative256>("Cooperative256");
-constexpr Configuration cooperative_128 = configuration_of<Cooperative128>("Cooperative128");
-constexpr Configuration split_columns_128 = configuration_of<SplitColumns128>("SplitColumns128");
-constexpr Configuration split_columns_64 = configuration_of<SplitColumns64>("SplitColumns64");
-constexpr Configuration split_columns_96 = configuration_of<SplitColumns96>("SplitColumns96");
-constexpr Configuration cooperative_144 = configuration_of<Cooperative144>("Cooperative144");
-constexpr Configuration three_consumers_192 = configuration_of<ThreeConsumers192>("ThreeConsumers192");
-//! @brief The two-consumer configurations of large problems, in the order that breaks ties.
-constexpr Configuration large_problem_configurations[] = {ping_pong_176, ping_pong_192, cooperative_256};
-//! @brief The configurations of small problems, in the order that breaks ties.
-constexpr Configuration small_problem_configurations[] = {
-    ping_pong_176,    ping_pong_192,    cooperative_256,  cooperative_128,    split_columns_128,
-    split_columns_64, split_columns_96, cooperative_144,  three_consumers_192};
-
-//! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
-//!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
-inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
-{
-    const long long places = static_cast<long long>(tiles_of(tiles_of(M, shape.bm), shape.cluster_m)) *
-                             tiles_of(tiles_of(N, shape.bn), shape.cluster_n);
-    const long long clusters = std::max(1, sm_count / (shape.cluster_m * shape.cluster_n));
-    return (places + clusters - 1) / clusters;
-}
-
-//! @brief The time of the configuration `shape` for an M x N C on `sm_count` SMs, in units of a 128 x 1 strip of
-//!        tiles: its rounds, each taking time in proportion to its tile's area.
-inline long long makespan(TileShape shape, int M, int N, int sm_count)
-{
-    return rounds_of(shape, M, N, sm_count) * shape.bm * shape.bn / 128;
-}
-
-//! @brief The cycles an SM spends on one k-tile of `shape` (in eighths) where every SM loads at once: the slower of
-//!        its loads, about 2.4 cycles a 128-byte row of A and B (the L2 fed a 64 x 128 tile's k-tile in about 450
-//!        cycles at 1024^3), and its product, 64 x 64 x 64 in 128 cycles on the tensor cores.
-constexpr long long k_tile_cost(TileShape shape)
-{
-    return std::max(19LL * (shape.bm + shape.bn), 1LL * shape.bm * shape.bn / 4);
-}
-
-//! @brief The first of `candidates` of least `cost(shape)`.
-template <int count, class Cost>
-inline const Configuration& cheapest_of(const Configuration (&candidates)[count], Cost cost)
-{
-    const Configuration* best = &candidates[0];
-    long long best_cost = cost(best->shape);
-    for (const Configuration& candidate : candidates) {
-        const long long candidate_cost = cost(candidate.shape);
-        if (candidate_cost < best_cost) {
-            best = &candidate;
-            best_cost = candidate_cost;
-        }
+    const auto tiles = [&](int bm, int bn) {
+        return static_cast<long long>(tiles_of(M, bm)) * tiles_of(N, bn);
+    };
+    if (10 * tiles(Large::BM, Large::BN) >= 9LL * sm_count) {
+        return 0;
     }
-    return *best;
-}
-
-//! @brief The most rounds of the three consumers' 192 x 192 tiles the launcher runs: each round ends in an epilogue
-//!        that no other consumer hides, and over more rounds the ping-pong tiles were as fast or faster.
-constexpr long long three_consumer_rounds = 4;
-
-//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs. Where 128 x 256 tiles give at
-//!        least 90% of the SMs one, the large configuration whose waves cost least (ping-pong first on a tie, as it
-//!        hides the epilogue), or the three consumers' 192 x 192 tile where its waves cost no more in at most
-//!        `three_consumer_rounds` rounds (3072^3: two rounds of it, three of 128 x 192, the same area; it loads a
-//!        fifth less per product and ends fewer rounds). Else, where the rounds are few and the loads set their
-//!        pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two of
-//!        smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the smaller
-//!        (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
-inline const Configuration& chosen_configuration(int M, int N, int sm_count)
-{
-    const TileShape widest = cooperative_256.shape;
-    if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
-        const auto waves = [&](TileShape shape) { return makespan(shape, M, N, sm_count); };
-        const Configuration& best = cheapest_of(large_problem_configurations, waves);
-        const TileShape three = three_consumers_192.shape;
-        const bool few_rounds = rounds_of(three, M, N, sm_count) <= three_consumer_rounds;
-        return few_rounds && waves(three) <= waves(best.shape) ? three_consumers_192 : best;
-    }
-    return cheapest_of(small_problem_configurations,
-                       [&](TileShape shape) { return rounds_of(shape, M, N, sm_count) * k_tile_cost(shape); });
+    return 10 * tiles(Medium::BM, Medium::BN) >= 9LL * sm_count ? 1 : 2;
 }
 
 //! @brief C = A B in bf16 with fp32 accumulation, any shape.
@@ -1197,10 +839,10 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
 //! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
-//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file
-//!      built for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and
-//!      B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory
-//!      for later calls (as much as the largest such call needed) until the program ends.
+//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file built
+//!      for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and B into
+//!      `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory for
+//!      later calls (as much as the largest such call needed) until the program ends.
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
 //!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
 //!         else the launch's error
@@ -1215,7 +857,14 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     if (error != cudaSuccess) {
         return error;
     }
-    return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
+    switch (chosen_configuration(M, N, sm_count)) {
+    case 0:
+        return gemm_with<Large>(M, N, K, d_A, d_B, d_C, stream);
+    case 1:
+        return gemm_with<Medium>(M, N, K, d_A, d_B, d_C, stream);
+    default:
+        return gemm_with<Small>(M, N, K, d_A, d_B, d_C, stream);
+    }
 }
 
-}  // namespace stepwise::tensor_core_gemm::three_consumer_tiles
+}  // namespace stepwise::tensor_core_gemm::any_shape

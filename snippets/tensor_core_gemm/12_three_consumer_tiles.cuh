@@ -1,19 +1,20 @@
-//! @file 10_tile_choice_by_rounds.cuh
-//! @brief Tensor-core GEMM step 10: where few tiles cover C, the launcher chooses the tile by its rounds and the cost
-//!        of a k-tile, among widths between the powers of two too (beyond the sources; needs sm_90a).
+//! @file 12_three_consumer_tiles.cuh
+//! @brief Tensor-core GEMM step 12: three consumer warpgroups share a 192 x 192 tile where few rounds of tiles cover
+//!        C (beyond the sources; needs sm_90a).
 //!
-//! Step 9 chooses small problems' tiles as step 8 does: 128 x 128 where
-//! such tiles give nearly every SM one, else 64 x 128. A problem of a few
-//! tiles an SM runs in rounds, each as long as one tile's k-loop, and the
-//! tile's area alone does not say how long that is: 1024^3 takes one round
-//! of 64 x 128 tiles or two of 64 x 64, and a round of small tiles is paced
-//! by their loads, not their products. Here the launcher counts, for every
-//! configuration, its rounds of tiles and what a k-tile costs it (the slower
-//! of its loads and its product, `k_tile_cost()`), and takes the least; and
-//! widths between the powers of two (64 x 96, 128 x 144, and 64 x 64) let
-//! one round fill more of the SMs: 1536^3 is 132 tiles of 128 x 144 on 132
-//! SMs, 768^3 96 of 64 x 96. Large problems are chosen as in step 9. The
-//! kernel is step 9's.
+//! In step 11 a consumer's accumulators fill its 232 registers at 128 x 192
+//! of C, and where few rounds of tiles cover C the rounds set the time:
+//! 3072^3 takes three rounds of 128 x 192 tiles on 132 SMs. Here three
+//! consumers of 64 rows each (152 registers after setmaxnreg, 512 threads a
+//! block) share a 192 x 192 tile. It loads a fifth less of A and B per
+//! product than 128 x 192 (192 + 192 rows for 192 x 192 outputs against
+//! 128 + 192 for 128 x 192), and covers 3072^3 in two rounds instead of
+//! three. Each consumer keeps one staging box of its own for C, which leaves
+//! room for a fourth stage of 48 KiB. No consumer hides another's epilogue,
+//! so over many rounds the ping-pong tiles win: the launcher takes the three
+//! consumers' tile where it needs at most `three_consumer_rounds` rounds and
+//! its waves cost no more than the large configurations' (2112^3 to 4097^3
+//! of the sizes timed). The rest is step 11's.
 #pragma once
 
 #include <algorithm>
@@ -26,7 +27,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::tile_choice_by_rounds {
+namespace stepwise::tensor_core_gemm::three_consumer_tiles {
 
 using bf16 = __nv_bfloat16;
 
@@ -36,7 +37,7 @@ constexpr int WGM = 64;  // wgmma's M: rows of one wgmma
 //! The named barriers the consumers use (0 is __syncthreads()'s): each consumer warpgroup's own, from
 //! `warpgroup_barrier`; the ping-pong consumers' turns to run a k-loop, from `k_loop_turn_barrier`; their turns to use
 //! the staging area of C, from `staging_turn_barrier`: one barrier a consumer from each.
-constexpr int max_consumers = 2;
+constexpr int max_consumers = 3;
 constexpr int warpgroup_barrier = 1;
 constexpr int k_loop_turn_barrier = warpgroup_barrier + max_consumers;
 constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
@@ -45,13 +46,14 @@ constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
 //!        `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile, two horizontally adjacent
 //!        ones A's, each block loading half of it for both), clusters visited in groups of `group_m` cluster rows.
 //!        With `PING_PONG` each of the two consumer warpgroups owns whole tiles (128 x BN), taking the block's tiles
-//!        in turn; without, both work on every tile: 64 rows each (BM = 128), or half the columns each (BM = 64).
-template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
+//!        in turn; without, all work on every tile: 64 rows each (BM = 64 x `CONSUMERS`), or, two of them, half the
+//!        columns each (BM = 64).
+template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
 struct Config {
-    static constexpr int consumers = max_consumers;
+    static constexpr int consumers = CONSUMERS;
     //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block (multiples of 8).
     static constexpr int producer_registers = 40;
-    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / consumers / 8 * 8;  // 232
+    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / CONSUMERS / 8 * 8;  // 232, 152
     static constexpr bool ping_pong = PING_PONG;
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -60,7 +62,7 @@ struct Config {
     static constexpr int cluster_n = CLUSTER_N;
     static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
     static constexpr int group_m = GROUP_M;
-    static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
+    static constexpr int threads = (CONSUMERS + 1) * 128;  // the consumers and one producer warpgroup
     //! A consumer's part of a tile: all of it (ping-pong), its 64 rows (BM = 128), or half its columns (BM = 64).
     static constexpr int consumer_m = PING_PONG ? BM : WGM;
     static constexpr int consumer_n = !PING_PONG && BM == WGM ? BN / 2 : BN;
@@ -71,19 +73,23 @@ struct Config {
     //! A consumer writes its part 64 rows at a time through shared memory, in boxes that the TMA stores. Ping-pong:
     //! a round of all its columns in boxes of 16 (so that any multiple of 16 leaves in whole boxes), in a staging
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
-    //! Cooperative: step 8's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
+    //! Cooperative: step 9's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
+    //! the other (three consumers keep one each, which leaves room for a fourth stage of their 192 x 192 tiles);
+    //! parts of columns that are no multiple of 64 leave in one round of boxes of 16.
     static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
     static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
-    static constexpr int out_buffers = consumer_n / round_cols < 2 ? 1 : 2;
+    static constexpr int out_buffers = consumer_n / round_cols < 2 || CONSUMERS > 2 ? 1 : 2;
     static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
     //! The stages, the staging areas of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
-    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 : BM == 2 * WGM || BM == WGM,
+    static_assert(CONSUMERS <= max_consumers, "a named barrier for each consumer");
+    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 && CONSUMERS == 2
+                            : BM == CONSUMERS * WGM ? CONSUMERS == 2 || (CONSUMERS == 3 && BN <= 192)
+                                                    : BM == WGM && CONSUMERS == 2,
                   "ping-pong: 128 x BN a consumer, BN accumulators a thread in its 232 registers; cooperative: 64 "
-                  "rows a consumer, or two halves of 64 x BN");
+                  "rows a consumer (three: BN / 2 accumulators in 152), or two halves of 64 x BN");
     static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
                       consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
                   "wgmma_64xNx16 exists for these");
@@ -105,8 +111,14 @@ __host__ __device__ constexpr int tiles_of(int count, int tile) { return count /
 //!        in an int.
 constexpr int max_k = 2147483647 - 7;
 
+//! @brief The largest M and N the launcher takes: the kernel counts the rows and columns of A, B and C in an int, up
+//!        to two tiles past C's last (the schedule's last cluster place may lie past C), which this keeps below
+//!        INT_MAX.
+constexpr int max_mn = 2147483647 - 1023;
+
 //! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
-//!        int: the launcher takes fewer places than this.
+//!        int: the launcher takes a C of fewer 64 x 64 tiles than this, whatever its configuration (none has more
+//!        places than C has 64 x 64 tiles), which is any C a GPU's memory holds.
 constexpr long long max_cluster_tiles = 1LL << 30;
 
 //! @brief The address of `p` in the shared window, as PTX's `.shared` instructions take it.
@@ -940,14 +952,22 @@ static int resident_clusters(int device)
     return clusters;
 }
 
+constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
+
+//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
+inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
+{
+    static std::atomic<cudaMemPool_t> pools[max_pool_devices];
+    return pools;
+}
+
 //! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
 //!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    constexpr int max_devices = 64;
-    static std::atomic<cudaMemPool_t> pools[max_devices];
-    if (device < 0 || device >= max_devices) {
+    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
+    if (device < 0 || device >= max_pool_devices) {
         return cudaErrorInvalidDevice;
     }
     if ((pool = pools[device].load()) != nullptr) {
@@ -976,6 +996,22 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
     return cudaSuccess;
 }
 
+//! @brief Gives back the memory that the copies of unaligned A and B keep on every device (see gemm()), for a program
+//!        that wants it back before it ends. A call still running keeps what it uses until it is done; a later call
+//!        makes a new pool.
+//! @return the first error of destroying a pool, else `cudaSuccess`
+inline cudaError_t release_copy_pools()
+{
+    cudaError_t first = cudaSuccess;
+    for (std::atomic<cudaMemPool_t>& slot : copy_pools()) {
+        if (cudaMemPool_t pool = slot.exchange(nullptr); pool != nullptr) {
+            const cudaError_t error = cudaMemPoolDestroy(pool);
+            first = first != cudaSuccess ? first : error;
+        }
+    }
+    return first;
+}
+
 //! @brief The signature of gemm() and of gemm_with<Cfg>().
 using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C,
                                      cudaStream_t stream);
@@ -984,15 +1020,15 @@ using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const
 template <class Cfg>
 inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
-        !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+    if (M <= 0 || N <= 0 || M > max_mn || N > max_mn || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr ||
+        d_C == nullptr || !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+        return cudaErrorInvalidValue;
+    }
+    if (static_cast<long long>(tiles_of(M, WGM)) * tiles_of(N, WGM) >= max_cluster_tiles) {  // one limit for all
         return cudaErrorInvalidValue;
     }
     const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, Cfg::BM), Cfg::cluster_m)) *
                                     tiles_of(tiles_of(N, Cfg::BN), Cfg::cluster_n);
-    if (cluster_tiles >= max_cluster_tiles) {
-        return cudaErrorInvalidValue;
-    }
     int device = 0;
     cudaError_t error = cudaGetDevice(&device);
     if (error != cudaSuccess) {
@@ -1062,7 +1098,8 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 }
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 8's cooperative 128 x 256;
+//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, step 9's cooperative 128 x 256, or
+//! three consumers of a 192 x 192 tile where that takes few rounds;
 //! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
 //! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
 //! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
@@ -1074,6 +1111,7 @@ using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
 using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
 using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
 using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
+using ThreeConsumers192 = Config<192, 192, 4, 2, 1, 8, false, 3>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
@@ -1095,7 +1133,8 @@ constexpr Configuration configuration_of(const char* name)
 }
 
 //! The configurations by name. Large problems: each consumer's epilogue hidden behind the other's k-loop, or the
-//! widest tile. Problems of a few tiles an SM or less: any of these, or smaller tiles.
+//! widest tile, or the three consumers' tile where it covers C in few rounds. Problems of a few tiles an SM or less:
+//! any of these, or smaller tiles.
 constexpr Configuration ping_pong_176 = configuration_of<PingPong176>("PingPong176");
 constexpr Configuration ping_pong_192 = configuration_of<PingPong192>("PingPong192");
 constexpr Configuration cooperative_256 = configuration_of<Cooperative256>("Cooperative256");
@@ -1104,12 +1143,13 @@ constexpr Configuration split_columns_128 = configuration_of<SplitColumns128>("S
 constexpr Configuration split_columns_64 = configuration_of<SplitColumns64>("SplitColumns64");
 constexpr Configuration split_columns_96 = configuration_of<SplitColumns96>("SplitColumns96");
 constexpr Configuration cooperative_144 = configuration_of<Cooperative144>("Cooperative144");
-//! @brief The configurations of large problems, in the order that breaks ties.
+constexpr Configuration three_consumers_192 = configuration_of<ThreeConsumers192>("ThreeConsumers192");
+//! @brief The two-consumer configurations of large problems, in the order that breaks ties.
 constexpr Configuration large_problem_configurations[] = {ping_pong_176, ping_pong_192, cooperative_256};
 //! @brief The configurations of small problems, in the order that breaks ties.
 constexpr Configuration small_problem_configurations[] = {
-    ping_pong_176,    ping_pong_192,    cooperative_256, cooperative_128,
-    split_columns_128, split_columns_64, split_columns_96, cooperative_144};
+    ping_pong_176,    ping_pong_192,    cooperative_256,  cooperative_128,    split_columns_128,
+    split_columns_64, split_columns_96, cooperative_144,  three_consumers_192};
 
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
@@ -1152,18 +1192,27 @@ inline const Configuration& cheapest_of(const Configuration (&candidates)[count]
     return *best;
 }
 
+//! @brief The most rounds of the three consumers' 192 x 192 tiles the launcher runs: each round ends in an epilogue
+//!        that no other consumer hides, and over more rounds the ping-pong tiles were as fast or faster.
+constexpr long long three_consumer_rounds = 4;
+
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs. Where 128 x 256 tiles give at
 //!        least 90% of the SMs one, the large configuration whose waves cost least (ping-pong first on a tie, as it
-//!        hides the epilogue). Else, where the rounds are few and the loads set their pace, the configuration of
-//!        least rounds x k_tile_cost(): one round of larger tiles rather than two of smaller ones (1024^3: 64 x 128
-//!        once, not 64 x 64 twice), and of two tiles that take one round the smaller (768^3: 64 x 96, not 64 x 128;
-//!        1536^3: 128 x 144, not 128 x 176).
+//!        hides the epilogue), or the three consumers' 192 x 192 tile where its waves cost no more in at most
+//!        `three_consumer_rounds` rounds (3072^3: two rounds of it, three of 128 x 192, the same area; it loads a
+//!        fifth less per product and ends fewer rounds). Else, where the rounds are few and the loads set their
+//!        pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two of
+//!        smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the smaller
+//!        (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
 inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 {
     const TileShape widest = cooperative_256.shape;
     if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
-        return cheapest_of(large_problem_configurations,
-                           [&](TileShape shape) { return makespan(shape, M, N, sm_count); });
+        const auto waves = [&](TileShape shape) { return makespan(shape, M, N, sm_count); };
+        const Configuration& best = cheapest_of(large_problem_configurations, waves);
+        const TileShape three = three_consumers_192.shape;
+        const bool few_rounds = rounds_of(three, M, N, sm_count) <= three_consumer_rounds;
+        return few_rounds && waves(three) <= waves(best.shape) ? three_consumers_192 : best;
     }
     return cheapest_of(small_problem_configurations,
                        [&](TileShape shape) { return rounds_of(shape, M, N, sm_count) * k_tile_cost(shape); });
@@ -1177,14 +1226,16 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //! @param[in]  d_B     K x N bf16, column-major (`B[n * K + k]`)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
-//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
-//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file
-//!      built for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and
-//!      B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory
-//!      for later calls (as much as the largest such call needed) until the program ends.
-//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
-//!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
-//!         else the launch's error
+//! @pre 1 <= M, N <= `max_mn` (INT_MAX - 1023), C of fewer than `max_cluster_tiles` tiles of 64 x 64 (any C a GPU's
+//!      memory holds; the same limits for every configuration), 1 <= K <= `max_k`; buffers not null and 2-byte aligned;
+//!      a GPU of compute capability 9.0 and this file built for it as `sm_90a`. Where K is not a multiple of 8, or A or
+//!      B not 16-byte aligned, the call copies A and B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered
+//!      memory pool of its own, which keeps that memory for later calls (as much as the largest such call needed) until
+//!      release_copy_pools() or the program's end.
+//! @return `cudaErrorInvalidValue` if a precondition fails; `cudaErrorNotSupported` without sm_90a code for this GPU
+//!         (or a driver without `cuTensorMapEncodeTiled`), where the configuration's cluster does not fit on the GPU,
+//!         or where a tensor map of A, B or C cannot be encoded; the error of an allocation or of the shared-memory
+//!         opt-in; else the launch's error
 inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
     int device = 0;
@@ -1199,4 +1250,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
-}  // namespace stepwise::tensor_core_gemm::tile_choice_by_rounds
+}  // namespace stepwise::tensor_core_gemm::three_consumer_tiles

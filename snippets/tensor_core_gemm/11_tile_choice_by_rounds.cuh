@@ -1,29 +1,19 @@
-//! @file 09_ping_pong.cuh
-//! @brief Tensor-core GEMM step 9: two consumer warpgroups that take the tiles in turn ("ping-pong"), so that one
-//!        writes its tile while the other's wgmma run; tiles of 176 or 192 columns; small problems split a tile
-//!        between the two (beyond the sources; needs sm_90a).
+//! @file 11_tile_choice_by_rounds.cuh
+//! @brief Tensor-core GEMM step 11: where few tiles cover C, the launcher chooses the tile by its rounds and the cost
+//!        of a k-tile, among widths between the powers of two too (beyond the sources; needs sm_90a).
 //!
-//! In step 8 the two consumer warpgroups share every tile, 64 rows each: at
-//! the end of a tile both wait for their last wgmma and then both write C,
-//! and the tensor cores idle meanwhile (several percent of the time where K
-//! is 2048). Here, for large problems, each consumer owns whole 128 x BN
-//! tiles (BN accumulators a thread), the block's tiles alternate between the
-//! two, and named barriers make their k-loops take turns: while one drains
-//! its wgmma and writes its tile, the other's keep the tensor cores busy.
-//! BN = 176 or 192 fits in the 232 registers a consumer has; the launcher
-//! picks among them and step 8's cooperative 128 x 256 the tile whose waves
-//! cost least. The ping-pong tile leaves in boxes of 16 columns through one
-//! staging area the consumers take in turn, which leaves room for a fifth
-//! stage. Problems of one tile an SM or less keep the cooperative schedule
-//! and step 8's choice of tile (128 x 128, else 64 x 128), but the two
-//! consumers split a 64-row tile's columns instead of one warpgroup
-//! computing it alone. Two producer threads load, one the block's own
-//! tiles and one the halves its cluster shares, so that neither's copies
-//! wait for the other's to be issued; and a consumer's epilogue no longer
-//! waits on stores before it has issued any, nor works out where its tile
-//! lies (the compiler had moved those divisions there). The rest (TMA
-//! loads, multicast in clusters of two, the persistent schedule, padded
-//! copies of rows the TMA cannot address) is step 8's.
+//! Step 10 chooses small problems' tiles as step 9 does: 128 x 128 where
+//! such tiles give nearly every SM one, else 64 x 128. A problem of a few
+//! tiles an SM runs in rounds, each as long as one tile's k-loop, and the
+//! tile's area alone does not say how long that is: 1024^3 takes one round
+//! of 64 x 128 tiles or two of 64 x 64, and a round of small tiles is paced
+//! by their loads, not their products. Here the launcher counts, for every
+//! configuration, its rounds of tiles and what a k-tile costs it (the slower
+//! of its loads and its product, `k_tile_cost()`), and takes the least; and
+//! widths between the powers of two (64 x 96, 128 x 144, and 64 x 64) let
+//! one round fill more of the SMs: 1536^3 is 132 tiles of 128 x 144 on 132
+//! SMs, 768^3 96 of 64 x 96. Large problems are chosen as in step 10. The
+//! kernel is step 10's.
 #pragma once
 
 #include <algorithm>
@@ -36,7 +26,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::ping_pong {
+namespace stepwise::tensor_core_gemm::tile_choice_by_rounds {
 
 using bf16 = __nv_bfloat16;
 
@@ -81,7 +71,7 @@ struct Config {
     //! A consumer writes its part 64 rows at a time through shared memory, in boxes that the TMA stores. Ping-pong:
     //! a round of all its columns in boxes of 16 (so that any multiple of 16 leaves in whole boxes), in a staging
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
-    //! Cooperative: step 8's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
+    //! Cooperative: step 9's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
     //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
     static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
@@ -115,8 +105,14 @@ __host__ __device__ constexpr int tiles_of(int count, int tile) { return count /
 //!        in an int.
 constexpr int max_k = 2147483647 - 7;
 
+//! @brief The largest M and N the launcher takes: the kernel counts the rows and columns of A, B and C in an int, up
+//!        to two tiles past C's last (the schedule's last cluster place may lie past C), which this keeps below
+//!        INT_MAX.
+constexpr int max_mn = 2147483647 - 1023;
+
 //! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
-//!        int: the launcher takes fewer places than this.
+//!        int: the launcher takes a C of fewer 64 x 64 tiles than this, whatever its configuration (none has more
+//!        places than C has 64 x 64 tiles), which is any C a GPU's memory holds.
 constexpr long long max_cluster_tiles = 1LL << 30;
 
 //! @brief The address of `p` in the shared window, as PTX's `.shared` instructions take it.
@@ -950,14 +946,22 @@ static int resident_clusters(int device)
     return clusters;
 }
 
+constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
+
+//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
+inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
+{
+    static std::atomic<cudaMemPool_t> pools[max_pool_devices];
+    return pools;
+}
+
 //! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
 //!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    constexpr int max_devices = 64;
-    static std::atomic<cudaMemPool_t> pools[max_devices];
-    if (device < 0 || device >= max_devices) {
+    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
+    if (device < 0 || device >= max_pool_devices) {
         return cudaErrorInvalidDevice;
     }
     if ((pool = pools[device].load()) != nullptr) {
@@ -986,6 +990,22 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
     return cudaSuccess;
 }
 
+//! @brief Gives back the memory that the copies of unaligned A and B keep on every device (see gemm()), for a program
+//!        that wants it back before it ends. A call still running keeps what it uses until it is done; a later call
+//!        makes a new pool.
+//! @return the first error of destroying a pool, else `cudaSuccess`
+inline cudaError_t release_copy_pools()
+{
+    cudaError_t first = cudaSuccess;
+    for (std::atomic<cudaMemPool_t>& slot : copy_pools()) {
+        if (cudaMemPool_t pool = slot.exchange(nullptr); pool != nullptr) {
+            const cudaError_t error = cudaMemPoolDestroy(pool);
+            first = first != cudaSuccess ? first : error;
+        }
+    }
+    return first;
+}
+
 //! @brief The signature of gemm() and of gemm_with<Cfg>().
 using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C,
                                      cudaStream_t stream);
@@ -994,15 +1014,15 @@ using GemmLauncher = cudaError_t (*)(int M, int N, int K, const bf16* d_A, const
 template <class Cfg>
 inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
-    if (M <= 0 || N <= 0 || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
-        !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+    if (M <= 0 || N <= 0 || M > max_mn || N > max_mn || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr ||
+        d_C == nullptr || !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
+        return cudaErrorInvalidValue;
+    }
+    if (static_cast<long long>(tiles_of(M, WGM)) * tiles_of(N, WGM) >= max_cluster_tiles) {  // one limit for all
         return cudaErrorInvalidValue;
     }
     const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, Cfg::BM), Cfg::cluster_m)) *
                                     tiles_of(tiles_of(N, Cfg::BN), Cfg::cluster_n);
-    if (cluster_tiles >= max_cluster_tiles) {
-        return cudaErrorInvalidValue;
-    }
     int device = 0;
     cudaError_t error = cudaGetDevice(&device);
     if (error != cudaSuccess) {
@@ -1072,13 +1092,18 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 }
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 8's cooperative 128 x 256;
-//! smaller ones step 8's cooperative 128 x 128, or 64 x 128 with the columns split.
+//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 9's cooperative 128 x 256;
+//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
+//! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
+//! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
 using PingPong176 = Config<128, 176, 5, 2, 1, 8, true>;
 using PingPong192 = Config<128, 192, 5, 2, 1, 8, true>;
 using Cooperative256 = Config<128, 256, 4, 2, 1, 8, false>;
 using Cooperative128 = Config<128, 128, 6, 2, 1, 8, false>;
 using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
+using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
+using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
+using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
@@ -1100,14 +1125,22 @@ constexpr Configuration configuration_of(const char* name)
 }
 
 //! The configurations by name. Large problems: each consumer's epilogue hidden behind the other's k-loop, or the
-//! widest tile. Smaller problems: smaller tiles.
+//! widest tile. Problems of a few tiles an SM or less: any of these, or smaller tiles.
 constexpr Configuration ping_pong_176 = configuration_of<PingPong176>("PingPong176");
 constexpr Configuration ping_pong_192 = configuration_of<PingPong192>("PingPong192");
 constexpr Configuration cooperative_256 = configuration_of<Cooperative256>("Cooperative256");
 constexpr Configuration cooperative_128 = configuration_of<Cooperative128>("Cooperative128");
 constexpr Configuration split_columns_128 = configuration_of<SplitColumns128>("SplitColumns128");
+constexpr Configuration split_columns_64 = configuration_of<SplitColumns64>("SplitColumns64");
+constexpr Configuration split_columns_96 = configuration_of<SplitColumns96>("SplitColumns96");
+constexpr Configuration cooperative_144 = configuration_of<Cooperative144>("Cooperative144");
 //! @brief The configurations of large problems, in the order that breaks ties.
 constexpr Configuration large_problem_configurations[] = {ping_pong_176, ping_pong_192, cooperative_256};
+//! @brief The configurations of small problems, in the order that breaks ties.
+constexpr Configuration small_problem_configurations[] = {
+    ping_pong_176,    ping_pong_192,    cooperative_256, cooperative_128,
+    split_columns_128, split_columns_64, split_columns_96, cooperative_144};
+
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
 inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
@@ -1123,6 +1156,14 @@ inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
 inline long long makespan(TileShape shape, int M, int N, int sm_count)
 {
     return rounds_of(shape, M, N, sm_count) * shape.bm * shape.bn / 128;
+}
+
+//! @brief The cycles an SM spends on one k-tile of `shape` (in eighths) where every SM loads at once: the slower of
+//!        its loads, about 2.4 cycles a 128-byte row of A and B (the L2 fed a 64 x 128 tile's k-tile in about 450
+//!        cycles at 1024^3), and its product, 64 x 64 x 64 in 128 cycles on the tensor cores.
+constexpr long long k_tile_cost(TileShape shape)
+{
+    return std::max(19LL * (shape.bm + shape.bn), 1LL * shape.bm * shape.bn / 4);
 }
 
 //! @brief The first of `candidates` of least `cost(shape)`.
@@ -1143,18 +1184,19 @@ inline const Configuration& cheapest_of(const Configuration (&candidates)[count]
 
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs. Where 128 x 256 tiles give at
 //!        least 90% of the SMs one, the large configuration whose waves cost least (ping-pong first on a tie, as it
-//!        hides the epilogue); else, as in step 8, 128 x 128 where those tiles give 90% of the SMs one, and 64 x 128
-//!        below.
+//!        hides the epilogue). Else, where the rounds are few and the loads set their pace, the configuration of
+//!        least rounds x k_tile_cost(): one round of larger tiles rather than two of smaller ones (1024^3: 64 x 128
+//!        once, not 64 x 64 twice), and of two tiles that take one round the smaller (768^3: 64 x 96, not 64 x 128;
+//!        1536^3: 128 x 144, not 128 x 176).
 inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 {
-    const auto fill_the_gpu = [&](TileShape shape) {
-        return 10LL * tiles_of(M, shape.bm) * tiles_of(N, shape.bn) >= 9LL * sm_count;
-    };
-    if (fill_the_gpu(cooperative_256.shape)) {
+    const TileShape widest = cooperative_256.shape;
+    if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
         return cheapest_of(large_problem_configurations,
                            [&](TileShape shape) { return makespan(shape, M, N, sm_count); });
     }
-    return fill_the_gpu(cooperative_128.shape) ? cooperative_128 : split_columns_128;
+    return cheapest_of(small_problem_configurations,
+                       [&](TileShape shape) { return rounds_of(shape, M, N, sm_count) * k_tile_cost(shape); });
 }
 
 //! @brief C = A B in bf16 with fp32 accumulation, any shape.
@@ -1165,14 +1207,16 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //! @param[in]  d_B     K x N bf16, column-major (`B[n * K + k]`)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
-//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
-//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file
-//!      built for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and
-//!      B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory
-//!      for later calls (as much as the largest such call needed) until the program ends.
-//! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
-//!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
-//!         else the launch's error
+//! @pre 1 <= M, N <= `max_mn` (INT_MAX - 1023), C of fewer than `max_cluster_tiles` tiles of 64 x 64 (any C a GPU's
+//!      memory holds; the same limits for every configuration), 1 <= K <= `max_k`; buffers not null and 2-byte aligned;
+//!      a GPU of compute capability 9.0 and this file built for it as `sm_90a`. Where K is not a multiple of 8, or A or
+//!      B not 16-byte aligned, the call copies A and B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered
+//!      memory pool of its own, which keeps that memory for later calls (as much as the largest such call needed) until
+//!      release_copy_pools() or the program's end.
+//! @return `cudaErrorInvalidValue` if a precondition fails; `cudaErrorNotSupported` without sm_90a code for this GPU
+//!         (or a driver without `cuTensorMapEncodeTiled`), where the configuration's cluster does not fit on the GPU,
+//!         or where a tensor map of A, B or C cannot be encoded; the error of an allocation or of the shared-memory
+//!         opt-in; else the launch's error
 inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
     int device = 0;
@@ -1187,4 +1231,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
-}  // namespace stepwise::tensor_core_gemm::ping_pong
+}  // namespace stepwise::tensor_core_gemm::tile_choice_by_rounds

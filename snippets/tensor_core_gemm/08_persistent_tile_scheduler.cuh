@@ -1,6 +1,6 @@
-//! @file 08_persistent.cuh
-//! @brief Tensor-core GEMM step 8: a persistent kernel with a tile scheduler, any M, N, K, and the tile
-//!        configuration picked per shape from an autotuning sweep (beyond the sources; needs sm_90a).
+//! @file 08_persistent_tile_scheduler.cuh
+//! @brief Tensor-core GEMM step 8: a persistent kernel whose clusters walk C's tiles in the order of a tile
+//!        scheduler, so that the SMs never idle between tiles (beyond the sources; needs sm_90a).
 //!
 //! Step 7 launches one block per tile: each block sets up its barriers, fills
 //! its pipeline from empty, and leaves the SM idle while it writes its tile of
@@ -8,20 +8,15 @@
 //! block walks a list of tiles: the producer runs ahead into the next tile's
 //! K while the consumers write the last one, so loads overlap the epilogue.
 //! Tiles are visited in groups of `group_m` cluster rows, so the blocks
-//! running at one time share rows of A and columns of B in the L2. Shapes
-//! that are multiples of no tile are handled where they arise: the TMA reads
-//! zeros past the matrices' edges and the epilogue writes only inside C.
-//! The TMA needs rows whose byte length is a multiple of 16 (K a multiple of 8)
-//! and 16-byte aligned matrices; otherwise A and B are first copied into
-//! such buffers, and that copy is part of the call. The launcher picks a
-//! configuration from the shape so that small problems still fill the GPU;
-//! the smallest tiles, 64 x 128, have one consumer warpgroup.
+//! running at one time share rows of A and columns of B in the L2. The
+//! epilogue stages C a 64 x 64 box at a time in two boxes that take turns,
+//! and the TMA stores them while the consumers go on to their next tile.
 //! Neither the start nor the end of a block fences the whole GPU (about a
 //! microsecond each, a tenth of a 1024^3 product): a relaxed cluster barrier
 //! follows the barriers' set-up, and the block's own copies of its first
 //! stages start before it; before leaving, the producer waits until every
-//! consumer of the cluster has released every stage. The epilogue stages C a
-//! 64 x 64 box at a time in two boxes that take turns.
+//! consumer of the cluster has released every stage. The tile, the cluster
+//! and the shapes taken are step 7's.
 #pragma once
 
 #include <algorithm>
@@ -37,55 +32,33 @@ namespace stepwise::tensor_core_gemm::persistent {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int BK = 64;  // 64 bf16: one 128-byte swizzled row per row of A or B
+constexpr int BM = 128;  // block tile of C
+constexpr int BN = 256;
+constexpr int BK = 64;   // 64 bf16: one 128-byte swizzled row per row of A or B
 constexpr int WGM = 64;  // a consumer warpgroup's rows of the tile (wgmma's M)
-
-//! @brief One configuration of the kernel: tiles of BM x BN (a consumer warpgroup per 64 rows), a ring of `stages`
-//!        tiles of A and B, clusters of `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile,
-//!        two horizontally adjacent ones A's, each block loading half of it for both), and clusters visited in groups
-//!        of `group_m` cluster rows.
-template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M>
-struct Config {
-    static constexpr int consumers = BM_ / WGM;
-    static constexpr int BM = BM_;
-    static constexpr int BN = BN_;
-    static constexpr int stages = STAGES;
-    static constexpr int cluster_m = CLUSTER_M;
-    static constexpr int cluster_n = CLUSTER_N;
-    static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
-    static constexpr int group_m = GROUP_M;
-    static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
-    static constexpr int stage_elems = (BM + BN) * BK;
-    static constexpr unsigned stage_bytes = stage_elems * sizeof(bf16);
-    //! Each consumer's 64 rows of C's tile leave through shared memory one box of 64 x 64 at a time (rows of 128
-    //! bytes, the widest the 128-byte swizzle takes), which the TMA stores; two staging boxes per consumer take turns,
-    //! so that the threads fill one while the TMA still reads the other.
-    static constexpr int out_cols = 64;
-    static constexpr int out_rounds = BN / out_cols;
-    static constexpr int out_buffers = out_rounds < 2 ? 1 : 2;
-    static constexpr int out_elems = BM * out_cols * out_buffers;  // both consumers' staging boxes
-    //! The stages, the staging area of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
-    static constexpr std::size_t smem_bytes =
-        (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
-    static_assert(BM == 64 || BM == 128, "one or two consumer warpgroups");
-    static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma_64xNx16 exists for these");
-    static_assert(cluster >= 1 && cluster <= 2 && GROUP_M >= 1, "clusters of one or two blocks");
-    static_assert((BN / CLUSTER_M) % 8 == 0 && (BM / CLUSTER_N) % 8 == 0, "halves of whole 8-row swizzle atoms");
-    static_assert(smem_bytes <= 227 * 1024, "the stages fit in a block's shared memory");
-};
-
-constexpr int producer_registers = 40;  // setmaxnreg: 40 * 128 + 2 * 232 * 128 <= 65536
+constexpr int consumers = BM / WGM;             // 2 warpgroups multiply
+constexpr int threads = (consumers + 1) * 128;  // 384: and one loads
+constexpr int producer_registers = 40;          // setmaxnreg: 40 * 128 + 2 * 232 * 128 <= 65536
 constexpr int consumer_registers = 232;
+constexpr int stages = 4;                       // tiles of A and B in flight or in use: 4 x 48 KiB
+constexpr int cluster_m = 2;                    // blocks of a cluster: vertically adjacent tiles, one tile of B
+constexpr int group_m = 8;                      // clusters are visited in groups of 8 cluster rows
+constexpr int stage_elems = (BM + BN) * BK;
+constexpr unsigned stage_bytes = stage_elems * sizeof(bf16);  // what lands on a stage's "full" barrier
+//! Each consumer's 64 rows of C's tile leave through shared memory one box of 64 x 64 at a time (rows of 128
+//! bytes, the widest the 128-byte swizzle takes), which the TMA stores; two staging boxes per consumer take turns,
+//! so that the threads fill one while the TMA still reads the other.
+constexpr int out_cols = 64;
+constexpr int out_rounds = BN / out_cols;
+constexpr int out_buffers = 2;
+constexpr int out_elems = BM * out_cols * out_buffers;  // both consumers' staging boxes
+//! The stages, the staging area of C, and 1 KiB to align them: the swizzle repeats every 8 rows of 128 bytes, and
+//! both the TMA and wgmma apply it to addresses, so a tile must start on a multiple of 1024 bytes.
+constexpr std::size_t smem_bytes = (static_cast<std::size_t>(stages) * stage_elems + out_elems) * sizeof(bf16) + 1024;
+static_assert(BK * sizeof(bf16) == 128, "a row of a tile is one 128-byte swizzle row");
 
 //! @brief Whether `p` is a multiple of `bytes` (cudaMalloc's buffers are 256-byte aligned).
 inline bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
-
-//! @brief The tiles of `tile` that cover `count`, without the int overflow of `count + tile - 1` near INT_MAX.
-__host__ __device__ constexpr int tiles_of(int count, int tile) { return count / tile + (count % tile != 0); }
-
-//! @brief The longest K the launcher takes: its rows, padded to a multiple of 8 where they are copied, must count
-//!        in an int.
-constexpr int max_k = 2147483647 - 7;
 
 //! @brief The kernel counts its clusters' places in C's tiles, and steps through them by the grid's clusters, in an
 //!        int: the launcher takes fewer places than this.
@@ -216,52 +189,8 @@ __device__ __forceinline__ std::uint64_t smem_descriptor(const bf16* tile)
            | (std::uint64_t{1} << 62);              // 128-byte swizzle
 }
 
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 64 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[32], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %34, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-        "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 128 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %66, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-        "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
 //! @brief d = A B + (accumulate ? d : 0) for a 64 x 256 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b,
+__device__ __forceinline__ void wgmma_64x256x16(float (&d)[128], std::uint64_t desc_a, std::uint64_t desc_b,
                                               int accumulate)
 {
     asm volatile(
@@ -336,44 +265,13 @@ __device__ __forceinline__ void setmaxnreg_inc()
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(count));
 }
 
-//! @brief Rounds a warpgroup's 64 x BN accumulators to bf16 and writes those inside C (M x N): for each 8 columns, a
-//!        thread holds two adjacent ones of row `16 * warp + lane / 4` and of the row 8 below. `pairs`: N is even
-//!        and C 4-byte aligned, so that two adjacent elements go in one store.
-template <int BN>
-__device__ __forceinline__ void store_warpgroup_tile(const float (&d)[BN / 2], bf16* C, int M, int N, int row0,
-                                                     int col0, int thread_in_group, bool pairs)
-{
-    const int row = row0 + (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
-    const int col = col0 + (thread_in_group % 4) * 2;
-    bf16* c = C + static_cast<std::size_t>(row) * N + col;
-    if (pairs && row0 <= M - WGM && col0 <= N - BN) {  // the whole tile is inside C: no checks (and no overflow)
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-            *reinterpret_cast<__nv_bfloat162*>(c + j * 8) = __floats2bfloat162_rn(d[4 * j], d[4 * j + 1]);
-            *reinterpret_cast<__nv_bfloat162*>(c + 8 * static_cast<std::size_t>(N) + j * 8) =
-                __floats2bfloat162_rn(d[4 * j + 2], d[4 * j + 3]);
-        }
-        return;
-    }
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {  // (row, col), (row, col + 1), (row + 8, col), (row + 8, col + 1)
-            if ((e / 2) * 8 < M - row && j * 8 + e % 2 < N - col) {  // differences: no overflow near INT_MAX
-                c[(e / 2) * 8 * static_cast<std::size_t>(N) + j * 8 + e % 2] = __float2bfloat16_rn(d[4 * j + e]);
-            }
-        }
-    }
-}
-
 //! @brief Writes the warpgroup's columns [`first_col`, `first_col` + 64) of its accumulators, as bf16, into the
 //!        staging box `box`: 64 rows x 64 columns, 128-byte swizzled as the TMA store reads it (the 16-byte chunk c of
 //!        row r at chunk c ^ (r % 8): a quad's 16 bytes of 8 rows land in 8 bank groups).
-template <class Cfg>
-__device__ __forceinline__ void stage_warpgroup_tile(const float (&d)[Cfg::BN / 2], bf16* box, int first_col,
+__device__ __forceinline__ void stage_warpgroup_tile(const float (&d)[BN / 2], bf16* box, int first_col,
                                                      int thread_in_group)
 {
-    static_assert(Cfg::out_cols == 64, "one box of 64 columns");
+    static_assert(out_cols == 64, "one box of 64 columns");
     const int row = (thread_in_group / 32) * 16 + (thread_in_group % 32) / 4;
     const int quad = thread_in_group % 4;
 #pragma unroll
@@ -390,8 +288,7 @@ __device__ __forceinline__ void stage_warpgroup_tile(const float (&d)[Cfg::BN / 
 
 //! @brief The tiles of C, and the order in which the clusters visit them.
 struct TileSchedule {
-    int cluster_rows, cluster_cols;  // clusters of cluster_m x cluster_n tiles over C's tiles
-    int cluster_m, cluster_n, group_m;
+    int cluster_rows, cluster_cols;  // clusters of cluster_m x 1 tiles over C's tiles
 
     __device__ int cluster_tiles() const { return cluster_rows * cluster_cols; }
 
@@ -403,50 +300,40 @@ struct TileSchedule {
         const int first_row = index / per_group * group_m;
         const int rows = min(cluster_rows - first_row, group_m);
         const int in_group = index % per_group;
-        m = (first_row + in_group % rows) * cluster_m + static_cast<int>(rank) % cluster_m;
-        n = in_group / rows * cluster_n + static_cast<int>(rank) / cluster_m;
+        m = (first_row + in_group % rows) * cluster_m + static_cast<int>(rank);
+        n = in_group / rows;
     }
 };
 
 //! @brief Computes the tiles the schedule gives this block's cluster (empty where the code is not built for sm_90a).
-template <class Cfg>
-static __global__ void __launch_bounds__(Cfg::threads, 1)
-    gemm_kernel(int M, int N, int K, const __grid_constant__ CUtensorMap map_a_part,
-                const __grid_constant__ CUtensorMap map_b_part, const __grid_constant__ CUtensorMap map_c,
-                bf16* __restrict__ C, bool tma_stores, bool pairs)
+static __global__ void __launch_bounds__(threads, 1)
+    gemm_kernel(int M, int N, int K, const __grid_constant__ CUtensorMap map_a,
+                const __grid_constant__ CUtensorMap map_b_half, const __grid_constant__ CUtensorMap map_c)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int BM = Cfg::BM, BN = Cfg::BN, stages = Cfg::stages, cluster = Cfg::cluster;
     extern __shared__ unsigned char smem_raw[];
     bf16* smem = reinterpret_cast<bf16*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     __shared__ std::uint64_t full[stages];   // a stage's tiles have landed
     __shared__ std::uint64_t empty[stages];  // every consumer warp of the cluster is done with a stage
     const int t = threadIdx.x;
-    const int group = t / 128;  // 0: the producer; 1..consumers: consumers of 64 rows each
+    const int group = t / 128;  // 0: the producer; 1, 2: consumers of rows [64 (group - 1), 64 group) of the tile
     const unsigned rank = cluster_rank();
-    const int k_tiles = tiles_of(K, BK);
-    const TileSchedule schedule{tiles_of(tiles_of(M, BM), Cfg::cluster_m), tiles_of(tiles_of(N, BN), Cfg::cluster_n),
-                                Cfg::cluster_m, Cfg::cluster_n, Cfg::group_m};
-    const int clusters = static_cast<int>(gridDim.x) / cluster;
-    const int first_index = static_cast<int>(blockIdx.x) / cluster;  // this cluster's first place in the schedule
+    const int k_tiles = K / BK;
+    const TileSchedule schedule{M / (BM * cluster_m), N / BN};
+    const int clusters = static_cast<int>(gridDim.x) / cluster_m;
+    const int first_index = static_cast<int>(blockIdx.x) / cluster_m;  // this cluster's first place in the schedule
 
-    // Starts the copies of k-tile `kt` of tile (m, n) into `stage`: what this block loads for itself alone (`own`),
-    // and its half of the tile its cluster's two blocks share (`shared`), multicast to both.
+    // Starts the copies of k-tile `kt` of tile (m, n) into `stage`: what this block loads for itself alone (`own`,
+    // A's tile), and its half of B's tile, which its cluster's two blocks share (`shared`), multicast to both.
     const auto load = [&](int stage, int kt, int m, int n, bool own, bool shared) {
-        bf16* As = smem + stage * Cfg::stage_elems;
+        bf16* As = smem + stage * stage_elems;
         bf16* Bs = As + BM * BK;
-        constexpr std::uint16_t both = 0b11;
-        if (Cfg::cluster_n == 1 && own) {
-            tma_load(As, &map_a_part, kt * BK, m * BM, &full[stage]);
-        } else if (Cfg::cluster_n == 2 && shared) {  // the two blocks' tiles share A's
-            tma_load_multicast(As + rank * (BM / 2) * BK, &map_a_part, kt * BK, m * BM + rank * (BM / 2),
-                               &full[stage], both);
+        if (own) {
+            tma_load(As, &map_a, kt * BK, m * BM, &full[stage]);
         }
-        if (Cfg::cluster_m == 1 && own) {
-            tma_load(Bs, &map_b_part, kt * BK, n * BN, &full[stage]);
-        } else if (Cfg::cluster_m == 2 && shared) {  // the two blocks' tiles share B's
-            tma_load_multicast(Bs + rank * (BN / 2) * BK, &map_b_part, kt * BK, n * BN + rank * (BN / 2),
-                               &full[stage], both);
+        if (shared) {
+            tma_load_multicast(Bs + rank * (BN / cluster_m) * BK, &map_b_half, kt * BK,
+                               n * BN + rank * (BN / cluster_m), &full[stage], (1u << cluster_m) - 1);
         }
     };
     // The first tile's first stages: this block's own copies start before the cluster's blocks have met (their
@@ -454,21 +341,19 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
     const int early = first_index < schedule.cluster_tiles() ? min(stages, k_tiles) : 0;
 
     if (t == 0) {
-        prefetch_tensor_map(&map_a_part);  // fetched while the barriers are set up
-        prefetch_tensor_map(&map_b_part);
-        if (tma_stores) {
-            prefetch_tensor_map(&map_c);
-        }
+        prefetch_tensor_map(&map_a);  // fetched while the barriers are set up
+        prefetch_tensor_map(&map_b_half);
+        prefetch_tensor_map(&map_c);
         for (int s = 0; s < stages; ++s) {
             mbarrier_init(&full[s], 1);
-            mbarrier_init(&empty[s], cluster * Cfg::consumers * 4);
+            mbarrier_init(&empty[s], cluster_m * consumers * 4);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
         fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
         int m = 0, n = 0;
         schedule.tile(first_index, rank, m, n);
         for (int kt = 0; kt < early; ++kt) {
-            mbarrier_arrive_expect_bytes(&full[kt], Cfg::stage_bytes);
+            mbarrier_arrive_expect_bytes(&full[kt], stage_bytes);
             load(kt, kt, m, n, true, false);
         }
     }
@@ -491,7 +376,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                         continue;
                     }
                     mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
-                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    mbarrier_arrive_expect_bytes(&full[stage], stage_bytes);
                     load(stage, kt, m, n, true, true);
                 }
             }
@@ -505,9 +390,9 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         setmaxnreg_inc<consumer_registers>();
         cluster_wait();
         const int consumer = group - 1;
-        const auto release = [&](int stage) {  // every producer of the cluster writes this stage
+        const auto release = [&](int stage) {  // both blocks' producers write this stage
             if (t % 32 == 0) {
-                for (unsigned cta = 0; cta < cluster; ++cta) {
+                for (unsigned cta = 0; cta < cluster_m; ++cta) {
                     mbarrier_arrive_cluster(&empty[stage], cta);
                 }
             }
@@ -520,12 +405,13 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
             for (int kt = 0; kt < k_tiles; ++kt, ++it) {
                 const int stage = it % stages;
                 mbarrier_wait(&full[stage], (it / stages) % 2);
-                const bf16* As = smem + stage * Cfg::stage_elems + consumer * WGM * BK;
-                const bf16* Bs = smem + stage * Cfg::stage_elems + BM * BK;
+                const bf16* As = smem + stage * stage_elems + consumer * WGM * BK;
+                const bf16* Bs = smem + stage * stage_elems + BM * BK;
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk) {  // the tile's first slice overwrites the accumulators
-                    wgmma_64xNx16(acc, smem_descriptor(As + kk * 16), smem_descriptor(Bs + kk * 16), kt > 0 || kk > 0);
+                    wgmma_64x256x16(acc, smem_descriptor(As + kk * 16), smem_descriptor(Bs + kk * 16),
+                                    kt > 0 || kk > 0);
                 }
                 wgmma_commit();
                 // The previous k-tile's group is done (this one keeps the tensor cores busy): release its stage.
@@ -538,25 +424,21 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
             wgmma_wait<0>();
             fence_accumulators(acc);
             release((it - 1) % stages);
-            if (!tma_stores) {  // C's rows are not a multiple of 16 bytes apart, or C is not 16-byte aligned
-                store_warpgroup_tile<BN>(acc, C, M, N, m * BM + consumer * WGM, n * BN, t % 128, pairs);
-                continue;
-            }
             // Each consumer stages and stores its own 64 rows, a box at a time; its first thread issues the stores.
-            bf16* out = smem + stages * Cfg::stage_elems + consumer * Cfg::out_buffers * WGM * Cfg::out_cols;
+            bf16* out = smem + stages * stage_elems + consumer * out_buffers * WGM * out_cols;
             const bool issuer = t % 128 == 0;
 #pragma unroll
-            for (int round = 0; round < Cfg::out_rounds; ++round) {
-                bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::out_cols;
+            for (int round = 0; round < out_rounds; ++round) {
+                bf16* box = out + round % out_buffers * WGM * out_cols;
                 if (issuer) {
-                    bulk_wait_read<Cfg::out_buffers - 1>();  // the store that last read this box is done reading
+                    bulk_wait_read<out_buffers - 1>();  // the store that last read this box is done reading
                 }
                 warpgroup_sync(consumer);
-                stage_warpgroup_tile<Cfg>(acc, box, round * Cfg::out_cols, t % 128);
+                stage_warpgroup_tile(acc, box, round * out_cols, t % 128);
                 fence_proxy_async();
                 warpgroup_sync(consumer);
                 if (issuer) {
-                    tma_store(&map_c, n * BN + round * Cfg::out_cols, m * BM + consumer * WGM, box);
+                    tma_store(&map_c, n * BN + round * out_cols, m * BM + consumer * WGM, box);
                     bulk_commit();
                 }
             }
@@ -566,25 +448,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
     }
 #endif
-}
-
-//! @brief Copies the `rows` x K matrix `src` (any alignment) into `dst`, rows of `K_padded` (a multiple of 8)
-//!        elements, zero beyond K.
-static __global__ void pad_rows_kernel(const bf16* __restrict__ src, bf16* __restrict__ dst, int rows, int K,
-                                       int K_padded)
-{
-    const std::size_t vectors = static_cast<std::size_t>(rows) * (K_padded / 8);
-    for (std::size_t v = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; v < vectors;
-         v += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
-        const std::size_t row = v / (K_padded / 8);
-        const int k0 = static_cast<int>(v % (K_padded / 8)) * 8;
-        __align__(16) bf16 out[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            out[e] = k0 + e < K ? src[row * K + k0 + e] : __float2bfloat16_rn(0.0f);
-        }
-        *reinterpret_cast<uint4*>(&dst[row * K_padded + k0]) = *reinterpret_cast<const uint4*>(out);
-    }
 }
 
 //! What this step needs of the GPU and the build: `wgmma` and the rest of sm_90a, compute capability 9.0 and code
@@ -629,19 +492,19 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder()
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(function);
 }
 
-//! @brief Describes a `rows` x K bf16 matrix stored K-contiguous (rows `ld` elements apart) to the TMA: boxes of
-//!        BK x `box_rows`, 128-byte swizzle, elements outside the matrix read as zero.
-inline bool encode_k_major(CUtensorMap* map, const bf16* base, int rows, int K, int ld, int box_rows)
+//! @brief Describes a `rows` x K bf16 matrix stored K-contiguous to the TMA: boxes of BK x `box_rows`, 128-byte
+//!        swizzle, elements outside the matrix read as zero.
+inline bool encode_k_major(CUtensorMap* map, const bf16* base, int rows, int K, int box_rows)
 {
     const PFN_cuTensorMapEncodeTiled_v12000 encode = tensor_map_encoder();
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t row_stride[1] = {static_cast<cuuint64_t>(ld) * sizeof(bf16)};
+    const cuuint64_t row_stride[1] = {static_cast<cuuint64_t>(K) * sizeof(bf16)};
     const cuuint32_t box[2] = {BK, static_cast<cuuint32_t>(box_rows)};
     const cuuint32_t element_strides[2] = {1, 1};
     return encode != nullptr &&
            encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<bf16*>(base), dims, row_stride, box,
                   element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 //! @brief Describes the M x N row-major C to the TMA for stores of boxes of 64 columns x `box_rows`, 128-byte
@@ -659,29 +522,27 @@ inline bool encode_c(CUtensorMap* map, bf16* base, int M, int N, int box_rows)
                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-//! @brief The launch of `grid` blocks of `Cfg` on `stream` in clusters of `Cfg::cluster` consecutive blocks (set at
-//!        launch: clusters exist from sm_90 on only); `cluster` holds the attribute the configuration points to.
-template <class Cfg>
-cudaLaunchConfig_t launch_config(int grid, cudaStream_t stream, cudaLaunchAttribute& cluster)
+//! @brief The launch of `grid` blocks on `stream` in clusters of `cluster_m` consecutive blocks (set at launch:
+//!        clusters exist from sm_90 on only); `cluster` holds the attribute the configuration points to.
+inline cudaLaunchConfig_t launch_config(int grid, cudaStream_t stream, cudaLaunchAttribute& cluster)
 {
     cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = Cfg::cluster;
+    cluster.val.clusterDim.x = cluster_m;
     cluster.val.clusterDim.y = 1;
     cluster.val.clusterDim.z = 1;
     cudaLaunchConfig_t config{};
     config.gridDim = dim3(grid);
-    config.blockDim = dim3(Cfg::threads);
-    config.dynamicSmemBytes = Cfg::smem_bytes;
+    config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = smem_bytes;
     config.stream = stream;
     config.attrs = &cluster;
     config.numAttrs = 1;
     return config;
 }
 
-//! @brief How many clusters of this configuration run on the current device at once (0 on an error), asked of the
-//!        runtime once per device and configuration.
-template <class Cfg>
-static int resident_clusters(int device)
+//! @brief How many clusters of the kernel run on the current device at once (0 on an error), asked of the runtime
+//!        once per device.
+static inline int resident_clusters(int device)
 {
     constexpr int max_devices = 64;
     static std::atomic<int> known[max_devices];  // 0: not asked yet
@@ -689,9 +550,9 @@ static int resident_clusters(int device)
         return known[device].load();
     }
     cudaLaunchAttribute cluster{};
-    cudaLaunchConfig_t config = launch_config<Cfg>(Cfg::cluster, 0, cluster);
+    cudaLaunchConfig_t config = launch_config(cluster_m, 0, cluster);
     int clusters = 0;
-    if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel<Cfg>, &config) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&clusters, gemm_kernel, &config) != cudaSuccess) {
         return 0;
     }
     if (device >= 0 && device < max_devices) {
@@ -700,143 +561,7 @@ static int resident_clusters(int device)
     return clusters;
 }
 
-//! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
-//!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
-//!        (the default pool gives them back at every synchronization). Made on first use, once per device.
-static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
-{
-    constexpr int max_devices = 64;
-    static std::atomic<cudaMemPool_t> pools[max_devices];
-    if (device < 0 || device >= max_devices) {
-        return cudaErrorInvalidDevice;
-    }
-    if ((pool = pools[device].load()) != nullptr) {
-        return cudaSuccess;
-    }
-    cudaMemPoolProps props{};
-    props.allocType = cudaMemAllocationTypePinned;
-    props.location.type = cudaMemLocationTypeDevice;
-    props.location.id = device;
-    cudaMemPool_t created = nullptr;
-    cudaError_t error = cudaMemPoolCreate(&created, &props);
-    cuuint64_t keep_everything = ~cuuint64_t{0};
-    if (error == cudaSuccess) {
-        error = cudaMemPoolSetAttribute(created, cudaMemPoolAttrReleaseThreshold, &keep_everything);
-    }
-    if (error != cudaSuccess) {
-        return error;
-    }
-    cudaMemPool_t expected = nullptr;
-    if (pools[device].compare_exchange_strong(expected, created)) {
-        pool = created;
-    } else {  // another thread made one first
-        cudaMemPoolDestroy(created);
-        pool = expected;
-    }
-    return cudaSuccess;
-}
-
-//! @brief C = A B with the configuration `Cfg` (see gemm() for the arguments and what it returns).
-template <class Cfg>
-inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
-{
-    if (M <= 0 || N <= 0 || K <= 0 || K > max_k || d_A == nullptr || d_B == nullptr || d_C == nullptr ||
-        !aligned(d_A, alignof(bf16)) || !aligned(d_B, alignof(bf16)) || !aligned(d_C, alignof(bf16))) {
-        return cudaErrorInvalidValue;
-    }
-    const long long cluster_tiles = static_cast<long long>(tiles_of(tiles_of(M, Cfg::BM), Cfg::cluster_m)) *
-                                    tiles_of(tiles_of(N, Cfg::BN), Cfg::cluster_n);
-    if (cluster_tiles >= max_cluster_tiles) {
-        return cudaErrorInvalidValue;
-    }
-    int device = 0;
-    cudaError_t error = cudaGetDevice(&device);
-    if (error != cudaSuccess) {
-        return error;
-    }
-    if (!requirement_met()) {
-        return cudaErrorNotSupported;
-    }
-    // Above 48 KiB a kernel must opt in to dynamic shared memory. Not cached in a static: a kernel included in
-    // several translation units is a different kernel in each.
-    error = cudaFuncSetAttribute(gemm_kernel<Cfg>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(Cfg::smem_bytes));
-    if (error != cudaSuccess) {
-        return error;
-    }
-    const int clusters = resident_clusters<Cfg>(device);
-    if (clusters <= 0) {
-        return cudaErrorNotSupported;  // this configuration's cluster does not fit on the device
-    }
-    // The TMA wants rows of a multiple of 16 bytes starting 16-byte aligned; else copy A and B into padded rows.
-    const bool copy = K % 8 != 0 || !aligned(d_A, 16) || !aligned(d_B, 16);
-    const int ld = tiles_of(K, 8) * 8;
-    const bf16* A = d_A;
-    const bf16* B = d_B;
-    bf16* padded = nullptr;
-    if (copy) {
-        const std::size_t a_elems = static_cast<std::size_t>(M) * ld;
-        cudaMemPool_t pool = nullptr;
-        error = copy_pool(device, pool);
-        if (error == cudaSuccess) {
-            error = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&padded),
-                                            (a_elems + static_cast<std::size_t>(N) * ld) * sizeof(bf16), pool, stream);
-        }
-        if (error != cudaSuccess) {
-            return error;
-        }
-        pad_rows_kernel<<<1024, 256, 0, stream>>>(d_A, padded, M, K, ld);
-        pad_rows_kernel<<<1024, 256, 0, stream>>>(d_B, padded + a_elems, N, K, ld);
-        A = padded;
-        B = padded + a_elems;
-    }
-    CUtensorMap map_a_part{};
-    CUtensorMap map_b_part{};
-    CUtensorMap map_c{};
-    // The TMA stores C where its rows are a multiple of 16 bytes apart and C is 16-byte aligned; else the threads do.
-    const bool tma_stores = N % 8 == 0 && aligned(d_C, 16);
-    if (!encode_k_major(&map_a_part, A, M, K, ld, Cfg::BM / Cfg::cluster_n) ||
-        !encode_k_major(&map_b_part, B, N, K, ld, Cfg::BN / Cfg::cluster_m) ||
-        (tma_stores && !encode_c(&map_c, d_C, M, N, WGM))) {
-        error = cudaErrorNotSupported;
-    } else {
-        const int grid = static_cast<int>(std::min<long long>(cluster_tiles, clusters)) * Cfg::cluster;
-        const bool pairs = N % 2 == 0 && aligned(d_C, 4);
-        cudaLaunchAttribute cluster{};
-        const cudaLaunchConfig_t config = launch_config<Cfg>(grid, stream, cluster);
-        error = cudaLaunchKernelEx(&config, gemm_kernel<Cfg>, M, N, K, map_a_part, map_b_part, map_c, d_C,
-                                   tma_stores, pairs);
-        if (error == cudaSuccess) {
-            error = cudaGetLastError();
-        }
-    }
-    if (copy) {
-        const cudaError_t freed = cudaFreeAsync(padded, stream);
-        error = error != cudaSuccess ? error : freed;
-    }
-    return error;
-}
-
-//! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others): 128 x 256 tiles for large problems, smaller ones where those would leave SMs idle.
-using Large = Config<128, 256, 4, 2, 1, 8>;
-using Medium = Config<128, 128, 6, 2, 1, 8>;
-using Small = Config<64, 128, 8, 2, 1, 8>;
-
-//! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs: the first of Large, Medium, Small
-//!        whose tiles give at least 90% of the SMs one, else Small.
-inline int chosen_configuration(int M, int N, int sm_count)
-{
-    const auto tiles = [&](int bm, int bn) {
-        return static_cast<long long>(tiles_of(M, bm)) * tiles_of(N, bn);
-    };
-    if (10 * tiles(Large::BM, Large::BN) >= 9LL * sm_count) {
-        return 0;
-    }
-    return 10 * tiles(Medium::BM, Medium::BN) >= 9LL * sm_count ? 1 : 2;
-}
-
-//! @brief C = A B in bf16 with fp32 accumulation, any shape.
+//! @brief C = A B in bf16 with fp32 accumulation.
 //! @param[in]  M       rows of A and C
 //! @param[in]  N       columns of B and C
 //! @param[in]  K       columns of A, rows of B
@@ -844,33 +569,52 @@ inline int chosen_configuration(int M, int N, int sm_count)
 //! @param[in]  d_B     K x N bf16, column-major (`B[n * K + k]`)
 //! @param[out] d_C     M x N bf16, row-major (`C[m * N + n]`)
 //! @param[in]  stream  stream to launch on
-//! @pre M, N >= 1 (any up to INT_MAX, C of fewer than `max_cluster_tiles` clusters' tiles: any C a GPU's memory
-//!      holds), 1 <= K <= `max_k`; buffers not null and 2-byte aligned; a GPU of compute capability 9.0 and this file built
-//!      for it as `sm_90a`. Where K is not a multiple of 8, or A or B not 16-byte aligned, the call copies A and B into
-//!      `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered memory pool of its own, which keeps that memory for
-//!      later calls (as much as the largest such call needed) until the program ends.
+//! @pre M a multiple of 256, N of 256, K of 64, C of fewer than `max_cluster_tiles` tiles of 256 x 256 (any C a GPU's
+//!      memory holds); buffers not null and 16-byte aligned; a GPU of compute capability 9.0 and this file built for
+//!      it as `sm_90a`
 //! @return `cudaErrorInvalidValue` if a precondition fails, `cudaErrorNotSupported` without sm_90a code for this GPU
-//!         (or a driver without `cuTensorMapEncodeTiled`), the error of an allocation or of the shared-memory opt-in,
-//!         else the launch's error
+//!         (or a driver without `cuTensorMapEncodeTiled`, or a GPU where no cluster of two blocks fits), the error of
+//!         querying the current device or of the shared-memory opt-in, else the launch's error
 inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, bf16* d_C, cudaStream_t stream = 0)
 {
+    if (M <= 0 || N <= 0 || K <= 0 || M % (BM * cluster_m) != 0 || N % BN != 0 || K % BK != 0 ||
+        !aligned(d_A, 16) || !aligned(d_B, 16) || !aligned(d_C, 16) || d_A == nullptr || d_B == nullptr ||
+        d_C == nullptr) {
+        return cudaErrorInvalidValue;
+    }
+    const long long cluster_tiles = static_cast<long long>(M / (BM * cluster_m)) * (N / BN);
+    if (cluster_tiles >= max_cluster_tiles) {
+        return cudaErrorInvalidValue;
+    }
     int device = 0;
-    int sm_count = 0;
-    cudaError_t error = cudaGetDevice(&device);
-    if (error == cudaSuccess) {
-        error = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+    const cudaError_t found = cudaGetDevice(&device);
+    if (found != cudaSuccess) {
+        return found;
     }
-    if (error != cudaSuccess) {
-        return error;
+    CUtensorMap map_a{};
+    CUtensorMap map_b_half{};
+    CUtensorMap map_c{};
+    if (!requirement_met() || !encode_k_major(&map_a, d_A, M, K, BM) ||
+        !encode_k_major(&map_b_half, d_B, N, K, BN / cluster_m) || !encode_c(&map_c, d_C, M, N, WGM)) {
+        return cudaErrorNotSupported;
     }
-    switch (chosen_configuration(M, N, sm_count)) {
-    case 0:
-        return gemm_with<Large>(M, N, K, d_A, d_B, d_C, stream);
-    case 1:
-        return gemm_with<Medium>(M, N, K, d_A, d_B, d_C, stream);
-    default:
-        return gemm_with<Small>(M, N, K, d_A, d_B, d_C, stream);
+    // Above 48 KiB a kernel must opt in to dynamic shared memory. Not cached in a static: a kernel included in
+    // several translation units is a different kernel in each.
+    const cudaError_t opt_in = cudaFuncSetAttribute(gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    static_cast<int>(smem_bytes));
+    if (opt_in != cudaSuccess) {
+        return opt_in;
     }
+    const int clusters = resident_clusters(device);
+    if (clusters <= 0) {
+        return cudaErrorNotSupported;  // the kernel's cluster does not fit on the device
+    }
+    // As many clusters as run at once, or as C has places for: each walks the schedule from its own first place.
+    const int grid = static_cast<int>(std::min<long long>(cluster_tiles, clusters)) * cluster_m;
+    cudaLaunchAttribute cluster{};
+    const cudaLaunchConfig_t config = launch_config(grid, stream, cluster);
+    const cudaError_t launched = cudaLaunchKernelEx(&config, gemm_kernel, M, N, K, map_a, map_b_half, map_c);
+    return launched != cudaSuccess ? launched : cudaGetLastError();
 }
 
 }  // namespace stepwise::tensor_core_gemm::persistent
