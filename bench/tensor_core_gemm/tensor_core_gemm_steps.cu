@@ -49,7 +49,7 @@ std::vector<KernelEntry> one_kernel(const char* name, Kernel kernel, int threads
 template <class Cfg>
 KernelEntry any_shape_kernel(const char* name)
 {
-    return kernel_entry(name, any_shape::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
+    return kernel_entry(name, persistent::gemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
 }
 
 // ---- the tensor cores' ceiling: wgmma from shared memory, nothing else ----
@@ -64,7 +64,7 @@ constexpr std::size_t peak_smem_bytes = (peak_warpgroups * 64 + peak_n) * 64 * s
 __global__ void __launch_bounds__(peak_threads, 1) tensor_peak_kernel(long long total_trips, float* d_sink)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    namespace p = any_shape;
+    namespace p = persistent;
     extern __shared__ unsigned char smem_raw[];
     bf16* tiles = reinterpret_cast<bf16*>((reinterpret_cast<std::uintptr_t>(smem_raw) + 1023) / 1024 * 1024);
     constexpr int elems = (peak_warpgroups * 64 + peak_n) * 64;
@@ -118,7 +118,8 @@ unsigned tensor_peak_blocks()
 
 const std::vector<Step>& steps()
 {
-    namespace p = any_shape;
+    namespace p = persistent;
+    namespace ts = persistent_tile_scheduler;
     static const std::vector<Step> all = {
         {"01_wmma", "WMMA on bf16 tiles in shared memory", "snippets/tensor_core_gemm/01_wmma.cuh",
          "stepwise::tensor_core_gemm::wmma_tiles", wmma_tiles::requirement, wmma_tiles::requirement_met,
@@ -158,15 +159,14 @@ const std::vector<Step>& steps()
          one_kernel("gemm_kernel", cluster_multicast::gemm_kernel, cluster_multicast::threads,
                     cluster_multicast::smem_bytes)},
         {"08_persistent_tile_scheduler", "Persistent: clusters walk the tiles in scheduled order, C leaves through the TMA",
-         "snippets/tensor_core_gemm/08_persistent_tile_scheduler.cuh", "stepwise::tensor_core_gemm::persistent",
-         persistent::requirement, persistent::requirement_met, persistent::BM * persistent::cluster_m, persistent::BN,
-         persistent::BK, persistent::gemm,
-         one_kernel("gemm_kernel", persistent::gemm_kernel, persistent::threads, persistent::smem_bytes)},
+         "snippets/tensor_core_gemm/08_persistent_tile_scheduler.cuh", "stepwise::tensor_core_gemm::persistent_tile_scheduler",
+         ts::requirement, ts::requirement_met, ts::BM * ts::cluster_m, ts::BN, ts::BK, ts::gemm,
+         one_kernel("gemm_kernel", ts::gemm_kernel, ts::threads, ts::smem_bytes)},
         {"09_any_shape", "Any shape: edges, padded copies, a configuration per shape", "snippets/tensor_core_gemm/09_any_shape.cuh",
-         "stepwise::tensor_core_gemm::any_shape", p::requirement, p::requirement_met, 1, 1, 1, p::gemm,
-         {any_shape_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::any_shape::Config<128, 256, 4, 2, 1, 8> >"),
-          any_shape_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::any_shape::Config<128, 128, 6, 2, 1, 8> >"),
-          any_shape_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::any_shape::Config<64, 128, 8, 2, 1, 8> >"),
+         "stepwise::tensor_core_gemm::persistent", p::requirement, p::requirement_met, 1, 1, 1, p::gemm,
+         {any_shape_kernel<p::Large>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 256, 4, 2, 1, 8> >"),
+          any_shape_kernel<p::Medium>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<128, 128, 6, 2, 1, 8> >"),
+          any_shape_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))},
          {"08_persistent"}},
         {"10_ping_pong", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
@@ -219,7 +219,7 @@ cudaError_t tensor_peak(double num_fmas, float* d_sink, cudaStream_t stream)
     if (d_sink == nullptr || !(num_fmas > 0)) {
         return cudaErrorInvalidValue;
     }
-    if (!any_shape::requirement_met()) {
+    if (!persistent::requirement_met()) {
         return cudaErrorNotSupported;
     }
     if (const cudaError_t e = cudaFuncSetAttribute(tensor_peak_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,

@@ -28,7 +28,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::persistent {
+namespace stepwise::tensor_core_gemm::persistent_tile_scheduler {
 
 using bf16 = __nv_bfloat16;
 
@@ -617,4 +617,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     return launched != cudaSuccess ? launched : cudaGetLastError();
 }
 
-}  // namespace stepwise::tensor_core_gemm::persistent
+}  // namespace stepwise::tensor_core_gemm::persistent_tile_scheduler

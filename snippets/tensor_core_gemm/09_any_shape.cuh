@@ -27,7 +27,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::any_shape {
+namespace stepwise::tensor_core_gemm::persistent {
 
 using bf16 = __nv_bfloat16;
 
@@ -867,4 +867,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     }
 }
 
-}  // namespace stepwise::tensor_core_gemm::any_shape
+}  // namespace stepwise::tensor_core_gemm::persistent
