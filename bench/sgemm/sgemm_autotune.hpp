@@ -1,4 +1,4 @@
-// The SGEMM chapter's autotuning sweep: configurations of step 10's kernel template, timed in the same run at the
+// The SGEMM chapter's autotuning sweep: configurations of step 11's kernel template, timed in the same run at the
 // shapes where its launcher picks differently (small, large, not multiples of the tile, rectangular).
 #pragma once
 
@@ -17,8 +17,8 @@ struct AutotuneCandidate {
     Tiling tiling;        //!< its block, warp and thread tiles, threads and stages
     int min_blocks = 0;   //!< the kernel's __launch_bounds__ minimum blocks per SM
     int bursts = 0;       //!< the bursts a tile's copies go out in
-    int launcher_config = -1;  //!< its index in `autotuned::Configs` where step 10's launcher uses it, else -1
-    //! `autotuned::sgemm_with<Cfg>`: what step 10's launcher runs for a plan of this configuration
+    int launcher_config = -1;  //!< its index in `autotuned::Configs` where step 11's launcher uses it, else -1
+    //! `autotuned::sgemm_with<Cfg>`: what step 11's launcher runs for a plan of this configuration
     cudaError_t (*sgemm)(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                          int splits, cudaStream_t stream);
     //! The instance of the kernel an M x N x K problem with these pointers runs: an index into `kernels`
@@ -35,7 +35,7 @@ const std::vector<AutotuneCandidate>& autotune_candidates();
 //!        launcher's own where it picks this configuration; ascending, without repeats.
 std::vector<int> autotune_splits(const AutotuneCandidate& candidate, int M, int N, int K, int sm_count);
 
-//! @brief Whether step 10's launcher runs `candidate` with `splits`, and nothing else, at M x N x K on a GPU of
+//! @brief Whether step 11's launcher runs `candidate` with `splits`, and nothing else, at M x N x K on a GPU of
 //!        `sm_count` SMs.
 bool launcher_runs(const AutotuneCandidate& candidate, int splits, int M, int N, int K, int sm_count);
 
@@ -50,7 +50,7 @@ struct WholeWaves {
 //! @brief The whole waves the launcher splits M x N x K into on `sm_count` SMs; none where it runs one plan.
 std::optional<WholeWaves> launcher_whole_waves(int M, int N, int K, int sm_count);
 
-//! @brief Step 10's launcher, `autotuned::sgemm`.
+//! @brief Step 11's launcher, `autotuned::sgemm`.
 cudaError_t launcher_sgemm(int M, int N, int K, float alpha, const float* d_A, const float* d_B, float beta, float* d_C,
                            cudaStream_t stream);
 

@@ -1,5 +1,5 @@
 // The SGEMM chapter of the timing program: registry entry, the FMA and copy ceilings, cuBLAS in fp32 and TF32,
-// every step over a sweep of sizes, and the autotuning sweep of step 10's template.
+// every step over a sweep of sizes, and the autotuning sweep of step 11's template.
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
@@ -32,7 +32,7 @@ struct Shape {
 //! Rectangular problems, measured for the final fp32 step (and the ceilings and cuBLAS): a short K with many tiles,
 //! and a long K with few tiles of C, one way and the other.
 constexpr Shape rectangular_shapes[] = {{8192, 8192, 128}, {128, 8192, 8192}, {8192, 128, 8192}};
-constexpr const char* rectangular_steps[] = {"10_autotuned"};
+constexpr const char* rectangular_steps[] = {"11_any_shape_any_size"};
 
 //! Where the autotuning sweep runs: the main size, sizes where its launcher picks smaller tiles or splits K, one that
 //! is a multiple of no tile, and the rectangular problems.
@@ -98,6 +98,7 @@ public:
             StepEntry step{s.id,          s.title, s.file, s.name_space, "sgemm", s.same_operation, s.beyond_article,
                            {},            s.kernels, tiling_json(s.tiling)};
             step.needs = s.needs;
+            step.formerly = s.formerly;
             for (const int n : measured_sizes) {
                 if (s.accepts(n, n, n) && n <= s.max_timed_n) {
                     step.sizes.push_back(problem_size({n, n, n}));
@@ -114,7 +115,7 @@ public:
             entry_.steps.push_back(step);
         }
         // Every step is measured over the sizes above (the chapter's sweep); the bar is taken at 4096.
-        entry_.headline = Headline{4096, "single_cold", entry_.steps.front().id, "10_autotuned"};
+        entry_.headline = Headline{4096, "single_cold", entry_.steps.front().id, "11_any_shape_any_size"};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
@@ -123,13 +124,13 @@ public:
         for (const char* kind : {"autotune", "unsupported"}) {
             chapter[kind] = nlohmann::json::array();
         }
-        // What this GPU cannot run is left out, and listed with the reason, once. The autotuning sweep times step 10's
-        // kernel: it runs where step 10 does.
+        // What this GPU cannot run is left out, and listed with the reason, once. The autotuning sweep times step 11's
+        // kernel: it runs where step 11 does.
         const std::vector<std::string> runnable =
             runnable_steps(sgemm::steps(), step_ids, sgemm::unsupported_reason, chapter["unsupported"]);
         bool autotune_runs = true;
         for (const sgemm::Step& step : sgemm::steps()) {
-            if (std::string(step.id) == "10_autotuned") {
+            if (std::string(step.id) == "11_any_shape_any_size") {
                 autotune_runs = sgemm::unsupported_reason(step).empty();
             }
         }
@@ -249,8 +250,8 @@ private:
         }
     }
 
-    //! Every candidate configuration of step 10's kernel with the K splits worth timing at this shape, each exactly
-    //! as step 10's launcher runs it (autotuned::sgemm_with, the scaling of C included where K is split); the row
+    //! Every candidate configuration of step 11's kernel with the K splits worth timing at this shape, each exactly
+    //! as step 11's launcher runs it (autotuned::sgemm_with, the scaling of C included where K is split); the row
     //! the launcher runs is the chosen one.
     template <class TimedRowOf, class Validate>
     void measure_autotune(MeasureContext& context, Shape shape, DeviceBuffer<float>& d_A, DeviceBuffer<float>& d_B,
@@ -277,7 +278,7 @@ private:
             config["split_k"] = splits;
             row["config"] = config;
             row["chosen"] = launcher_runs;
-            row["used_by"] = "10_autotuned";
+            row["used_by"] = "11_any_shape_any_size";
             chosen += launcher_runs ? 1 : 0;
             validate(call, false, row);
             const int path = candidate.path(M, N, K, splits, d_B.data(), d_C.data());
@@ -303,7 +304,7 @@ private:
         }
         if (chosen != 1) {
             throw std::logic_error("SGEMM autotuning sweep at " + size_text(shape) + ": " + std::to_string(chosen) +
-                                   " rows are what step 10's launcher runs; list its configurations in "
+                                   " rows are what step 11's launcher runs; list its configurations in "
                                    "bench/sgemm/sgemm_autotune.cu");
         }
     }

@@ -10,9 +10,10 @@
 #include "../../snippets/sgemm/07_conflict_free_layout.cuh"
 #include "../../snippets/sgemm/08_warp_tiles.cuh"
 #include "../../snippets/sgemm/09_cp_async_pipeline.cuh"
-#include "../../snippets/sgemm/10_autotuned.cuh"
-#include "../../snippets/sgemm/11_tf32_wmma.cuh"
-#include "../../snippets/sgemm/12_tf32_wgmma.cuh"
+#include "../../snippets/sgemm/10_autotuned_tiles.cuh"
+#include "../../snippets/sgemm/11_any_shape_any_size.cuh"
+#include "../../snippets/sgemm/12_tf32_wmma.cuh"
+#include "../../snippets/sgemm/13_tf32_wgmma.cuh"
 
 namespace stepwise::sgemm {
 namespace {
@@ -27,23 +28,37 @@ Tiling tiles(int bm, int bn, int bk, int tm, int tn, int threads, int stages = 0
     return Tiling{bm, bn, bk, wm, wn, tm, tn, threads, stages};
 }
 
-//! Step 10's kernel in configuration Cfg and instance P, as the compiler names it
+//! Configuration Cfg of step 10's or step 11's template (namespace `name_space`), as the compiler names it
+//! ("stepwise::sgemm::autotuned::Config<128, 128, 32, 64, 32, 8, 8, 2, 2, 3>").
+template <class Cfg>
+std::string config_name(const std::string& name_space)
+{
+    return name_space + "::Config<" + std::to_string(Cfg::BM) + ", " + std::to_string(Cfg::BN) + ", " +
+           std::to_string(Cfg::BK) + ", " + std::to_string(Cfg::WM) + ", " + std::to_string(Cfg::WN) + ", " +
+           std::to_string(Cfg::TM) + ", " + std::to_string(Cfg::TN) + ", " + std::to_string(Cfg::stages) + ", " +
+           std::to_string(Cfg::min_blocks) + ", " + std::to_string(Cfg::bursts) + ">";
+}
+
+//! Step 10's kernel in its one configuration, as the compiler names it ("sgemm_kernel<...Config<128, ...> >": the
+//! demangler puts a space between two closing brackets).
+KernelEntry autotuned_tiles_kernel()
+{
+    using Cfg = autotuned_tiles::Large;
+    return kernel_entry("sgemm_kernel<" + config_name<Cfg>("stepwise::sgemm::autotuned_tiles") + " >",
+                        autotuned_tiles::sgemm_kernel<Cfg>, dim3(Cfg::threads), Cfg::smem_bytes);
+}
+
+//! Step 11's kernel in configuration Cfg and instance P, as the compiler names it
 //! ("sgemm_kernel<...Config<128, ...>, (stepwise::sgemm::autotuned::Path)1>": Path::edges).
 template <class Cfg, autotuned::Path P>
 KernelEntry autotuned_kernel()
 {
-    const std::string config = "stepwise::sgemm::autotuned::Config<" + std::to_string(Cfg::BM) + ", " +
-                               std::to_string(Cfg::BN) + ", " + std::to_string(Cfg::BK) + ", " +
-                               std::to_string(Cfg::WM) + ", " + std::to_string(Cfg::WN) + ", " +
-                               std::to_string(Cfg::TM) + ", " + std::to_string(Cfg::TN) + ", " +
-                               std::to_string(Cfg::stages) + ", " + std::to_string(Cfg::min_blocks) + ", " +
-                               std::to_string(Cfg::bursts) + ">";
     const std::string path = "(stepwise::sgemm::autotuned::Path)" + std::to_string(static_cast<int>(P));
-    return kernel_entry("sgemm_kernel<" + config + ", " + path + ">", autotuned::sgemm_kernel<Cfg, P>,
-                        dim3(Cfg::threads), Cfg::smem_bytes);
+    return kernel_entry("sgemm_kernel<" + config_name<Cfg>("stepwise::sgemm::autotuned") + ", " + path + ">",
+                        autotuned::sgemm_kernel<Cfg, P>, dim3(Cfg::threads), Cfg::smem_bytes);
 }
 
-//! Step 10's kernel in configuration Cfg, its three instances.
+//! Step 11's kernel in configuration Cfg, its three instances.
 template <class Cfg>
 std::vector<KernelEntry> autotuned_kernels()
 {
@@ -51,7 +66,7 @@ std::vector<KernelEntry> autotuned_kernels()
             autotuned_kernel<Cfg, autotuned::Path::unaligned>()};
 }
 
-//! What step 10 launches: each configuration of its launcher in its three instances, and the scaling of C.
+//! What step 11 launches: each configuration of its launcher in its three instances, and the scaling of C.
 std::vector<KernelEntry> autotuned_step_kernels()
 {
     std::vector<KernelEntry> all;
@@ -125,26 +140,34 @@ const std::vector<Step>& steps()
                cp_async_pipeline::TN, cp_async_pipeline::threads, cp_async_pipeline::stages, cp_async_pipeline::WM,
                cp_async_pipeline::WN),
          cp_async_pipeline::requirement, cp_async_pipeline::requirement_met},
-        {"10_autotuned", "Autotuned configurations, any shape", "snippets/sgemm/10_autotuned.cuh",
-         "stepwise::sgemm::autotuned", true, true, 1, 1, 1, false, max_timed_n, autotuned::sgemm,
-         autotuned_step_kernels(),
+        {"10_autotuned_tiles", "The tiles as template parameters, in the configuration a sweep chose",
+         "snippets/sgemm/10_autotuned_tiles.cuh", "stepwise::sgemm::autotuned_tiles", true, true,
+         autotuned_tiles::Large::BM, autotuned_tiles::Large::BN, autotuned_tiles::Large::BK, true, max_timed_n,
+         autotuned_tiles::sgemm, {autotuned_tiles_kernel()},
+         tiles(autotuned_tiles::Large::BM, autotuned_tiles::Large::BN, autotuned_tiles::Large::BK,
+               autotuned_tiles::Large::TM, autotuned_tiles::Large::TN, autotuned_tiles::Large::threads,
+               autotuned_tiles::Large::stages, autotuned_tiles::Large::WM, autotuned_tiles::Large::WN),
+         autotuned_tiles::requirement, autotuned_tiles::requirement_met},
+        {"11_any_shape_any_size", "Any shape, any size: edges, split K, a configuration per size",
+         "snippets/sgemm/11_any_shape_any_size.cuh", "stepwise::sgemm::autotuned", true, true, 1, 1, 1, false,
+         max_timed_n, autotuned::sgemm, autotuned_step_kernels(),
          tiles(Large::BM, Large::BN, Large::BK, Large::TM, Large::TN, Large::threads, Large::stages, Large::WM,
                Large::WN),
-         autotuned::requirement, autotuned::requirement_met},
-        {"11_tf32_wmma", "TF32 tensor cores through WMMA", "snippets/sgemm/11_tf32_wmma.cuh",
+         autotuned::requirement, autotuned::requirement_met, {"10_autotuned"}},
+        {"12_tf32_wmma", "TF32 tensor cores through WMMA", "snippets/sgemm/12_tf32_wmma.cuh",
          "stepwise::sgemm::tf32_wmma", true, false, tf32_wmma::BM, tf32_wmma::BN, tf32_wmma::BK, true, max_timed_n,
          tf32_wmma::sgemm,
          {kernel_entry("sgemm_kernel", tf32_wmma::sgemm_kernel, dim3(tf32_wmma::threads), tf32_wmma::smem_bytes)},
          tiles(tf32_wmma::BM, tf32_wmma::BN, tf32_wmma::BK, 0, 0, tf32_wmma::threads, tf32_wmma::stages, tf32_wmma::WM,
                tf32_wmma::WN),
-         tf32_wmma::requirement, tf32_wmma::requirement_met},
-        {"12_tf32_wgmma", "TF32 on Hopper's warpgroup MMA (wgmma, TMA, clusters)", "snippets/sgemm/12_tf32_wgmma.cuh",
+         tf32_wmma::requirement, tf32_wmma::requirement_met, {"11_tf32_wmma"}},
+        {"13_tf32_wgmma", "TF32 on Hopper's warpgroup MMA (wgmma, TMA, clusters)", "snippets/sgemm/13_tf32_wgmma.cuh",
          "stepwise::sgemm::tf32_wgmma", true, false, 1, 1, 4, false, max_timed_n, tf32_wgmma::sgemm,
          {kernel_entry("sgemm_kernel", tf32_wgmma::sgemm_kernel, dim3(tf32_wgmma::threads), tf32_wgmma::smem_bytes),
           kernel_entry("transpose_b_kernel", tf32_wgmma::transpose_b_kernel, dim3(32, 8))},
          tiles(tf32_wgmma::BM, tf32_wgmma::BN, tf32_wgmma::BK, 0, 0, tf32_wgmma::threads, tf32_wgmma::stages,
                tf32_wgmma::WGM, tf32_wgmma::BN),
-         tf32_wgmma::requirement, tf32_wgmma::requirement_met},
+         tf32_wgmma::requirement, tf32_wgmma::requirement_met, {"12_tf32_wgmma"}},
     };
     return all;
 }

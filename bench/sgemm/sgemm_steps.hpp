@@ -38,6 +38,8 @@ struct Step : StepSource {
     Tiling tiling;
     const char* needs = "";           //!< what the GPU and the build must offer beyond sm_75 ("sm_80", "sm_90a"), or empty
     bool (*needs_met)() = nullptr;    //!< whether the code the driver loaded for the current GPU has it
+    //! The ids the step had before the chapter's steps were split or renumbered (StepEntry::formerly); empty for most.
+    std::vector<std::string> formerly = {};
 
     //! @brief Whether the launcher accepts this shape (given aligned buffers).
     bool accepts(int M, int N, int K) const

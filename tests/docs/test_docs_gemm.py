@@ -409,3 +409,19 @@ def test_a_row_that_names_its_step_needs_no_matching_tiling(project):
     out = gemm.autotune_rows(ds, ds.chapter("gemm"), 512, T)
     assert all(a.steps == [chosen_step] for a in out)
     assert all(a.config["cluster_m"] == 2 and "min_blocks" not in a.config for a in out)
+
+
+def test_a_row_that_names_its_step_by_a_former_id_is_that_steps(project):
+    """A run's used_by names the step as the run knew it: where the step was renamed since (a split or a
+    renumbering, its registry entry's ``formerly``), the row is the renamed step's."""
+    registry = synth.fixture_registry()
+    gemm_steps = next(c for c in registry["chapters"] if c["id"] == "gemm")["steps"]
+    step = next(s for s in gemm_steps if s["id"] == "03_autotuned")
+    step["formerly"] = ["02_autotuned"]
+    data = synth.fixture_measurement()
+    for row in gemm_of(data)["autotune"]:
+        row["config"] = {**row["config"], "block_k": row["config"]["block_k"] + 1}  # no step's tiling
+        row["used_by"] = "02_autotuned"
+    ds = Dataset(registry, data, synth.FIXTURE_PROJECT)
+    out = gemm.autotune_rows(ds, ds.chapter("gemm"), 512, T)
+    assert all(a.steps == ["03_autotuned"] for a in out)

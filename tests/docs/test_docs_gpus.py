@@ -543,7 +543,7 @@ def test_one_gpu_pages_look_as_before_with_a_heading(project):
 
 @needs_doxygen
 def test_a_gpu_without_what_the_last_gemm_steps_need_says_so_everywhere(project):
-    """GPU B as a T4 (7.5): the gemm chapter's autotuned and TF32 steps need sm_80, as SGEMM 9 to 11 do; the
+    """GPU B as a T4 (7.5): the gemm chapter's autotuned and TF32 steps need sm_80, as SGEMM 9 to 12 do; the
     timing program leaves them (and the autotuning sweep of the autotuned step's kernel) out and lists them
     under ``unsupported``. The strict build passes, and every place that would show them says why."""
     reason = "needs sm_80: compute capability 8.0 or higher and this code built for it (this GPU: 7.5)"

@@ -180,7 +180,7 @@ def test_sgemm_page_shows_every_step_and_the_evidence(site):
         assert f'class="stepwise-data {css}' in html, css
     assert "The SC\u201910 bounds for FIXTURE GPU (not a measurement), n = 4096" in text
     assert "for fp32 the factor is 1" in text and "computed, not measured" in text
-    assert "chosen: step 10_autotuned" in text
+    assert "chosen: step 11_any_shape_any_size" in text
     assert len(re.findall(r'<img alt="(?:Line chart|Roofline)', html)) == 2
 
 

@@ -6,13 +6,15 @@
 #include "sgemm/sgemm_reference.hpp"
 #include "sgemm/sgemm_steps.hpp"
 
-#include "../../snippets/sgemm/10_autotuned.cuh"
-#include "../../snippets/sgemm/11_tf32_wmma.cuh"
-#include "../../snippets/sgemm/12_tf32_wgmma.cuh"
+#include "../../snippets/sgemm/10_autotuned_tiles.cuh"
+#include "../../snippets/sgemm/11_any_shape_any_size.cuh"
+#include "../../snippets/sgemm/12_tf32_wmma.cuh"
+#include "../../snippets/sgemm/13_tf32_wgmma.cuh"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -46,7 +48,12 @@ std::vector<Shape> shapes_for(const Step& step)
 //! The smallest shape the step accepts with M != N, for the tests of one property.
 Shape small_shape(const Step& step)
 {
-    return step.accepts(33, 65, 7) ? Shape{33, 65, 7} : Shape{256, 384, 48};
+    for (const Shape s : {Shape{33, 65, 7}, Shape{256, 384, 48}}) {
+        if (step.accepts(s.M, s.N, s.K)) {
+            return s;
+        }
+    }
+    return Shape{256, 384, 96};  // K a multiple of 32 (step 10)
 }
 
 double tolerance_for(const Step& step, int K) { return step.same_operation ? fp32_tolerance(K) : tf32_tolerance(K); }
@@ -236,7 +243,7 @@ std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.
 
 INSTANTIATE_TEST_SUITE_P(Sgemm, SgemmStepTest, ::testing::ValuesIn(steps()), step_name);
 
-// ---- step 10 at any shape: the launcher's rule, every plan it can pick, pointers off by one float ----
+// ---- step 11 at any shape: the launcher's rule, every plan it can pick, pointers off by one float ----
 
 namespace at = autotuned;
 
@@ -272,6 +279,22 @@ TEST(SgemmPlan, TheRulePicksLargeTilesSplitKMediumOrSmallTilesByShape)
         EXPECT_EQ(plan(n, n, n).config, last) << n;
         EXPECT_EQ(plan(n, n, n).splits, 1) << n;
     }
+}
+
+TEST(SgemmPlan, Step10RunsTheConfigurationStep11PicksForLargeSquareProblems)
+{
+    // Host code only. Step 10 is step 11's kernel in one configuration: the one step 11's launcher runs, unsplit,
+    // over all of M, at 4096^3 on an H100's 132 SMs.
+    const at::Plan p = at::choose_plan(4096, 4096, 4096, 132);
+    EXPECT_EQ(p.splits, 1);
+    EXPECT_EQ(p.rows, 4096);
+    using Picked = std::tuple_element_t<0, at::Configs>;
+    using Step10 = autotuned_tiles::Large;
+    ASSERT_EQ(p.config, 0);
+    EXPECT_EQ((std::array{Step10::BM, Step10::BN, Step10::BK, Step10::WM, Step10::WN, Step10::TM, Step10::TN,
+                          Step10::stages, Step10::min_blocks, Step10::bursts}),
+              (std::array{Picked::BM, Picked::BN, Picked::BK, Picked::WM, Picked::WN, Picked::TM, Picked::TN,
+                          Picked::stages, Picked::min_blocks, Picked::bursts}));
 }
 
 TEST(SgemmPlan, EveryPlanIsValidAndNoSplitIsEmpty)
@@ -326,7 +349,7 @@ TEST(SgemmPlan, TheAutotuningSweepTimesWhatTheLauncherRunsExactlyOnce)
     }
 }
 
-//! Step 10 through its launcher, or through a plan forced on it; inputs and C offset by `offset` floats into their
+//! Step 11 through its launcher, or through a plan forced on it; inputs and C offset by `offset` floats into their
 //! buffers (1: only 4-byte aligned), with poisoned guards before and after C.
 class SgemmAnyShapeTest : public ::testing::TestWithParam<Step> {
 protected:
@@ -547,12 +570,12 @@ TEST_P(SgemmAnyShapeTest, MatchesCublasAtTheRectangularShapes)
     }
 }
 
-//! Only step 10: its tests count on its page ("Sgemm/SgemmAnyShapeTest.*/10_autotuned").
+//! Only step 11: its tests count on its page ("Sgemm/SgemmAnyShapeTest.*/11_any_shape_any_size").
 std::vector<Step> autotuned_step()
 {
     std::vector<Step> out;
     for (const Step& step : steps()) {
-        if (std::string(step.id) == "10_autotuned") {
+        if (std::string(step.id) == "11_any_shape_any_size") {
             out.push_back(step);
         }
     }
@@ -701,16 +724,16 @@ TEST(SgemmFinalStep, RejectsPointersThatAreNotFloatAlignedAndLeavesCAlone)
 TEST(SgemmFinalStep, MUpToIntMax)
 {
     // More rows than one grid's 65535 tile rows: the launcher runs them a grid at a time.
-    expect_exact_sgemm_of("10_autotuned", {int_max, 1, 1}, autotuned::sgemm);
+    expect_exact_sgemm_of("11_any_shape_any_size", {int_max, 1, 1}, autotuned::sgemm);
 }
 
-TEST(SgemmFinalStep, NUpToIntMax) { expect_exact_sgemm_of("10_autotuned", {1, int_max, 1}, autotuned::sgemm); }
+TEST(SgemmFinalStep, NUpToIntMax) { expect_exact_sgemm_of("11_any_shape_any_size", {1, int_max, 1}, autotuned::sgemm); }
 
 TEST(SgemmFinalStep, KUpToIntMaxSplitAmongTheMostBlocks)
 {
     // sgemm runs a 1 x 1 x INT_MAX product in one block (seconds); the same kernel with K split 65535 ways checks
     // the split's arithmetic at INT_MAX in a fraction of that.
-    expect_exact_product_of("10_autotuned", {1, 1, int_max}, [](auto A, auto B, auto C) {
+    expect_exact_product_of("11_any_shape_any_size", {1, 1, int_max}, [](auto A, auto B, auto C) {
         return autotuned::sgemm_with<autotuned::Small>(1, 1, int_max, 1.f, A, B, 0.f, C, 65535);
     });
 }
@@ -718,7 +741,7 @@ TEST(SgemmFinalStep, KUpToIntMaxSplitAmongTheMostBlocks)
 TEST(SgemmFinalStep, SgemmWithTakesTheGridsLastTileRowAndNotOneMore)
 {
     constexpr int rows = 65535 * autotuned::Small::BM;
-    if (!expect_exact_product_of("10_autotuned", {rows, 3, 5}, [](auto A, auto B, auto C) {
+    if (!expect_exact_product_of("11_any_shape_any_size", {rows, 3, 5}, [](auto A, auto B, auto C) {
             return autotuned::sgemm_with<autotuned::Small>(rows, 3, 5, 1.f, A, B, 0.f, C, 1);
         })) {
         return;
@@ -735,18 +758,18 @@ TEST(SgemmFinalStep, SgemmWithTakesTheGridsLastTileRowAndNotOneMore)
     EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-TEST(SgemmTf32Wgmma, MUpToIntMax) { expect_exact_sgemm_of("12_tf32_wgmma", {int_max, 1, 4}, tf32_wgmma::sgemm); }
+TEST(SgemmTf32Wgmma, MUpToIntMax) { expect_exact_sgemm_of("13_tf32_wgmma", {int_max, 1, 4}, tf32_wgmma::sgemm); }
 
 TEST(SgemmTf32Wgmma, NUpToIntMax)
 {
     // 77 GiB: B, its transposed copy and C (an H100 has too little memory and skips it).
-    expect_exact_sgemm_of("12_tf32_wgmma", {1, int_max, 4}, tf32_wgmma::sgemm);
+    expect_exact_sgemm_of("13_tf32_wgmma", {1, int_max, 4}, tf32_wgmma::sgemm);
 }
 
 TEST(SgemmTf32Wgmma, KUpToTheLimitAndNotOneMoreNorTooManyTiles)
 {
     constexpr int K = 65535 * 32;
-    if (!expect_exact_product_of("12_tf32_wgmma", {3, 5, K}, [](auto A, auto B, auto C) {
+    if (!expect_exact_product_of("13_tf32_wgmma", {3, 5, K}, [](auto A, auto B, auto C) {
             return tf32_wgmma::sgemm(3, 5, K, 1.f, A, B, 0.f, C);
         })) {
         return;
@@ -822,7 +845,7 @@ TEST(SgemmUsage, MultiplyWithTheAutotunedStep)
     STEPWISE_SKIP_WITHOUT_GPU();
     if (const std::string reason = stepwise::unsupported_reason(autotuned::requirement, autotuned::requirement_met());
         !reason.empty()) {
-        GTEST_SKIP() << "10_autotuned " << reason;
+        GTEST_SKIP() << "11_any_shape_any_size " << reason;
     }
     const std::uint64_t seed = fresh_seed();
     const std::vector<float> h_A = random_matrix(512, 257, seed);

@@ -22,7 +22,7 @@ KINDS = {"steps": "step", "baselines": "baseline", "ceilings": "ceiling"}
 
 
 def step_number(step_id: str) -> str:
-    """``10_autotuned`` -> ``"10"`` (the label of a point or a column)."""
+    """``11_any_shape_any_size`` -> ``"11"`` (the label of a point or a column)."""
     head = step_id.split("_", 1)[0]
     return head if head.isdigit() else step_id
 

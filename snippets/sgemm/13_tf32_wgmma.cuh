@@ -1,8 +1,8 @@
-//! @file 12_tf32_wgmma.cuh
-//! @brief SGEMM step 12 (beyond the sources): TF32 on Hopper's warpgroup MMA, the tensor-core chapter's persistent
+//! @file 13_tf32_wgmma.cuh
+//! @brief SGEMM step 13 (beyond the sources): TF32 on Hopper's warpgroup MMA, the tensor-core chapter's persistent
 //!        kernel on fp32 data (not the same operation: the tensor cores read A and B as TF32; needs sm_90a).
 //!
-//! Step 11 reaches the tensor cores through WMMA, which on Hopper compiles to
+//! Step 12 reaches the tensor cores through WMMA, which on Hopper compiles to
 //! the warp-wide `HMMA` of Ampere and leaves most of their rate unused. This
 //! step is the tensor-core chapter's final kernel (see that chapter for each
 //! piece) with `wgmma ... .tf32`: a producer warp loads tiles of A and B with

@@ -1,12 +1,11 @@
-//! @file 10_autotuned.cuh
-//! @brief SGEMM step 10: Step 9 as a template over its tiles, for any M, N, K >= 1 and any float pointers, in
-//!        configurations an autotuning sweep chose and the launcher picks from the shape.
+//! @file 11_any_shape_any_size.cuh
+//! @brief SGEMM step 11: Step 10 for any M, N, K >= 1 and any float pointers, in configurations an autotuning sweep
+//!        chose and the launcher picks from the shape.
 //!
-//! Step 9 fixes its tile sizes by hand and waits for each k's fragments before its FMAs. Here the kernel is a
-//! template over block, warp and thread tiles, stages, blocks per SM and copy bursts (bench/sgemm/sgemm_autotune.cu
-//! times every listed configuration in the same run); the fragments of the next k are read while the current k's
-//! FMAs run; a tile's copies go out in bursts between the FMAs of the tile before; and odd rows of the thread tile
-//! run their FMAs in reverse column order (measured: 4 % faster at 4096^3 on an H100, same instructions).
+//! Step 10 takes multiples of its 128 x 128 x 32 tile with B and C 16-byte aligned, and runs one configuration at
+//! every size. Here the same kernel, its loop unchanged, takes any shape, and the launcher picks its configuration
+//! and K split from the shape and the GPU's SM count (bench/sgemm/sgemm_autotune.cu times every configuration it
+//! lists, these among them, in the same run).
 //!
 //! Any shape, three instances of the kernel (`Path`). Aligned: M, N, K multiples of the tile, the tuned loop with no
 //! checks. Edges: a tile that would reach past M or N is loaded from M - BM or N - BN instead and stores only what

@@ -1,7 +1,7 @@
-//! @file 11_tf32_wmma.cuh
-//! @brief SGEMM step 11: TF32 tensor cores through WMMA (not the same operation: inputs rounded to TF32).
+//! @file 12_tf32_wmma.cuh
+//! @brief SGEMM step 12: TF32 tensor cores through WMMA (not the same operation: inputs rounded to TF32).
 //!
-//! Steps 1 to 10 are fp32 FMAs. The tensor cores multiply 16 x 16 x 8 fragments
+//! Steps 1 to 11 are fp32 FMAs. The tensor cores multiply 16 x 16 x 8 fragments
 //! with inputs rounded to TF32 (10 mantissa bits, a rounding error 2^13 times
 //! fp32's) and accumulate in fp32, for many times the FMA units' throughput.
 //! Tiles as step 9's, staged by 16-byte cp.async copies; each warp computes a
