@@ -958,11 +958,8 @@ static int resident_clusters(int device)
 
 constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
 
-//! @brief A pool of the copies of A and B for each device (nullptr: none yet).
-using CopyPools = std::atomic<cudaMemPool_t>[max_pool_devices];
-
-//! @brief Each device's pool of the copies of A and B.
-inline CopyPools& copy_pools()
+//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
+inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
 {
     static std::atomic<cudaMemPool_t> pools[max_pool_devices];
     return pools;
@@ -973,7 +970,7 @@ inline CopyPools& copy_pools()
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    CopyPools& pools = copy_pools();
+    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
     if (device < 0 || device >= max_pool_devices) {
         return cudaErrorInvalidDevice;
     }
