@@ -392,3 +392,24 @@ def test_recorded_measurements_are_valid():
             for row in chapter["steps"]:
                 assert (synth.REPO / row["file"]).is_file() or _in_commit(commit, row["file"]), \
                     f"{path}: {row['file']} is gone, and not in {commit}"
+
+
+#: A worklog block, in either fence: its trials and earlier runs may name the commits they were measured at.
+WORKLOG_BLOCK = re.compile(r"^(`{3,})\{stepwise-worklog\}.*?^\1\s*$", re.S | re.M)
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+
+
+@pytest.mark.parametrize("page", sorted(p.stem for p in (synth.REPO / "docs").glob("*.md")))
+def test_a_pages_story_names_at_most_three_commits(page):
+    """Commits belong in provenance lines and worklog blocks; the story outside them names three at most."""
+    text = WORKLOG_BLOCK.sub("", (synth.REPO / "docs" / f"{page}.md").read_text(encoding="utf-8"))
+    named = sorted(set(COMMIT.findall(text)))
+    assert len(named) <= 3, named
+
+
+@pytest.mark.parametrize("page", sorted(p.stem for p in (synth.REPO / "docs").glob("*.md")))
+def test_no_page_speaks_of_how_the_work_was_organized(page):
+    """The guide speaks of itself: no sessions, lent machines or tracker issues, worklogs included."""
+    text = (synth.REPO / "docs" / f"{page}.md").read_text(encoding="utf-8")
+    found = re.findall(r"\bsessions?\b|\blent\b|\bissues? #?\d+\b|\bthe issue (?:that|which)\b", text, re.I)
+    assert not found, found
