@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -135,7 +136,9 @@ def run_doxygen(root: Path, out: Path, verbose: bool) -> Path:
     if xml.exists():
         shutil.rmtree(xml)  # files of removed steps must not linger
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, STEPWISE_DOXYGEN_OUT=str(out))
+    # The input filter is this checkout's (conf/doxygen_filter.py), whichever tree doxygen reads.
+    env = dict(os.environ, STEPWISE_DOXYGEN_OUT=str(out),
+               STEPWISE_DOXYGEN_FILTER=f"{shlex.quote(sys.executable)} {shlex.quote(str(CONF_DIR / 'doxygen_filter.py'))}")
     proc = subprocess.run([doxygen, str(doxyfile)], cwd=root, env=env,
                           capture_output=True, text=True)
     if verbose or proc.returncode != 0:

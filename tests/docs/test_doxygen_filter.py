@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,7 +54,8 @@ def test_doxygen_documents_the_filtered_function_without_a_warning(tmp_path):
     doxyfile.write_text(
         (REPO / "conf" / "Doxyfile").read_text(encoding="utf-8")
         + f"\nINPUT = {tmp_path / 'pools.cuh'}\nOUTPUT_DIRECTORY = {tmp_path / 'out'}\n", encoding="utf-8")
-    proc = subprocess.run(["doxygen", str(doxyfile)], cwd=REPO, capture_output=True, text=True)
+    env = dict(os.environ, STEPWISE_DOXYGEN_FILTER=f"{sys.executable} {REPO / 'conf' / 'doxygen_filter.py'}")
+    proc = subprocess.run(["doxygen", str(doxyfile)], cwd=REPO, env=env, capture_output=True, text=True)
     assert proc.returncode == 0 and "warning" not in proc.stderr and "error" not in proc.stderr, proc.stderr
     xml = (tmp_path / "out" / "xml" / "namespacedemo.xml").read_text(encoding="utf-8")
     assert "() -&gt; std::atomic&lt; int &gt;(&amp;)[count]" in xml
