@@ -1,12 +1,13 @@
-"""The SGEMM chapter's evidence beyond its timings (no Sphinx here).
+"""A matrix product's evidence beyond its timings (no Sphinx here), for any chapter whose registry asks for it
+(steps with a ``tiling``, Nsight Compute counts, autotuning rows): the SGEMM chapter's today.
 
 * :func:`tile_bounds`: the register-blocking bounds of "Fast implementation of DGEMM on Fermi
   GPU" (SC'10), as the chapter's source quotes them, worked out for fp32 on the GPU of the
   measurement file (``gpu.limits`` and the measured device copy) for every step that has a
   ``tiling`` in the registry;
 * :func:`roofline`: each step's FLOPs per DRAM byte (Nsight Compute) against its GFLOP/s,
-  under the memory roof (the measured copy) and the compute roofs (the measured FMA ceiling
-  and the computed FMA peak);
+  under the memory roof (the measured copy) and the compute roofs (the chapter's measured ceiling,
+  its ``share_of``, and the computed FMA peak);
 * :func:`autotune_rows`: the chapter's autotuning sweep, fastest first.
 
 Every number comes from the measurement file, the registry or the Nsight Compute file;
@@ -25,11 +26,9 @@ from .sweep import step_number
 
 #: Bytes of an fp32 word (the DW of the SC'10 bounds).
 DW = 4
-#: The chapter's ceilings the bounds and the roofline read, by id.
-FMA_CEILING = "fma_peak"
+#: The ceiling every chapter names its device-to-device copy by: the memory's roof and the bandwidth of the
+#: bounds. The compute roof is the chapter's own ``share_of`` ceiling.
 COPY_CEILING = "device_copy"
-#: The size the chapter's evidence is taken at, where it is measured.
-MAIN_N = 4096
 
 LIMIT_FIELDS = ("max_sm_clock_mhz", "fp32_lanes_per_sm", "registers_per_sm", "max_registers_per_thread",
                 "shared_memory_per_sm_bytes", "shared_memory_per_block_optin_bytes", "max_threads_per_sm",
@@ -109,10 +108,12 @@ def _ceiling(dataset: Dataset, chapter: Chapter, ceiling_id: str, n: int, timing
 
 
 def default_n(chapter: Chapter, timing: str) -> int:
-    """:data:`MAIN_N` where the chapter has that size, else the largest n with a copy row."""
+    """The size of the chapter's headline (the registry's ``headline.n``) where it is measured, else the largest
+    n with a copy row."""
     sizes = [n for n, _p in chapter.sizes()]
-    if MAIN_N in sizes:
-        return MAIN_N
+    main = (chapter.headline or {}).get("n")
+    if main in sizes:
+        return main
     copied = [n for n in sizes if chapter.ceiling_row(COPY_CEILING, n, timing) is not None]
     if not copied:
         raise DataError(f"chapter {chapter.id!r} has no {COPY_CEILING} row at any size "
@@ -324,7 +325,7 @@ def roofline(dataset: Dataset, chapter: Chapter, dram_bytes: dict[str, float], n
     under the roofs at size n."""
     limits = limits_of(dataset)
     chapter.timing(timing)
-    fma = _ceiling(dataset, chapter, FMA_CEILING, n, timing, "gflops")
+    fma = _ceiling(dataset, chapter, chapter.share_of, n, timing, "gflops")  # the compute roof
     copy = _ceiling(dataset, chapter, COPY_CEILING, n, timing, "gbps")
     points = []
     for step in chapter.steps:

@@ -6,7 +6,7 @@ lives in :mod:`.overview`.)
 
 ``stepwise-tile-bounds CHAPTER`` (options ``:n:``, ``:steps: ID ...``, ``:timing:``)
     The SC'10 register-blocking bounds worked out for this GPU (``gpu.limits`` and the device
-    copy's measured GB/s at n; default n 4096, or the largest n with a ``device_copy`` row), one
+    copy's measured GB/s at n; default n the chapter's headline size, or the largest n with a ``device_copy`` row), one
     table row per step with a tiling (block_m > 0).
 ``stepwise-roofline CHAPTER NCU_FILE`` (options ``:n:``, ``:timing:``, ``:steps:``)
     Each step's FLOPs per DRAM byte (read + written, from the Nsight Compute file, path relative
@@ -240,7 +240,7 @@ class RooflineDirective(_GemmBase):
             f"Roofline at {chapter.size_text(n)} ({timing}), both axes logarithmic. Solid: the memory roof, the "
             f"device copy\u2019s measured {sig(roof.bandwidth_gbps)} GB/s (bytes read plus written "
             "over its time) times the intensity, up to the measured FMA ceiling "
-            f"({gemm.FMA_CEILING}, {_gflops(roof.fma_ceiling_gflops, unit)}; they meet at "
+            f"({chapter.share_of}, {_gflops(roof.fma_ceiling_gflops, unit)}; they meet at "
             f"{sig(roof.ridge)} FLOP/B). Dashed: the computed FMA peak, "
             f"{_gflops(roof.peak_gflops, unit)} (SMs \u00d7 fp32 lanes per SM \u00d7 the highest clock "
             "\u00d7 2; computed, not measured). Points: steps, by number; the intensity is the "
