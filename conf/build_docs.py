@@ -122,6 +122,14 @@ def check_inputs(registry: Path, measurements: Path, root: Path, source: str, st
     return datasets
 
 
+def doxygen_env(out: Path) -> dict[str, str]:
+    """The environment conf/Doxyfile reads: its output folder, and the input filter of this checkout
+    (conf/doxygen_filter.py under this Python), whichever tree doxygen reads."""
+    return dict(os.environ, STEPWISE_DOXYGEN_OUT=str(out),
+                STEPWISE_DOXYGEN_FILTER=f"{shlex.quote(sys.executable)} "
+                                        f"{shlex.quote(str(CONF_DIR / 'doxygen_filter.py'))}")
+
+
 def run_doxygen(root: Path, out: Path, verbose: bool) -> Path:
     doxygen = shutil.which("doxygen")
     if doxygen is None:
@@ -136,10 +144,7 @@ def run_doxygen(root: Path, out: Path, verbose: bool) -> Path:
     if xml.exists():
         shutil.rmtree(xml)  # files of removed steps must not linger
     out.mkdir(parents=True, exist_ok=True)
-    # The input filter is this checkout's (conf/doxygen_filter.py), whichever tree doxygen reads.
-    env = dict(os.environ, STEPWISE_DOXYGEN_OUT=str(out),
-               STEPWISE_DOXYGEN_FILTER=f"{shlex.quote(sys.executable)} {shlex.quote(str(CONF_DIR / 'doxygen_filter.py'))}")
-    proc = subprocess.run([doxygen, str(doxyfile)], cwd=root, env=env,
+    proc = subprocess.run([doxygen, str(doxyfile)], cwd=root, env=doxygen_env(out),
                           capture_output=True, text=True)
     if verbose or proc.returncode != 0:
         sys.stderr.write(proc.stdout)

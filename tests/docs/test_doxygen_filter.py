@@ -1,19 +1,17 @@
 """conf/doxygen_filter.py: what Doxygen reads of a snippet that returns a reference to an array."""
 from __future__ import annotations
 
-import importlib.util
-import os
 import shutil
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("doxygen_filter", REPO / "conf" / "doxygen_filter.py")
-doxygen_filter = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(doxygen_filter)
+import synth
+import build_docs  # conf/ is on sys.path through synth
+import doxygen_filter
+
+REPO = synth.REPO
+
 
 SNIPPET = """//! @file pools.cuh
 namespace demo {
@@ -52,10 +50,10 @@ def test_doxygen_documents_the_filtered_function_without_a_warning(tmp_path):
     (tmp_path / "pools.cuh").write_text(SNIPPET, encoding="utf-8")
     doxyfile = tmp_path / "Doxyfile"
     doxyfile.write_text(
-        (REPO / "conf" / "Doxyfile").read_text(encoding="utf-8")
-        + f"\nINPUT = {tmp_path / 'pools.cuh'}\nOUTPUT_DIRECTORY = {tmp_path / 'out'}\n", encoding="utf-8")
-    env = dict(os.environ, STEPWISE_DOXYGEN_FILTER=f"{sys.executable} {REPO / 'conf' / 'doxygen_filter.py'}")
-    proc = subprocess.run(["doxygen", str(doxyfile)], cwd=REPO, env=env, capture_output=True, text=True)
+        (REPO / "conf" / "Doxyfile").read_text(encoding="utf-8") + f"\nINPUT = {tmp_path / 'pools.cuh'}\n",
+        encoding="utf-8")
+    proc = subprocess.run(["doxygen", str(doxyfile)], cwd=REPO, env=build_docs.doxygen_env(tmp_path / "out"),
+                          capture_output=True, text=True)
     assert proc.returncode == 0 and "warning" not in proc.stderr and "error" not in proc.stderr, proc.stderr
     xml = (tmp_path / "out" / "xml" / "namespacedemo.xml").read_text(encoding="utf-8")
     assert "() -&gt; std::atomic&lt; int &gt;(&amp;)[count]" in xml
