@@ -7,6 +7,7 @@ are also checked against the real registry.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -365,8 +366,10 @@ def test_site_needs_no_network(site):
         assert not re.search(r'<(?:script|link)[^>]+(?:src|href)="(?:https?:)?//', html), page.name
 
 
+@functools.lru_cache(maxsize=None)
 def _in_commit(commit: str, file: str) -> bool:
-    """Whether ``file`` exists at ``commit`` of the repository (false where git or the commit is not there)."""
+    """Whether ``file`` exists at ``commit`` of the repository (false where git or the commit is not there); asked
+    once per pair, though every size's row names its file."""
     proc = subprocess.run(["git", "-C", str(synth.REPO), "cat-file", "-e", f"{commit}:{file}"],
                           capture_output=True, check=False)
     return proc.returncode == 0
