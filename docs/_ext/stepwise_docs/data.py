@@ -100,10 +100,14 @@ class Chapter:
                     self._rows[(kind, row_id, row["n"], row["timing"])] = row
         self.states: dict[str, StepState] = {s["id"]: self._state(s) for s in self.steps}
 
+    def current_id(self, step_id: str) -> str:
+        """The id now of the step a measurement named ``step_id``: the same, or where the step was renamed since
+        (``formerly``), the new one."""
+        return self.renamed.get(step_id, step_id)
+
     def step_id_of(self, row: dict) -> str:
-        """The id now of the step a measured row (or ``unsupported`` entry) names: its own, or where the step was
-        renamed since (``formerly``), the new one."""
-        return self.renamed.get(row["id"], row["id"])
+        """The id now of the step a measured row (or ``unsupported`` entry) names (:meth:`current_id`)."""
+        return self.current_id(row["id"])
 
     def measured_as(self, step_id: str) -> str:
         """The id this GPU measured the step under: a former one where its rows carry it, else ``step_id``."""

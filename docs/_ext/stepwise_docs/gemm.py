@@ -426,8 +426,10 @@ def autotune_rows(dataset: Dataset, chapter: Chapter, n: int, timing: str) -> li
     for r in rows:
         config = r["config"]
         # used_by names the step as the run knew it: a step renamed since is found by its former id (formerly).
-        used_by = chapter.renamed.get(r["used_by"], r["used_by"]) if r.get("used_by") else None
-        steps = [chapter.step(used_by)["id"]] if used_by else _steps_with(chapter, config)
+        if r.get("used_by"):
+            steps = [chapter.step(chapter.current_id(r["used_by"]))["id"]]
+        else:
+            steps = _steps_with(chapter, config)
         out.append(AutotuneRow(r, config, ratio(base_row, r), steps))
     pick = next(a for a in out if a.chosen)
     if not pick.steps:
