@@ -1,7 +1,7 @@
 #include "tensor_core_gemm/tensor_core_gemm_autotune.hpp"
 #include "core/cuda_check.hpp"
 
-#include "../../snippets/tensor_core_gemm/12_three_consumer_tiles.cuh"
+#include "../../snippets/tensor_core_gemm/14_three_consumer_tiles.cuh"
 
 namespace stepwise::tensor_core_gemm {
 namespace {

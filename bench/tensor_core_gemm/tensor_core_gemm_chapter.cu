@@ -31,8 +31,8 @@ constexpr int main_size = 4096;
 constexpr int sweep_sizes[] = {512, 768, 1000, 1024, 1536, 2048, 3072, 4095, 4097, 8192};
 //! The steps that take any shape (9 on) are swept and run at the transformer shapes, so that each one's gain over
 //! the step before at every size is in the same run. Step 8 takes step 7's multiples of its tiles: the main size only.
-const std::vector<std::string> swept_steps = {"09_any_shape", "10_ping_pong", "11_tile_choice_by_rounds",
-                                              "12_three_consumer_tiles"};
+const std::vector<std::string> swept_steps = {"09_any_shape",   "10_ping_pong_consumers",   "11_split_columns",
+                                              "12_two_loaders", "13_tile_choice_by_rounds", "14_three_consumer_tiles"};
 const std::vector<std::string> swept_others = {"cublas_gemm_bf16", "cublaslt_gemm_bf16_best", "cutlass_gemm_bf16",
                                                "tensor_peak"};
 

@@ -10,9 +10,11 @@
 #include "../../snippets/tensor_core_gemm/07_cluster_multicast.cuh"
 #include "../../snippets/tensor_core_gemm/08_persistent_tile_scheduler.cuh"
 #include "../../snippets/tensor_core_gemm/09_any_shape.cuh"
-#include "../../snippets/tensor_core_gemm/10_ping_pong.cuh"
-#include "../../snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh"
-#include "../../snippets/tensor_core_gemm/12_three_consumer_tiles.cuh"
+#include "../../snippets/tensor_core_gemm/10_ping_pong_consumers.cuh"
+#include "../../snippets/tensor_core_gemm/11_split_columns.cuh"
+#include "../../snippets/tensor_core_gemm/12_two_loaders.cuh"
+#include "../../snippets/tensor_core_gemm/13_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/14_three_consumer_tiles.cuh"
 
 #include <cmath>
 #include <string>
@@ -27,19 +29,23 @@ std::vector<KernelEntry> one_kernel(const char* name, Kernel kernel, int threads
     return {kernel_entry(name, kernel, dim3(threads), smem)};
 }
 
-//! `ns::gemm_kernel<ns::Cfg>` of steps 10 to 12, under the name the compiler's report gives it (`args`: the
+//! `ns::gemm_kernel<ns::Cfg>` of steps 10 to 14, under the name the compiler's report gives it (`args`: the
 //! Config's template arguments), with the block and shared memory its launcher gives it.
 #define STEPWISE_CONFIG_KERNEL(ns, Cfg, args)                                                                        \
     kernel_entry("gemm_kernel<stepwise::tensor_core_gemm::" #ns "::Config<" args "> >", ns::gemm_kernel<ns::Cfg>,   \
                  dim3(ns::Cfg::threads), ns::Cfg::smem_bytes)
 
-//! Steps 10 to 12's configurations of step 10, ping-pong's (`more`: the Config's template arguments after those
-//! given, spelled out as the compiler's report does), and the three that step 11, the tile choice by rounds, adds.
-#define STEPWISE_PING_PONG_KERNELS(ns, more)                                                                          \
+//! Steps 10 to 14's configurations of step 10, ping-pong's and the cooperative ones (`more`: the Config's template
+//! arguments after those given, spelled out as the compiler's report does); with them, steps 11 to 14 run the
+//! 64 x 128 tile that step 11 splits between two consumers (step 10 computes it with one, OneConsumer128); and the
+//! three that step 13, the tile choice by rounds, adds.
+#define STEPWISE_LARGE_TILE_KERNELS(ns, more)                                                                         \
     STEPWISE_CONFIG_KERNEL(ns, PingPong176, "128, 176, 5, 2, 1, 8, true" more),                                       \
         STEPWISE_CONFIG_KERNEL(ns, PingPong192, "128, 192, 5, 2, 1, 8, true" more),                                   \
         STEPWISE_CONFIG_KERNEL(ns, Cooperative256, "128, 256, 4, 2, 1, 8, false" more),                               \
-        STEPWISE_CONFIG_KERNEL(ns, Cooperative128, "128, 128, 6, 2, 1, 8, false" more),                               \
+        STEPWISE_CONFIG_KERNEL(ns, Cooperative128, "128, 128, 6, 2, 1, 8, false" more)
+#define STEPWISE_PING_PONG_KERNELS(ns, more)                                                                          \
+    STEPWISE_LARGE_TILE_KERNELS(ns, more),                                                                            \
         STEPWISE_CONFIG_KERNEL(ns, SplitColumns128, "64, 128, 8, 2, 1, 8, false" more)
 #define STEPWISE_ROUNDS_KERNELS(ns, more)                                                                             \
     STEPWISE_CONFIG_KERNEL(ns, SplitColumns64, "64, 64, 8, 1, 1, 8, false" more),                                     \
@@ -169,24 +175,36 @@ const std::vector<Step>& steps()
           any_shape_kernel<p::Small>("gemm_kernel<stepwise::tensor_core_gemm::persistent::Config<64, 128, 8, 2, 1, 8> >"),
           kernel_entry("pad_rows_kernel", p::pad_rows_kernel, dim3(256))},
          {"08_persistent"}},
-        {"10_ping_pong", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
-         "snippets/tensor_core_gemm/10_ping_pong.cuh", "stepwise::tensor_core_gemm::ping_pong",
+        {"10_ping_pong_consumers", "Two consumers take the tiles in turn: one writes C while the other's wgmma run",
+         "snippets/tensor_core_gemm/10_ping_pong_consumers.cuh", "stepwise::tensor_core_gemm::ping_pong_consumers",
+         ping_pong_consumers::requirement, ping_pong_consumers::requirement_met, 1, 1, 1, ping_pong_consumers::gemm,
+         {STEPWISE_LARGE_TILE_KERNELS(ping_pong_consumers, ""),
+          STEPWISE_CONFIG_KERNEL(ping_pong_consumers, OneConsumer128, "64, 128, 8, 2, 1, 8, false"),
+          kernel_entry("pad_rows_kernel", ping_pong_consumers::pad_rows_kernel, dim3(256))}},
+        {"11_split_columns", "Small tiles: two consumers split the columns of a 64-row tile",
+         "snippets/tensor_core_gemm/11_split_columns.cuh", "stepwise::tensor_core_gemm::split_columns",
+         split_columns::requirement, split_columns::requirement_met, 1, 1, 1, split_columns::gemm,
+         {STEPWISE_PING_PONG_KERNELS(split_columns, ""),
+          kernel_entry("pad_rows_kernel", split_columns::pad_rows_kernel, dim3(256))}},
+        // Step 12 is the code of the former step 10 (09_ping_pong before that), measured under those ids.
+        {"12_two_loaders", "Two loaders, the block's own copies and the cluster's shared ones; a leaner epilogue",
+         "snippets/tensor_core_gemm/12_two_loaders.cuh", "stepwise::tensor_core_gemm::ping_pong",
          ping_pong::requirement, ping_pong::requirement_met, 1, 1, 1, ping_pong::gemm,
          {STEPWISE_PING_PONG_KERNELS(ping_pong, ""), kernel_entry("pad_rows_kernel", ping_pong::pad_rows_kernel, dim3(256))},
-         {"09_ping_pong"}},
-        {"11_tile_choice_by_rounds", "Small problems: the tile of fewest rounds times a k-tile's cost, widths between powers of two",
-         "snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh", "stepwise::tensor_core_gemm::tile_choice_by_rounds",
+         {"10_ping_pong", "09_ping_pong"}},
+        {"13_tile_choice_by_rounds", "Small problems: the tile of fewest rounds times a k-tile's cost, widths between powers of two",
+         "snippets/tensor_core_gemm/13_tile_choice_by_rounds.cuh", "stepwise::tensor_core_gemm::tile_choice_by_rounds",
          tile_choice_by_rounds::requirement, tile_choice_by_rounds::requirement_met, 1, 1, 1, tile_choice_by_rounds::gemm,
          {STEPWISE_PING_PONG_KERNELS(tile_choice_by_rounds, ""), STEPWISE_ROUNDS_KERNELS(tile_choice_by_rounds, ""),
           kernel_entry("pad_rows_kernel", tile_choice_by_rounds::pad_rows_kernel, dim3(256))},
-         {"10_tile_choice_by_rounds"}},
-        {"12_three_consumer_tiles", "Three consumers share a 192 x 192 tile where few rounds cover C",
-         "snippets/tensor_core_gemm/12_three_consumer_tiles.cuh", "stepwise::tensor_core_gemm::three_consumer_tiles",
+         {"11_tile_choice_by_rounds", "10_tile_choice_by_rounds"}},
+        {"14_three_consumer_tiles", "Three consumers share a 192 x 192 tile where few rounds cover C",
+         "snippets/tensor_core_gemm/14_three_consumer_tiles.cuh", "stepwise::tensor_core_gemm::three_consumer_tiles",
          three_consumer_tiles::requirement, three_consumer_tiles::requirement_met, 1, 1, 1, three_consumer_tiles::gemm,
          {STEPWISE_PING_PONG_KERNELS(three_consumer_tiles, ", 2"), STEPWISE_ROUNDS_KERNELS(three_consumer_tiles, ", 2"),
           STEPWISE_CONFIG_KERNEL(three_consumer_tiles, ThreeConsumers192, "192, 192, 4, 2, 1, 8, false, 3"),
           kernel_entry("pad_rows_kernel", three_consumer_tiles::pad_rows_kernel, dim3(256))},
-         {"11_three_consumer_tiles"}},
+         {"12_three_consumer_tiles", "11_three_consumer_tiles"}},
     };
     return all;
 }

@@ -12,9 +12,11 @@
 #include "tensor_core_gemm/tensor_core_gemm_reference.hpp"
 #include "tensor_core_gemm/tensor_core_gemm_steps.hpp"
 
-#include "../../snippets/tensor_core_gemm/10_ping_pong.cuh"
-#include "../../snippets/tensor_core_gemm/11_tile_choice_by_rounds.cuh"
-#include "../../snippets/tensor_core_gemm/12_three_consumer_tiles.cuh"
+#include "../../snippets/tensor_core_gemm/10_ping_pong_consumers.cuh"
+#include "../../snippets/tensor_core_gemm/11_split_columns.cuh"
+#include "../../snippets/tensor_core_gemm/12_two_loaders.cuh"
+#include "../../snippets/tensor_core_gemm/13_tile_choice_by_rounds.cuh"
+#include "../../snippets/tensor_core_gemm/14_three_consumer_tiles.cuh"
 
 #include <gtest/gtest.h>
 
@@ -459,10 +461,13 @@ TEST_F(TensorCoreGemmFinalStepTest, PingPongConsumersTakeTurnsOverSeveralTilesAB
     // 3000 x 2900: 24 x 17 tiles of 128 x 176 in 204 places, 24 x 16 of 128 x 192 in 192: on 132 SMs (66 clusters)
     // each block gets two to four tiles, odd and even counts, so both consumers alternate, pass their turns and
     // share the staging area; N = 2901 takes the path where the threads store C themselves.
-    // Step 10's kernel, where ping-pong comes in, and the final step's.
+    // Step 10's kernel, where ping-pong comes in; step 12's, where two threads load; and the final step's.
+    namespace pc = ping_pong_consumers;
     expect_configurations_match({Shape{3000, 2900, 72}, Shape{3000, 2901, 72}},
-                                {{"step 10's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
-                                 {"step 10's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
+                                {{"step 10's PingPong176", pc::gemm_with<pc::PingPong176>},
+                                 {"step 10's PingPong192", pc::gemm_with<pc::PingPong192>},
+                                 {"step 12's PingPong176", ping_pong::gemm_with<ping_pong::PingPong176>},
+                                 {"step 12's PingPong192", ping_pong::gemm_with<ping_pong::PingPong192>},
                                  {"PingPong176", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong176>},
                                  {"PingPong192", three_consumer_tiles::gemm_with<three_consumer_tiles::PingPong192>}});
 }
@@ -483,26 +488,42 @@ TEST_F(TensorCoreGemmFinalStepTest, ThreeConsumersShareTilesOverSeveralTilesABlo
 
 TEST(TensorCoreGemmLauncher, Step10TakesTheLargeTileWhoseWavesCostLeastElseStep9sChoice)
 {
+    namespace pc = ping_pong_consumers;
     // 4096 x 4096: 256 places of 128 x 256 in 4 waves (cost 4 x 256 = 1024), 384 of 128 x 176 in 6 (1056), 352 of
     // 128 x 192 in 6 (1152).
-    EXPECT_EQ(ping_pong::makespan(ping_pong::ping_pong_176.shape, 4096, 4096, 132), 1056);
-    EXPECT_EQ(ping_pong::makespan(ping_pong::ping_pong_192.shape, 4096, 4096, 132), 1152);
-    EXPECT_EQ(ping_pong::makespan(ping_pong::cooperative_256.shape, 4096, 4096, 132), 1024);
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 4096, 4096, 132), "Cooperative256");
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 8192, 8192, 132), "PingPong192");   // 4048, 4032, 4096
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 4096, 14336, 132), "PingPong176");  // 3520, 3648, 3584
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 3072, 3072, 132), "PingPong192");   // 704, 576, 768
-    // Fewer than 119 tiles of 128 x 256: 128 x 128 where 119 of those, else 64 x 128 with the columns split.
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 1536, 1536, 132), "Cooperative128");  // 144 tiles of 128 x 128
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 1024, 1024, 132), "SplitColumns128");  // 64 tiles of 128 x 128
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, 1, 1, 132), "SplitColumns128");
-    EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, int_max, int_max, 132), "Cooperative256");  // counted without overflow
+    EXPECT_EQ(pc::makespan(pc::ping_pong_176.shape, 4096, 4096, 132), 1056);
+    EXPECT_EQ(pc::makespan(pc::ping_pong_192.shape, 4096, 4096, 132), 1152);
+    EXPECT_EQ(pc::makespan(pc::cooperative_256.shape, 4096, 4096, 132), 1024);
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 4096, 4096, 132), "Cooperative256");
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 8192, 8192, 132), "PingPong192");   // 4048, 4032, 4096
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 4096, 14336, 132), "PingPong176");  // 3520, 3648, 3584
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 3072, 3072, 132), "PingPong192");   // 704, 576, 768
+    // Fewer than 119 tiles of 128 x 256: 128 x 128 where 119 of those, else 64 x 128 with one consumer, as step 9.
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 1536, 1536, 132), "Cooperative128");  // 144 tiles of 128 x 128
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 1024, 1024, 132), "OneConsumer128");  // 64 tiles of 128 x 128
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, 1, 1, 132), "OneConsumer128");
+    EXPECT_EQ(STEPWISE_CHOSEN(pc, int_max, int_max, 132), "Cooperative256");  // counted without overflow
 }
 
-TEST(TensorCoreGemmLauncher, Step11TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
+TEST(TensorCoreGemmLauncher, Steps11And12ChooseAsStep10WithTheColumnsOfTheSmallTileSplit)
+{
+    namespace pc = ping_pong_consumers;
+    const int sizes[][2] = {{4096, 4096}, {8192, 8192}, {4096, 14336}, {3072, 3072}, {1536, 1536},
+                            {1024, 1024}, {1, 1},       {int_max, int_max}};
+    for (const auto& [M, N] : sizes) {
+        std::string step10 = STEPWISE_CHOSEN(pc, M, N, 132);
+        if (step10 == "OneConsumer128") {
+            step10 = "SplitColumns128";  // the same 64 x 128 tile, two consumers on its halves
+        }
+        EXPECT_EQ(STEPWISE_CHOSEN(split_columns, M, N, 132), step10) << M << " x " << N;
+        EXPECT_EQ(STEPWISE_CHOSEN(ping_pong, M, N, 132), step10) << M << " x " << N;
+    }
+}
+
+TEST(TensorCoreGemmLauncher, Step13TakesTheFewestRoundsOfTheCheapestKTilesForSmallProblems)
 {
     namespace tc = tile_choice_by_rounds;
-    // Large problems as step 10 (3072^3: 128 x 192 in 3 rounds, 576).
+    // Large problems as step 12 (3072^3: 128 x 192 in 3 rounds, 576).
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 4096, 4096, 132), "Cooperative256");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 3072, 3072, 132), "PingPong192");
     // Fewer tiles of 128 x 256: rounds x k_tile_cost, which is the loads' for the split tiles (19 eighths of a cycle a
@@ -549,7 +570,7 @@ TEST(TensorCoreGemmLauncher, FinalStepPicksTheLargeTileWhoseWavesCostLeastElseTh
     EXPECT_EQ(tc::makespan(tc::three_consumers_192.shape, 5120, 5120, 132), 1728);
     EXPECT_EQ(tc::makespan(tc::ping_pong_192.shape, 5120, 5120, 132), 1728);
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 5120, 5120, 132), "PingPong192");
-    // Fewer tiles of 128 x 256: as step 11.
+    // Fewer tiles of 128 x 256: as step 13.
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 512, 512, 132), "SplitColumns64");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 1, 1, 132), "SplitColumns64");
     EXPECT_EQ(STEPWISE_CHOSEN(tc, 640, 640, 132), "SplitColumns64");     // 100 of 64 x 64 in one round (2432)

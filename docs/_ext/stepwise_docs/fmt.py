@@ -221,7 +221,7 @@ def as_of_note(chapter: Chapter) -> str:
     (:meth:`.data.Chapter.added_steps`); empty where none were, and for the reference dataset, a fresh one or the
     reference GPU's file (whose stale or missing rows fail the strict build).
 
-    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 10_ping_pong (measured as
+    ``NVIDIA H100 80GB HBM3: measured at commit abc1234 (2026-11-27), before step 12_two_loaders (measured as
     09_ping_pong) changed and step 08_persistent_tile_scheduler was added; not re-measured. The step's source then:
     `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
     Every changed or added step is named, a step renamed since its run (its ``formerly``) with the id it was
@@ -238,7 +238,7 @@ def as_of_note(chapter: Chapter) -> str:
     def steps(ids: list[str]) -> str:
         return f"step {ids[0]}" if len(ids) == 1 else f"steps {_and(ids)}"
 
-    def named(step_id: str) -> str:  # a step renamed since its run: "10_ping_pong (measured as 09_ping_pong)"
+    def named(step_id: str) -> str:  # a step renamed since its run: "12_two_loaders (measured as 09_ping_pong)"
         then = chapter.measured_as(step_id)
         return step_id if then == step_id else f"{step_id} (measured as {then})"
 

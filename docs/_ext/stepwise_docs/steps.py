@@ -325,8 +325,8 @@ def diff_counts(unified_diff_lines: list[str]) -> tuple[int, int]:
 
 
 def source_summary(step: dict, text: str, prev: dict | None, changed: tuple[int, int] | None) -> str:
-    """The one line over a step's collapsed source: ``Full source: 10_ping_pong.cuh, 1,217 lines (+341 -12 over
-    09_any_shape)``."""
+    """The one line over a step's collapsed source: ``Full source: 12_two_loaders.cuh, 1,218 lines (+85 -52 over
+    11_split_columns)``."""
     name = step["file"].rsplit("/", 1)[-1]
     lines = len(text.splitlines())
     over = f" (+{changed[0]:,} \u2212{changed[1]:,} over {prev['id']})" if prev is not None and changed else ""

@@ -1,20 +1,19 @@
-//! @file 12_three_consumer_tiles.cuh
-//! @brief Tensor-core GEMM step 12: three consumer warpgroups share a 192 x 192 tile where few rounds of tiles cover
-//!        C (beyond the sources; needs sm_90a).
+//! @file 13_tile_choice_by_rounds.cuh
+//! @brief Tensor-core GEMM step 13: where few tiles cover C, the launcher chooses the tile by its rounds and the cost
+//!        of a k-tile, among widths between the powers of two too (beyond the sources; needs sm_90a).
 //!
-//! In step 11 a consumer's accumulators fill its 232 registers at 128 x 192
-//! of C, and where few rounds of tiles cover C the rounds set the time:
-//! 3072^3 takes three rounds of 128 x 192 tiles on 132 SMs. Here three
-//! consumers of 64 rows each (152 registers after setmaxnreg, 512 threads a
-//! block) share a 192 x 192 tile. It loads a fifth less of A and B per
-//! product than 128 x 192 (192 + 192 rows for 192 x 192 outputs against
-//! 128 + 192 for 128 x 192), and covers 3072^3 in two rounds instead of
-//! three. Each consumer keeps one staging box of its own for C, which leaves
-//! room for a fourth stage of 48 KiB. No consumer hides another's epilogue,
-//! so over many rounds the ping-pong tiles win: the launcher takes the three
-//! consumers' tile where it needs at most `three_consumer_rounds` rounds and
-//! its waves cost no more than the large configurations' (2112^3 to 4097^3
-//! of the sizes timed). The rest is step 11's.
+//! Step 12 chooses small problems' tiles as step 9 does: 128 x 128 where
+//! such tiles give nearly every SM one, else 64 x 128. A problem of a few
+//! tiles an SM runs in rounds, each as long as one tile's k-loop, and the
+//! tile's area alone does not say how long that is: 1024^3 takes one round
+//! of 64 x 128 tiles or two of 64 x 64, and a round of small tiles is paced
+//! by their loads, not their products. Here the launcher counts, for every
+//! configuration, its rounds of tiles and what a k-tile costs it (the slower
+//! of its loads and its product, `k_tile_cost()`), and takes the least; and
+//! widths between the powers of two (64 x 96, 128 x 144, and 64 x 64) let
+//! one round fill more of the SMs: 1536^3 is 132 tiles of 128 x 144 on 132
+//! SMs, 768^3 96 of 64 x 96. Large problems are chosen as in step 12. The
+//! kernel is step 12's.
 #pragma once
 
 #include <algorithm>
@@ -27,7 +26,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::three_consumer_tiles {
+namespace stepwise::tensor_core_gemm::tile_choice_by_rounds {
 
 using bf16 = __nv_bfloat16;
 
@@ -37,7 +36,7 @@ constexpr int WGM = 64;  // wgmma's M: rows of one wgmma
 //! The named barriers the consumers use (0 is __syncthreads()'s): each consumer warpgroup's own, from
 //! `warpgroup_barrier`; the ping-pong consumers' turns to run a k-loop, from `k_loop_turn_barrier`; their turns to use
 //! the staging area of C, from `staging_turn_barrier`: one barrier a consumer from each.
-constexpr int max_consumers = 3;
+constexpr int max_consumers = 2;
 constexpr int warpgroup_barrier = 1;
 constexpr int k_loop_turn_barrier = warpgroup_barrier + max_consumers;
 constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
@@ -46,14 +45,13 @@ constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
 //!        `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile, two horizontally adjacent
 //!        ones A's, each block loading half of it for both), clusters visited in groups of `group_m` cluster rows.
 //!        With `PING_PONG` each of the two consumer warpgroups owns whole tiles (128 x BN), taking the block's tiles
-//!        in turn; without, all work on every tile: 64 rows each (BM = 64 x `CONSUMERS`), or, two of them, half the
-//!        columns each (BM = 64).
-template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG, int CONSUMERS = 2>
+//!        in turn; without, both work on every tile: 64 rows each (BM = 128), or half the columns each (BM = 64).
+template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
 struct Config {
-    static constexpr int consumers = CONSUMERS;
+    static constexpr int consumers = max_consumers;
     //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block (multiples of 8).
     static constexpr int producer_registers = 40;
-    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / CONSUMERS / 8 * 8;  // 232, 152
+    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / consumers / 8 * 8;  // 232
     static constexpr bool ping_pong = PING_PONG;
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -62,7 +60,7 @@ struct Config {
     static constexpr int cluster_n = CLUSTER_N;
     static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
     static constexpr int group_m = GROUP_M;
-    static constexpr int threads = (CONSUMERS + 1) * 128;  // the consumers and one producer warpgroup
+    static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
     //! A consumer's part of a tile: all of it (ping-pong), its 64 rows (BM = 128), or half its columns (BM = 64).
     static constexpr int consumer_m = PING_PONG ? BM : WGM;
     static constexpr int consumer_n = !PING_PONG && BM == WGM ? BN / 2 : BN;
@@ -75,21 +73,17 @@ struct Config {
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
     //! Cooperative: step 9's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other (three consumers keep one each, which leaves room for a fourth stage of their 192 x 192 tiles);
-    //! parts of columns that are no multiple of 64 leave in one round of boxes of 16.
+    //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
     static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
     static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
-    static constexpr int out_buffers = consumer_n / round_cols < 2 || CONSUMERS > 2 ? 1 : 2;
+    static constexpr int out_buffers = consumer_n / round_cols < 2 ? 1 : 2;
     static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
     //! The stages, the staging areas of C, and 1 KiB to align them (the swizzle repeats every 1024 bytes).
     static constexpr std::size_t smem_bytes =
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
-    static_assert(CONSUMERS <= max_consumers, "a named barrier for each consumer");
-    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 && CONSUMERS == 2
-                            : BM == CONSUMERS * WGM ? CONSUMERS == 2 || (CONSUMERS == 3 && BN <= 192)
-                                                    : BM == WGM && CONSUMERS == 2,
+    static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 : BM == 2 * WGM || BM == WGM,
                   "ping-pong: 128 x BN a consumer, BN accumulators a thread in its 232 registers; cooperative: 64 "
-                  "rows a consumer (three: BN / 2 accumulators in 152), or two halves of 64 x BN");
+                  "rows a consumer, or two halves of 64 x BN");
     static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
                       consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
                   "wgmma_64xNx16 exists for these");
@@ -1098,8 +1092,7 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 }
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
-//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, step 9's cooperative 128 x 256, or
-//! three consumers of a 192 x 192 tile where that takes few rounds;
+//! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 9's cooperative 128 x 256;
 //! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
 //! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
 //! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
@@ -1111,7 +1104,6 @@ using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
 using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
 using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
 using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
-using ThreeConsumers192 = Config<192, 192, 4, 2, 1, 8, false, 3>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
@@ -1133,8 +1125,7 @@ constexpr Configuration configuration_of(const char* name)
 }
 
 //! The configurations by name. Large problems: each consumer's epilogue hidden behind the other's k-loop, or the
-//! widest tile, or the three consumers' tile where it covers C in few rounds. Problems of a few tiles an SM or less:
-//! any of these, or smaller tiles.
+//! widest tile. Problems of a few tiles an SM or less: any of these, or smaller tiles.
 constexpr Configuration ping_pong_176 = configuration_of<PingPong176>("PingPong176");
 constexpr Configuration ping_pong_192 = configuration_of<PingPong192>("PingPong192");
 constexpr Configuration cooperative_256 = configuration_of<Cooperative256>("Cooperative256");
@@ -1143,13 +1134,12 @@ constexpr Configuration split_columns_128 = configuration_of<SplitColumns128>("S
 constexpr Configuration split_columns_64 = configuration_of<SplitColumns64>("SplitColumns64");
 constexpr Configuration split_columns_96 = configuration_of<SplitColumns96>("SplitColumns96");
 constexpr Configuration cooperative_144 = configuration_of<Cooperative144>("Cooperative144");
-constexpr Configuration three_consumers_192 = configuration_of<ThreeConsumers192>("ThreeConsumers192");
-//! @brief The two-consumer configurations of large problems, in the order that breaks ties.
+//! @brief The configurations of large problems, in the order that breaks ties.
 constexpr Configuration large_problem_configurations[] = {ping_pong_176, ping_pong_192, cooperative_256};
 //! @brief The configurations of small problems, in the order that breaks ties.
 constexpr Configuration small_problem_configurations[] = {
-    ping_pong_176,    ping_pong_192,    cooperative_256,  cooperative_128,    split_columns_128,
-    split_columns_64, split_columns_96, cooperative_144,  three_consumers_192};
+    ping_pong_176,    ping_pong_192,    cooperative_256, cooperative_128,
+    split_columns_128, split_columns_64, split_columns_96, cooperative_144};
 
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
@@ -1192,27 +1182,18 @@ inline const Configuration& cheapest_of(const Configuration (&candidates)[count]
     return *best;
 }
 
-//! @brief The most rounds of the three consumers' 192 x 192 tiles the launcher runs: each round ends in an epilogue
-//!        that no other consumer hides, and over more rounds the ping-pong tiles were as fast or faster.
-constexpr long long three_consumer_rounds = 4;
-
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs. Where 128 x 256 tiles give at
 //!        least 90% of the SMs one, the large configuration whose waves cost least (ping-pong first on a tie, as it
-//!        hides the epilogue), or the three consumers' 192 x 192 tile where its waves cost no more in at most
-//!        `three_consumer_rounds` rounds (3072^3: two rounds of it, three of 128 x 192, the same area; it loads a
-//!        fifth less per product and ends fewer rounds). Else, where the rounds are few and the loads set their
-//!        pace, the configuration of least rounds x k_tile_cost(): one round of larger tiles rather than two of
-//!        smaller ones (1024^3: 64 x 128 once, not 64 x 64 twice), and of two tiles that take one round the smaller
-//!        (768^3: 64 x 96, not 64 x 128; 1536^3: 128 x 144, not 128 x 176).
+//!        hides the epilogue). Else, where the rounds are few and the loads set their pace, the configuration of
+//!        least rounds x k_tile_cost(): one round of larger tiles rather than two of smaller ones (1024^3: 64 x 128
+//!        once, not 64 x 64 twice), and of two tiles that take one round the smaller (768^3: 64 x 96, not 64 x 128;
+//!        1536^3: 128 x 144, not 128 x 176).
 inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 {
     const TileShape widest = cooperative_256.shape;
     if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
-        const auto waves = [&](TileShape shape) { return makespan(shape, M, N, sm_count); };
-        const Configuration& best = cheapest_of(large_problem_configurations, waves);
-        const TileShape three = three_consumers_192.shape;
-        const bool few_rounds = rounds_of(three, M, N, sm_count) <= three_consumer_rounds;
-        return few_rounds && waves(three) <= waves(best.shape) ? three_consumers_192 : best;
+        return cheapest_of(large_problem_configurations,
+                           [&](TileShape shape) { return makespan(shape, M, N, sm_count); });
     }
     return cheapest_of(small_problem_configurations,
                        [&](TileShape shape) { return rounds_of(shape, M, N, sm_count) * k_tile_cost(shape); });
@@ -1250,4 +1231,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
-}  // namespace stepwise::tensor_core_gemm::three_consumer_tiles
+}  // namespace stepwise::tensor_core_gemm::tile_choice_by_rounds

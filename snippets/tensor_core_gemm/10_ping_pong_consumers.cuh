@@ -1,19 +1,25 @@
-//! @file 11_tile_choice_by_rounds.cuh
-//! @brief Tensor-core GEMM step 11: where few tiles cover C, the launcher chooses the tile by its rounds and the cost
-//!        of a k-tile, among widths between the powers of two too (beyond the sources; needs sm_90a).
+//! @file 10_ping_pong_consumers.cuh
+//! @brief Tensor-core GEMM step 10: two consumer warpgroups that take the tiles in turn ("ping-pong"), so that one
+//!        writes its tile while the other's wgmma run; tiles of 176 or 192 columns (beyond the sources; needs
+//!        sm_90a).
 //!
-//! Step 10 chooses small problems' tiles as step 9 does: 128 x 128 where
-//! such tiles give nearly every SM one, else 64 x 128. A problem of a few
-//! tiles an SM runs in rounds, each as long as one tile's k-loop, and the
-//! tile's area alone does not say how long that is: 1024^3 takes one round
-//! of 64 x 128 tiles or two of 64 x 64, and a round of small tiles is paced
-//! by their loads, not their products. Here the launcher counts, for every
-//! configuration, its rounds of tiles and what a k-tile costs it (the slower
-//! of its loads and its product, `k_tile_cost()`), and takes the least; and
-//! widths between the powers of two (64 x 96, 128 x 144, and 64 x 64) let
-//! one round fill more of the SMs: 1536^3 is 132 tiles of 128 x 144 on 132
-//! SMs, 768^3 96 of 64 x 96. Large problems are chosen as in step 10. The
-//! kernel is step 10's.
+//! In step 9 the two consumer warpgroups share every tile, 64 rows each: at
+//! the end of a tile both wait for their last wgmma and then both write C,
+//! and the tensor cores idle meanwhile (several percent of the time where K
+//! is 2048). Here, for large problems, each consumer owns whole 128 x BN
+//! tiles (BN accumulators a thread), the block's tiles alternate between the
+//! two, and named barriers make their k-loops take turns: while one drains
+//! its wgmma and writes its tile, the other's keep the tensor cores busy.
+//! BN = 176 or 192 fits in the 232 registers a consumer has; the launcher
+//! picks among them and step 9's cooperative 128 x 256 the tile whose waves
+//! cost least (`makespan()`), and takes M and N up to `max_mn`, with one
+//! limit of C's tiles for every configuration. The ping-pong tile leaves in
+//! boxes of 16 columns through one staging area the consumers take in turn,
+//! which leaves room for a fifth stage. Problems of one tile an SM or less
+//! keep the cooperative schedule and step 9's choice of tile (128 x 128,
+//! else 64 x 128 with one consumer). The rest (TMA loads, multicast in
+//! clusters of two, one producer thread, the persistent schedule, padded
+//! copies of rows the TMA cannot address) is step 9's.
 #pragma once
 
 #include <algorithm>
@@ -26,7 +32,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::tile_choice_by_rounds {
+namespace stepwise::tensor_core_gemm::ping_pong_consumers {
 
 using bf16 = __nv_bfloat16;
 
@@ -45,13 +51,14 @@ constexpr int staging_turn_barrier = k_loop_turn_barrier + 2;
 //!        `cluster_m` x `cluster_n` tiles (two vertically adjacent tiles share B's tile, two horizontally adjacent
 //!        ones A's, each block loading half of it for both), clusters visited in groups of `group_m` cluster rows.
 //!        With `PING_PONG` each of the two consumer warpgroups owns whole tiles (128 x BN), taking the block's tiles
-//!        in turn; without, both work on every tile: 64 rows each (BM = 128), or half the columns each (BM = 64).
+//!        in turn; without, the consumers share every tile, 64 rows each (two for BM = 128, one for BM = 64).
 template <int BM_, int BN_, int STAGES, int CLUSTER_M, int CLUSTER_N, int GROUP_M, bool PING_PONG>
 struct Config {
-    static constexpr int consumers = max_consumers;
-    //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block (multiples of 8).
+    static constexpr int consumers = PING_PONG ? max_consumers : BM_ / WGM;
+    //! setmaxnreg: the producer's registers a thread and the consumers', within 65536 a block of two consumers
+    //! (multiples of 8); a block of one consumer keeps the same.
     static constexpr int producer_registers = 40;
-    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / consumers / 8 * 8;  // 232
+    static constexpr int consumer_registers = (65536 / 128 - producer_registers) / max_consumers / 8 * 8;  // 232
     static constexpr bool ping_pong = PING_PONG;
     static constexpr int BM = BM_;
     static constexpr int BN = BN_;
@@ -61,9 +68,9 @@ struct Config {
     static constexpr int cluster = CLUSTER_M * CLUSTER_N;  // blocks of a cluster
     static constexpr int group_m = GROUP_M;
     static constexpr int threads = (consumers + 1) * 128;  // the consumers and one producer warpgroup
-    //! A consumer's part of a tile: all of it (ping-pong), its 64 rows (BM = 128), or half its columns (BM = 64).
+    //! A consumer's part of a tile: all of it (ping-pong), or its 64 rows.
     static constexpr int consumer_m = PING_PONG ? BM : WGM;
-    static constexpr int consumer_n = !PING_PONG && BM == WGM ? BN / 2 : BN;
+    static constexpr int consumer_n = BN;
     static constexpr int stage_elems = (BM + BN) * BK;
     static constexpr unsigned stage_bytes = stage_elems * sizeof(bf16);
     //! Arrivals that free a stage: each warp of the consumers that read it, in every block of the cluster.
@@ -73,8 +80,8 @@ struct Config {
     //! area the two consumers take in turn (their epilogues do not overlap), which leaves room for a fifth stage.
     //! Cooperative: step 9's rounds of one box of 64 columns (the widest the 128-byte swizzle takes), in two
     //! staging boxes of each consumer's own that take turns, so that the threads fill one while the TMA still reads
-    //! the other; parts of columns that are no multiple of 64 leave in one round of boxes of 16.
-    static constexpr int box_cols = PING_PONG || consumer_n % 64 != 0 ? 16 : 64;
+    //! the other.
+    static constexpr int box_cols = PING_PONG ? 16 : 64;
     static constexpr int round_cols = box_cols == 16 ? consumer_n : 64;
     static constexpr int out_buffers = consumer_n / round_cols < 2 ? 1 : 2;
     static constexpr int out_elems = (PING_PONG ? 1 : consumers) * out_buffers * WGM * round_cols;
@@ -83,9 +90,8 @@ struct Config {
         (static_cast<std::size_t>(STAGES) * stage_elems + out_elems) * sizeof(bf16) + 1024;
     static_assert(PING_PONG ? BM == 2 * WGM && BN <= 192 : BM == 2 * WGM || BM == WGM,
                   "ping-pong: 128 x BN a consumer, BN accumulators a thread in its 232 registers; cooperative: 64 "
-                  "rows a consumer, or two halves of 64 x BN");
-    static_assert(consumer_n == 32 || consumer_n == 48 || consumer_n == 64 || consumer_n == 128 || consumer_n == 144 ||
-                      consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
+                  "rows a consumer");
+    static_assert(consumer_n == 64 || consumer_n == 128 || consumer_n == 176 || consumer_n == 192 || consumer_n == 256,
                   "wgmma_64xNx16 exists for these");
     static_assert(consumer_n % round_cols == 0 && round_cols % box_cols == 0, "C leaves in whole boxes");
     static_assert(BN / CLUSTER_M <= 256 && BM / CLUSTER_N <= 256, "TMA boxes of at most 256 rows");
@@ -240,40 +246,6 @@ __device__ __forceinline__ std::uint64_t smem_descriptor(const bf16* tile)
            | (std::uint64_t{1} << 62);              // 128-byte swizzle
 }
 
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 32 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[16], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %18, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-        "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 48 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[24], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %26, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23"
-        "}, %24, %25, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
 //! @brief d = A B + (accumulate ? d : 0) for a 64 x 64 x 16 slice: A and B in shared memory, d in registers.
 __device__ __forceinline__ void wgmma_64xNx16(float (&d)[32], std::uint64_t desc_a, std::uint64_t desc_b,
                                               int accumulate)
@@ -314,33 +286,6 @@ __device__ __forceinline__ void wgmma_64xNx16(float (&d)[64], std::uint64_t desc
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(accumulate)
-        : "memory");
-}
-
-//! @brief d = A B + (accumulate ? d : 0) for a 64 x 144 x 16 slice: A and B in shared memory, d in registers.
-__device__ __forceinline__ void wgmma_64xNx16(float (&d)[72], std::uint64_t desc_a, std::uint64_t desc_b,
-                                              int accumulate)
-{
-    asm volatile(
-        "{\n.reg .pred p;\n"
-        "setp.ne.b32 p, %74, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 {"
-        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-        "%64, %65, %66, %67, %68, %69, %70, %71"
-        "}, %72, %73, p, 1, 1, 0, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71])
         : "l"(desc_a), "l"(desc_b), "r"(accumulate)
         : "memory");
 }
@@ -546,8 +491,7 @@ __device__ __forceinline__ void stage_rows(const float (&d)[N / 2], int first_co
     }
 }
 
-//! @brief Where a loader's or a consumer's next k-tile is in the ring of stages, and the parity of that stage's
-//!        phase.
+//! @brief Where a consumer's next k-tile is in the ring of stages, and the parity of that stage's phase.
 struct RingPosition {
     int stage = 0;
     unsigned phase = 0;
@@ -640,6 +584,10 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                                &full[stage], both);
         }
     };
+    // The first tile's first stages: this block's own copies start before the cluster's blocks have met (their
+    // barriers are this block's), the shared ones after.
+    const int early = first_index < schedule.cluster_tiles() ? min(stages, k_tiles) : 0;
+
     if (t == 0) {
         prefetch_tensor_map(&map_a_part);  // fetched while the barriers are set up
         prefetch_tensor_map(&map_b_part);
@@ -652,6 +600,12 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
         fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
+        int m = 0, n = 0;
+        schedule.tile(first_index, rank, m, n);
+        for (int kt = 0; kt < early; ++kt) {
+            mbarrier_arrive_expect_bytes(&full[kt], Cfg::stage_bytes);
+            load(kt, kt, m, n, true, false);
+        }
     }
     // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait after the registers
     // changed hands, so that the two overlap.
@@ -659,55 +613,44 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 
     if (group == 0) {
         setmaxnreg_dec<Cfg::producer_registers>();
-        // Two threads of different warps load, so that neither waits for the other: thread 0 the tiles this block
-        // loads alone (it also announces each stage's bytes), thread 32 the halves the cluster's two blocks share.
-        const bool own_loader = t == 0;
-        const bool shared_loader = t == 32 && cluster > 1;
-        int m = 0, n = 0;
-        if (own_loader || shared_loader) {
-            schedule.tile(first_index, rank, m, n);  // before the wait
-        }
         cluster_wait();
-        if (own_loader || shared_loader) {
-            RingPosition ring;
+        if (t == 0) {
+            int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
-                if (index != first_index) {
-                    schedule.tile(index, rank, m, n);
-                }
-                for (int kt = 0; kt < k_tiles; ++kt) {
-                    const int stage = ring.stage;
-                    mbarrier_wait(&empty[stage], ring.phase ^ 1);  // first pass: completes at once
-                    if (own_loader) {
-                        mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                int m = 0, n = 0;
+                schedule.tile(index, rank, m, n);
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const int stage = it % stages;
+                    if (it < early) {  // its own copies started above
+                        load(stage, kt, m, n, false, true);
+                        continue;
                     }
-                    load(stage, kt, m, n, own_loader, shared_loader);
-                    ring.advance(stages);
+                    mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
+                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    load(stage, kt, m, n, true, true);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
             // then no multicast into, or arrival on, this block's shared memory is still on its way.
-            if (own_loader) {
-                for (int tail = 0; tail < stages; ++tail) {
-                    mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);
-                    ring.advance(stages);
-                }
+            for (int tail = 0; tail < stages; ++tail, ++it) {
+                mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
             }
         }
     } else {
         setmaxnreg_inc<Cfg::consumer_registers>();
         cluster_wait();
         const int consumer = group - 1;
-        const auto release = [&](int stage) {  // every block of the cluster writes this stage: lane c tells block c
-            if (t % 32 < cluster) {
-                mbarrier_arrive_cluster(&empty[stage], t % 32);
+        const auto release = [&](int stage) {  // every producer of the cluster writes this stage
+            if (t % 32 == 0) {
+                for (unsigned cta = 0; cta < cluster; ++cta) {
+                    mbarrier_arrive_cluster(&empty[stage], cta);
+                }
             }
         };
-        // This consumer's part of a stage, as wgmma descriptors' offsets (16-byte units; the descriptor of a tile's
-        // start plus the offset is the descriptor of the slice there): its rows of A, its rows of B.
+        // This consumer's rows of a stage's A, as an offset of wgmma descriptors (16-byte units; the descriptor of a
+        // tile's start plus the offset is the descriptor of the slice there).
         const int row_offset = Cfg::ping_pong || BM == WGM ? 0 : consumer * WGM;  // 0, 64, 128 (cooperative)
-        const int col_offset = consumer * (BN - CN);                                // 0, or BN / 2 (columns split)
         const unsigned a_offset = row_offset * BK * sizeof(bf16) / 16;
-        const unsigned b_offset = col_offset * BK * sizeof(bf16) / 16;
         // Ping-pong: this consumer takes every second tile of the block, starting with tile `consumer`. It waits for
         // its turns (to run a k-loop, to use the staging area) at its own barrier of each pair, and gives the other
         // consumer its turns at the other's.
@@ -717,7 +660,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         constexpr int staging_elems = Cfg::out_buffers * WGM * Cfg::round_cols;
         bf16* out = smem + stages * Cfg::stage_elems + (Cfg::ping_pong ? 0 : consumer * staging_elems);
         const bool issuer = t % 128 == 0;
-        bool stored = false;  // this consumer has started stores that may still read its staging area
         float acc[CM / WGM][CN / 2] = {};
         RingPosition ring;
         if (Cfg::ping_pong && consumer == 1) {
@@ -727,7 +669,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
              index += tile_step) {
             int m = 0, n = 0;
             schedule.tile(index, rank, m, n);
-            asm volatile("" : "+r"(m), "+r"(n));  // computed now, not where the epilogue first needs them
             if (Cfg::ping_pong && index != first_index) {
                 turn_wait(my_turn);  // the other consumer has issued its tile's k-loop
             }
@@ -737,7 +678,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                 mbarrier_wait(&full[stage], ring.phase);
                 ring.advance(stages);
                 const std::uint64_t desc_a = smem_descriptor(smem + stage * Cfg::stage_elems) + a_offset;
-                const std::uint64_t desc_b = smem_descriptor(smem + stage * Cfg::stage_elems + BM * BK) + b_offset;
+                const std::uint64_t desc_b = smem_descriptor(smem + stage * Cfg::stage_elems + BM * BK);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BK / 16; ++kk) {  // the tile's first slice overwrites the accumulators
@@ -772,7 +713,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
             }
 #pragma unroll
             for (int h = 0; h < CM / WGM; ++h) {
-                const int row0 = m * BM + row_offset + h * WGM, col0 = n * BN + col_offset;
+                const int row0 = m * BM + row_offset + h * WGM, col0 = n * BN;
                 if (!tma_stores) {  // C's rows are not a multiple of 16 bytes apart, or C is not 16-byte aligned
                     store_warpgroup_tile<CN>(acc[h], C, M, N, row0, col0, t % 128, pairs);
                     continue;
@@ -780,7 +721,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 #pragma unroll
                 for (int round = 0; round < CN / Cfg::round_cols; ++round) {
                     bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::round_cols;
-                    if (issuer && stored) {
+                    if (issuer) {
                         bulk_wait_read<Cfg::out_buffers - 1>();  // the stores that last read `box` are done reading
                     }
                     warpgroup_sync(consumer);
@@ -794,7 +735,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                         }
                         bulk_commit();
                     }
-                    stored = true;
                 }
             }
             if (Cfg::ping_pong && tma_stores && other_has_next) {
@@ -946,22 +886,14 @@ static int resident_clusters(int device)
     return clusters;
 }
 
-constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
-
-//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
-inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
-{
-    static std::atomic<cudaMemPool_t> pools[max_pool_devices];
-    return pools;
-}
-
 //! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
 //!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
-    if (device < 0 || device >= max_pool_devices) {
+    constexpr int max_devices = 64;
+    static std::atomic<cudaMemPool_t> pools[max_devices];
+    if (device < 0 || device >= max_devices) {
         return cudaErrorInvalidDevice;
     }
     if ((pool = pools[device].load()) != nullptr) {
@@ -988,22 +920,6 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
         pool = expected;
     }
     return cudaSuccess;
-}
-
-//! @brief Gives back the memory that the copies of unaligned A and B keep on every device (see gemm()), for a program
-//!        that wants it back before it ends. A call still running keeps what it uses until it is done; a later call
-//!        makes a new pool.
-//! @return the first error of destroying a pool, else `cudaSuccess`
-inline cudaError_t release_copy_pools()
-{
-    cudaError_t first = cudaSuccess;
-    for (std::atomic<cudaMemPool_t>& slot : copy_pools()) {
-        if (cudaMemPool_t pool = slot.exchange(nullptr); pool != nullptr) {
-            const cudaError_t error = cudaMemPoolDestroy(pool);
-            first = first != cudaSuccess ? first : error;
-        }
-    }
-    return first;
 }
 
 //! @brief The signature of gemm() and of gemm_with<Cfg>().
@@ -1093,17 +1009,12 @@ inline cudaError_t gemm_with(int M, int N, int K, const bf16* d_A, const bf16* d
 
 //! The configurations the launcher chooses from (bench/tensor_core_gemm/tensor_core_gemm_autotune.cu times these
 //! and others). Large problems: ping-pong with 128 x 176 or 128 x 192 tiles, or step 9's cooperative 128 x 256;
-//! problems of a few tiles an SM or less: any of them, or cooperative 128 x 128 or 128 x 144, or 64 x 128, 64 x 96 or
-//! 64 x 64 with the columns split. The widths between the powers of two let one round of tiles fill more of the GPU
-//! (1536^3: 132 tiles of 128 x 144 on 132 SMs; 768^3: 96 of 64 x 96).
+//! smaller ones step 9's cooperative 128 x 128, or 64 x 128 with one consumer warpgroup.
 using PingPong176 = Config<128, 176, 5, 2, 1, 8, true>;
 using PingPong192 = Config<128, 192, 5, 2, 1, 8, true>;
 using Cooperative256 = Config<128, 256, 4, 2, 1, 8, false>;
 using Cooperative128 = Config<128, 128, 6, 2, 1, 8, false>;
-using SplitColumns128 = Config<64, 128, 8, 2, 1, 8, false>;
-using SplitColumns64 = Config<64, 64, 8, 1, 1, 8, false>;
-using SplitColumns96 = Config<64, 96, 8, 2, 1, 8, false>;
-using Cooperative144 = Config<128, 144, 5, 2, 1, 8, false>;
+using OneConsumer128 = Config<64, 128, 8, 2, 1, 8, false>;
 
 //! @brief A configuration's tile and cluster, as the launcher's choice needs them (no GPU needed).
 struct TileShape {
@@ -1125,22 +1036,14 @@ constexpr Configuration configuration_of(const char* name)
 }
 
 //! The configurations by name. Large problems: each consumer's epilogue hidden behind the other's k-loop, or the
-//! widest tile. Problems of a few tiles an SM or less: any of these, or smaller tiles.
+//! widest tile. Smaller problems: smaller tiles.
 constexpr Configuration ping_pong_176 = configuration_of<PingPong176>("PingPong176");
 constexpr Configuration ping_pong_192 = configuration_of<PingPong192>("PingPong192");
 constexpr Configuration cooperative_256 = configuration_of<Cooperative256>("Cooperative256");
 constexpr Configuration cooperative_128 = configuration_of<Cooperative128>("Cooperative128");
-constexpr Configuration split_columns_128 = configuration_of<SplitColumns128>("SplitColumns128");
-constexpr Configuration split_columns_64 = configuration_of<SplitColumns64>("SplitColumns64");
-constexpr Configuration split_columns_96 = configuration_of<SplitColumns96>("SplitColumns96");
-constexpr Configuration cooperative_144 = configuration_of<Cooperative144>("Cooperative144");
+constexpr Configuration one_consumer_128 = configuration_of<OneConsumer128>("OneConsumer128");
 //! @brief The configurations of large problems, in the order that breaks ties.
 constexpr Configuration large_problem_configurations[] = {ping_pong_176, ping_pong_192, cooperative_256};
-//! @brief The configurations of small problems, in the order that breaks ties.
-constexpr Configuration small_problem_configurations[] = {
-    ping_pong_176,    ping_pong_192,    cooperative_256, cooperative_128,
-    split_columns_128, split_columns_64, split_columns_96, cooperative_144};
-
 //! @brief The rounds of tiles of the configuration `shape` for an M x N C on `sm_count` SMs: each cluster of the
 //!        persistent grid (one block an SM) computes ceil(places / clusters) places one after the other.
 inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
@@ -1156,14 +1059,6 @@ inline long long rounds_of(TileShape shape, int M, int N, int sm_count)
 inline long long makespan(TileShape shape, int M, int N, int sm_count)
 {
     return rounds_of(shape, M, N, sm_count) * shape.bm * shape.bn / 128;
-}
-
-//! @brief The cycles an SM spends on one k-tile of `shape` (in eighths) where every SM loads at once: the slower of
-//!        its loads, about 2.4 cycles a 128-byte row of A and B (the L2 fed a 64 x 128 tile's k-tile in about 450
-//!        cycles at 1024^3), and its product, 64 x 64 x 64 in 128 cycles on the tensor cores.
-constexpr long long k_tile_cost(TileShape shape)
-{
-    return std::max(19LL * (shape.bm + shape.bn), 1LL * shape.bm * shape.bn / 4);
 }
 
 //! @brief The first of `candidates` of least `cost(shape)`.
@@ -1184,19 +1079,18 @@ inline const Configuration& cheapest_of(const Configuration (&candidates)[count]
 
 //! @brief The configuration gemm() runs for this shape on a GPU of `sm_count` SMs. Where 128 x 256 tiles give at
 //!        least 90% of the SMs one, the large configuration whose waves cost least (ping-pong first on a tie, as it
-//!        hides the epilogue). Else, where the rounds are few and the loads set their pace, the configuration of
-//!        least rounds x k_tile_cost(): one round of larger tiles rather than two of smaller ones (1024^3: 64 x 128
-//!        once, not 64 x 64 twice), and of two tiles that take one round the smaller (768^3: 64 x 96, not 64 x 128;
-//!        1536^3: 128 x 144, not 128 x 176).
+//!        hides the epilogue); else, as in step 9, 128 x 128 where those tiles give 90% of the SMs one, and 64 x 128
+//!        below.
 inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 {
-    const TileShape widest = cooperative_256.shape;
-    if (10LL * tiles_of(M, widest.bm) * tiles_of(N, widest.bn) >= 9LL * sm_count) {
+    const auto fill_the_gpu = [&](TileShape shape) {
+        return 10LL * tiles_of(M, shape.bm) * tiles_of(N, shape.bn) >= 9LL * sm_count;
+    };
+    if (fill_the_gpu(cooperative_256.shape)) {
         return cheapest_of(large_problem_configurations,
                            [&](TileShape shape) { return makespan(shape, M, N, sm_count); });
     }
-    return cheapest_of(small_problem_configurations,
-                       [&](TileShape shape) { return rounds_of(shape, M, N, sm_count) * k_tile_cost(shape); });
+    return fill_the_gpu(cooperative_128.shape) ? cooperative_128 : one_consumer_128;
 }
 
 //! @brief C = A B in bf16 with fp32 accumulation, any shape.
@@ -1212,7 +1106,7 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //!      a GPU of compute capability 9.0 and this file built for it as `sm_90a`. Where K is not a multiple of 8, or A or
 //!      B not 16-byte aligned, the call copies A and B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered
 //!      memory pool of its own, which keeps that memory for later calls (as much as the largest such call needed) until
-//!      release_copy_pools() or the program's end.
+//!      the program ends.
 //! @return `cudaErrorInvalidValue` if a precondition fails; `cudaErrorNotSupported` without sm_90a code for this GPU
 //!         (or a driver without `cuTensorMapEncodeTiled`), where the configuration's cluster does not fit on the GPU,
 //!         or where a tensor map of A, B or C cannot be encoded; the error of an allocation or of the shared-memory
@@ -1231,4 +1125,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
-}  // namespace stepwise::tensor_core_gemm::tile_choice_by_rounds
+}  // namespace stepwise::tensor_core_gemm::ping_pong_consumers

@@ -1,29 +1,19 @@
-//! @file 10_ping_pong.cuh
-//! @brief Tensor-core GEMM step 10: two consumer warpgroups that take the tiles in turn ("ping-pong"), so that one
-//!        writes its tile while the other's wgmma run; tiles of 176 or 192 columns; small problems split a tile
-//!        between the two (beyond the sources; needs sm_90a).
+//! @file 11_split_columns.cuh
+//! @brief Tensor-core GEMM step 11: where the launcher takes a 64-row tile, two consumer warpgroups split its
+//!        columns (beyond the sources; needs sm_90a).
 //!
-//! In step 9 the two consumer warpgroups share every tile, 64 rows each: at
-//! the end of a tile both wait for their last wgmma and then both write C,
-//! and the tensor cores idle meanwhile (several percent of the time where K
-//! is 2048). Here, for large problems, each consumer owns whole 128 x BN
-//! tiles (BN accumulators a thread), the block's tiles alternate between the
-//! two, and named barriers make their k-loops take turns: while one drains
-//! its wgmma and writes its tile, the other's keep the tensor cores busy.
-//! BN = 176 or 192 fits in the 232 registers a consumer has; the launcher
-//! picks among them and step 9's cooperative 128 x 256 the tile whose waves
-//! cost least. The ping-pong tile leaves in boxes of 16 columns through one
-//! staging area the consumers take in turn, which leaves room for a fifth
-//! stage. Problems of one tile an SM or less keep the cooperative schedule
-//! and step 9's choice of tile (128 x 128, else 64 x 128), but the two
-//! consumers split a 64-row tile's columns instead of one warpgroup
-//! computing it alone. Two producer threads load, one the block's own
-//! tiles and one the halves its cluster shares, so that neither's copies
-//! wait for the other's to be issued; and a consumer's epilogue no longer
-//! waits on stores before it has issued any, nor works out where its tile
-//! lies (the compiler had moved those divisions there). The rest (TMA
-//! loads, multicast in clusters of two, the persistent schedule, padded
-//! copies of rows the TMA cannot address) is step 9's.
+//! In step 10, as in step 9, a problem of about one 128 x 128 tile an SM or
+//! less runs 64 x 128 tiles, each computed by one consumer warpgroup alone:
+//! at 1024^3 each SM computes one such tile, and one warpgroup issues all
+//! its wgmma and writes all of it. Here every configuration has two
+//! consumers, and where the tile has 64 rows each computes half its columns
+//! (64 x 64 of a 64 x 128 tile): it reads the stage's A and its own half of
+//! B, keeps half the accumulators, and writes its half of C through a
+//! staging area of its own, the two side by side. The kernel template also
+//! takes tiles this launcher does not pick (64 x 64 and 64 x 96, split into
+//! 32 and 48 columns, and 128 x 144; step 13's launcher picks them): parts
+//! of columns that are no multiple of 64 leave in one round of boxes of 16.
+//! The rest is step 10's.
 #pragma once
 
 #include <algorithm>
@@ -36,7 +26,7 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
-namespace stepwise::tensor_core_gemm::ping_pong {
+namespace stepwise::tensor_core_gemm::split_columns {
 
 using bf16 = __nv_bfloat16;
 
@@ -556,8 +546,7 @@ __device__ __forceinline__ void stage_rows(const float (&d)[N / 2], int first_co
     }
 }
 
-//! @brief Where a loader's or a consumer's next k-tile is in the ring of stages, and the parity of that stage's
-//!        phase.
+//! @brief Where a consumer's next k-tile is in the ring of stages, and the parity of that stage's phase.
 struct RingPosition {
     int stage = 0;
     unsigned phase = 0;
@@ -650,6 +639,10 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                                &full[stage], both);
         }
     };
+    // The first tile's first stages: this block's own copies start before the cluster's blocks have met (their
+    // barriers are this block's), the shared ones after.
+    const int early = first_index < schedule.cluster_tiles() ? min(stages, k_tiles) : 0;
+
     if (t == 0) {
         prefetch_tensor_map(&map_a_part);  // fetched while the barriers are set up
         prefetch_tensor_map(&map_b_part);
@@ -662,6 +655,12 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");  // visible to the cluster and the TMA
         fence_proxy_async();  // and to this block's TMA now, before the cluster barrier
+        int m = 0, n = 0;
+        schedule.tile(first_index, rank, m, n);
+        for (int kt = 0; kt < early; ++kt) {
+            mbarrier_arrive_expect_bytes(&full[kt], Cfg::stage_bytes);
+            load(kt, kt, m, n, true, false);
+        }
     }
     // No block multicasts into, or arrives on, a barrier not yet set up: arrive now, and wait after the registers
     // changed hands, so that the two overlap.
@@ -669,47 +668,38 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 
     if (group == 0) {
         setmaxnreg_dec<Cfg::producer_registers>();
-        // Two threads of different warps load, so that neither waits for the other: thread 0 the tiles this block
-        // loads alone (it also announces each stage's bytes), thread 32 the halves the cluster's two blocks share.
-        const bool own_loader = t == 0;
-        const bool shared_loader = t == 32 && cluster > 1;
-        int m = 0, n = 0;
-        if (own_loader || shared_loader) {
-            schedule.tile(first_index, rank, m, n);  // before the wait
-        }
         cluster_wait();
-        if (own_loader || shared_loader) {
-            RingPosition ring;
+        if (t == 0) {
+            int it = 0;  // k-tiles loaded so far, over all tiles: the ring's position and phase
             for (int index = first_index; index < schedule.cluster_tiles(); index += clusters) {
-                if (index != first_index) {
-                    schedule.tile(index, rank, m, n);
-                }
-                for (int kt = 0; kt < k_tiles; ++kt) {
-                    const int stage = ring.stage;
-                    mbarrier_wait(&empty[stage], ring.phase ^ 1);  // first pass: completes at once
-                    if (own_loader) {
-                        mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                int m = 0, n = 0;
+                schedule.tile(index, rank, m, n);
+                for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+                    const int stage = it % stages;
+                    if (it < early) {  // its own copies started above
+                        load(stage, kt, m, n, false, true);
+                        continue;
                     }
-                    load(stage, kt, m, n, own_loader, shared_loader);
-                    ring.advance(stages);
+                    mbarrier_wait(&empty[stage], (it / stages) % 2 ^ 1);  // first pass: completes at once
+                    mbarrier_arrive_expect_bytes(&full[stage], Cfg::stage_bytes);
+                    load(stage, kt, m, n, true, true);
                 }
             }
             // Before the block leaves, every consumer of the cluster must be done with every stage this block filled:
             // then no multicast into, or arrival on, this block's shared memory is still on its way.
-            if (own_loader) {
-                for (int tail = 0; tail < stages; ++tail) {
-                    mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);
-                    ring.advance(stages);
-                }
+            for (int tail = 0; tail < stages; ++tail, ++it) {
+                mbarrier_wait(&empty[it % stages], (it / stages) % 2 ^ 1);
             }
         }
     } else {
         setmaxnreg_inc<Cfg::consumer_registers>();
         cluster_wait();
         const int consumer = group - 1;
-        const auto release = [&](int stage) {  // every block of the cluster writes this stage: lane c tells block c
-            if (t % 32 < cluster) {
-                mbarrier_arrive_cluster(&empty[stage], t % 32);
+        const auto release = [&](int stage) {  // every producer of the cluster writes this stage
+            if (t % 32 == 0) {
+                for (unsigned cta = 0; cta < cluster; ++cta) {
+                    mbarrier_arrive_cluster(&empty[stage], cta);
+                }
             }
         };
         // This consumer's part of a stage, as wgmma descriptors' offsets (16-byte units; the descriptor of a tile's
@@ -727,7 +717,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
         constexpr int staging_elems = Cfg::out_buffers * WGM * Cfg::round_cols;
         bf16* out = smem + stages * Cfg::stage_elems + (Cfg::ping_pong ? 0 : consumer * staging_elems);
         const bool issuer = t % 128 == 0;
-        bool stored = false;  // this consumer has started stores that may still read its staging area
         float acc[CM / WGM][CN / 2] = {};
         RingPosition ring;
         if (Cfg::ping_pong && consumer == 1) {
@@ -737,7 +726,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
              index += tile_step) {
             int m = 0, n = 0;
             schedule.tile(index, rank, m, n);
-            asm volatile("" : "+r"(m), "+r"(n));  // computed now, not where the epilogue first needs them
             if (Cfg::ping_pong && index != first_index) {
                 turn_wait(my_turn);  // the other consumer has issued its tile's k-loop
             }
@@ -790,7 +778,7 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
 #pragma unroll
                 for (int round = 0; round < CN / Cfg::round_cols; ++round) {
                     bf16* box = out + round % Cfg::out_buffers * WGM * Cfg::round_cols;
-                    if (issuer && stored) {
+                    if (issuer) {
                         bulk_wait_read<Cfg::out_buffers - 1>();  // the stores that last read `box` are done reading
                     }
                     warpgroup_sync(consumer);
@@ -804,7 +792,6 @@ static __global__ void __launch_bounds__(Cfg::threads, 1)
                         }
                         bulk_commit();
                     }
-                    stored = true;
                 }
             }
             if (Cfg::ping_pong && tma_stores && other_has_next) {
@@ -956,22 +943,14 @@ static int resident_clusters(int device)
     return clusters;
 }
 
-constexpr int max_pool_devices = 64;  //!< devices the copies' pools are kept for
-
-//! @brief Each device's pool of the copies of A and B (nullptr: none yet).
-inline std::atomic<cudaMemPool_t> (&copy_pools())[max_pool_devices]
-{
-    static std::atomic<cudaMemPool_t> pools[max_pool_devices];
-    return pools;
-}
-
 //! @brief The memory pool of the copies of A and B on `device`: a pool of this file's own that keeps what it has
 //!        allocated (no release threshold), so that a call reuses the last call's memory instead of mapping new pages
 //!        (the default pool gives them back at every synchronization). Made on first use, once per device.
 static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
 {
-    std::atomic<cudaMemPool_t>(&pools)[max_pool_devices] = copy_pools();
-    if (device < 0 || device >= max_pool_devices) {
+    constexpr int max_devices = 64;
+    static std::atomic<cudaMemPool_t> pools[max_devices];
+    if (device < 0 || device >= max_devices) {
         return cudaErrorInvalidDevice;
     }
     if ((pool = pools[device].load()) != nullptr) {
@@ -998,22 +977,6 @@ static cudaError_t copy_pool(int device, cudaMemPool_t& pool)
         pool = expected;
     }
     return cudaSuccess;
-}
-
-//! @brief Gives back the memory that the copies of unaligned A and B keep on every device (see gemm()), for a program
-//!        that wants it back before it ends. A call still running keeps what it uses until it is done; a later call
-//!        makes a new pool.
-//! @return the first error of destroying a pool, else `cudaSuccess`
-inline cudaError_t release_copy_pools()
-{
-    cudaError_t first = cudaSuccess;
-    for (std::atomic<cudaMemPool_t>& slot : copy_pools()) {
-        if (cudaMemPool_t pool = slot.exchange(nullptr); pool != nullptr) {
-            const cudaError_t error = cudaMemPoolDestroy(pool);
-            first = first != cudaSuccess ? first : error;
-        }
-    }
-    return first;
 }
 
 //! @brief The signature of gemm() and of gemm_with<Cfg>().
@@ -1200,7 +1163,7 @@ inline const Configuration& chosen_configuration(int M, int N, int sm_count)
 //!      a GPU of compute capability 9.0 and this file built for it as `sm_90a`. Where K is not a multiple of 8, or A or
 //!      B not 16-byte aligned, the call copies A and B into `(M + N) * ceil(K / 8) * 8` bf16 from a stream-ordered
 //!      memory pool of its own, which keeps that memory for later calls (as much as the largest such call needed) until
-//!      release_copy_pools() or the program's end.
+//!      the program ends.
 //! @return `cudaErrorInvalidValue` if a precondition fails; `cudaErrorNotSupported` without sm_90a code for this GPU
 //!         (or a driver without `cuTensorMapEncodeTiled`), where the configuration's cluster does not fit on the GPU,
 //!         or where a tensor map of A, B or C cannot be encoded; the error of an allocation or of the shared-memory
@@ -1219,4 +1182,4 @@ inline cudaError_t gemm(int M, int N, int K, const bf16* d_A, const bf16* d_B, b
     return chosen_configuration(M, N, sm_count).gemm(M, N, K, d_A, d_B, d_C, stream);
 }
 
-}  // namespace stepwise::tensor_core_gemm::ping_pong
+}  // namespace stepwise::tensor_core_gemm::split_columns
