@@ -76,6 +76,7 @@ public:
             StepEntry step{s.id,  s.title, s.file, s.name_space,
                            s.layer_norm_bf16 != nullptr ? "layer_norm_of, rms_norm_of" : "layer_norm, rms_norm",
                            true,  true,    {},     s.kernels};
+            step.formerly = s.formerly;
             for (const Norm norm : {Norm::layer, Norm::rms}) {
                 for (const auto& [rows, cols] : row_shapes::main_shapes) {
                     step.sizes.push_back(problem_size({norm, rows, cols, 4}));

@@ -7,8 +7,10 @@
 #include "../../snippets/normalization/05_one_pass_moments.cuh"
 #include "../../snippets/normalization/06_row_in_registers.cuh"
 #include "../../snippets/normalization/07_cluster_split.cuh"
-#include "../../snippets/normalization/08_bf16.cuh"
-#include "../../snippets/normalization/09_parameters_with_the_row.cuh"
+#include "../../snippets/normalization/08_bf16_by_words.cuh"
+#include "../../snippets/normalization/09_fewer_instructions_per_value.cuh"
+#include "../../snippets/normalization/10_values_per_thread.cuh"
+#include "../../snippets/normalization/11_parameters_with_the_row.cuh"
 
 #include <string>
 
@@ -54,8 +56,8 @@ std::vector<KernelEntry> cluster_split_kernels()
     return out;
 }
 
-//! Steps 8 and 9 are the same templates in two namespaces: each step's kernels, as add_typed_step_kernels() takes
-//! them. Step 9's rows kernel also takes whether it loads gamma and beta with the row (here: not).
+//! Steps 8 to 11 are the same templates in four namespaces: each step's kernels, as add_typed_step_kernels() takes
+//! them. Step 11's rows kernel also takes whether it loads gamma and beta with the row (here: not).
 #define STEPWISE_TYPED_KERNELS(ns)                                                                                    \
     using Moments = ns::Moments;                                                                                      \
     using Squares = ns::Squares;                                                                                      \
@@ -75,8 +77,26 @@ std::vector<KernelEntry> cluster_split_kernels()
     template <typename T, bool WithBeta, int W>                                                                       \
     static constexpr auto split_store = ns::split_store_kernel<T, WithBeta, W>;
 
-struct Bf16Step {
+//! Steps 8 and 9 hold step 7's 16 or 32 values a thread; steps 10 and 11 also 8 and 64 (`values_by_row_and_memory`).
+struct ByWordsStep {
+    STEPWISE_TYPED_KERNELS(bf16_by_words)
+    static constexpr bool values_by_row_and_memory = false;
+    static constexpr const char* rows_suffix = "";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = bf16_by_words::norm_rows_kernel<T, Stats, W, V>;
+};
+
+struct FewerInstructionsStep {
+    STEPWISE_TYPED_KERNELS(fewer_instructions)
+    static constexpr bool values_by_row_and_memory = false;
+    static constexpr const char* rows_suffix = "";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = fewer_instructions::norm_rows_kernel<T, Stats, W, V>;
+};
+
+struct ValuesPerThreadStep {
     STEPWISE_TYPED_KERNELS(bf16_in_out)
+    static constexpr bool values_by_row_and_memory = true;
     static constexpr const char* rows_suffix = "";
     template <typename T, typename Stats, int W, int V>
     static constexpr auto rows = bf16_in_out::norm_rows_kernel<T, Stats, W, V>;
@@ -84,6 +104,7 @@ struct Bf16Step {
 
 struct WithTheRowStep {
     STEPWISE_TYPED_KERNELS(parameters_with_the_row)
+    static constexpr bool values_by_row_and_memory = true;
     static constexpr const char* rows_suffix = ", false";
     template <typename T, typename Stats, int W, int V>
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
@@ -91,10 +112,11 @@ struct WithTheRowStep {
 
 #undef STEPWISE_TYPED_KERNELS
 
-//! Step 8's or 9's (`K`) rows, cluster and split kernels for one element type `T` (named `type`): 16-byte accesses of
-//! `width` values with 16 and 32 values a thread (8, in blocks of short rows, in RMSNorm's rows of up to 1024 values
-//! and in short fp32 rows; 64 in bf16 rows longer than 65536, or 16384 where the memory is fast), and element-wide
-//! accesses with 16. Step 9 adds its rows kernels that load gamma and beta with the row (add_with_the_row_kernels()).
+//! Step 8's, 9's, 10's or 11's (`K`) rows, cluster and split kernels for one element type `T` (named `type`): 16-byte
+//! accesses of `width` values with 16 and 32 values a thread (from step 10 also 8, in blocks of short rows, in
+//! RMSNorm's rows of up to 1024 values and in short fp32 rows; and 64 in bf16 rows longer than 65536, or 16384 where
+//! the memory is fast), and element-wide accesses with 16. Step 11 adds its rows kernels that load gamma and beta
+//! with the row (add_with_the_row_kernels()).
 template <typename K, typename T>
 void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -109,8 +131,10 @@ void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& ty
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16" + end, K::template rows<T, Squares, w, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares, 1, 16" + end, K::template rows<T, Squares, 1, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32" + end, K::template rows<T, Squares, w, 32>, rows32));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8" + end, K::template rows<T, Squares, w, 8>, rows8));
-    if constexpr (sizeof(T) == 4) {
+    if constexpr (K::values_by_row_and_memory) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8" + end, K::template rows<T, Squares, w, 8>, rows8));
+    }
+    if constexpr (K::values_by_row_and_memory && sizeof(T) == 4) {
         out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8" + end, K::template rows<T, Moments, w, 8>, rows8));
     }
     const dim3 cluster(K::cluster_block_threads);
@@ -118,7 +142,7 @@ void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& ty
                                cluster, configured_shared_bytes(K::template cluster_config<T, Moments, w, 32>, K::cluster_block_threads)));
     out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", K::template cluster<T, Squares, w, 32>,
                                cluster, configured_shared_bytes(K::template cluster_config<T, Squares, w, 32>, K::cluster_block_threads)));
-    if constexpr (sizeof(T) == 2) {
+    if constexpr (K::values_by_row_and_memory && sizeof(T) == 2) {
         out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 64>", K::template cluster<T, Moments, w, 64>,
                                    cluster, configured_shared_bytes(K::template cluster_config<T, Moments, w, 64>, K::cluster_block_threads)));
         out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 64>", K::template cluster<T, Squares, w, 64>,
@@ -132,8 +156,8 @@ void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& ty
     out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ">", K::template split_store<T, false, w>, split));
 }
 
-//! Step 9's rows kernels that load gamma and beta with the row, in blocks of at most 256 threads: 16 and 8 values a
-//! thread (LayerNorm's bf16 rows of 16 keep step 8's order).
+//! Step 11's rows kernels that load gamma and beta with the row, in blocks of at most 256 threads: 16 and 8 values a
+//! thread (LayerNorm's bf16 rows of 16 keep step 10's order).
 template <typename T>
 void add_with_the_row_kernels(std::vector<KernelEntry>& out, const std::string& type)
 {
@@ -151,11 +175,13 @@ void add_with_the_row_kernels(std::vector<KernelEntry>& out, const std::string& 
     }
 }
 
-std::vector<KernelEntry> bf16_kernels()
+//! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
+template <typename K>
+std::vector<KernelEntry> typed_kernels()
 {
     std::vector<KernelEntry> out;
-    add_typed_step_kernels<Bf16Step, float>(out, "float");
-    add_typed_step_kernels<Bf16Step, __nv_bfloat16>(out, "__nv_bfloat16");
+    add_typed_step_kernels<K, float>(out, "float");
+    add_typed_step_kernels<K, __nv_bfloat16>(out, "__nv_bfloat16");
     return out;
 }
 
@@ -246,22 +272,40 @@ const std::vector<Step>& steps()
          nullptr,
          cluster_split_kernels(),
          true},
-        {{"08_bf16", "bf16 in and out, any shape", "snippets/normalization/08_bf16.cuh",
-          "stepwise::normalization::bf16_in_out"},
-         bf16_in_out::layer_norm,
-         bf16_in_out::rms_norm,
-         bf16_in_out::layer_norm,
-         bf16_in_out::rms_norm,
-         bf16_kernels(),
+        {{"08_bf16_by_words", "bf16 in and out, widened a 32-bit word at a time",
+          "snippets/normalization/08_bf16_by_words.cuh", "stepwise::normalization::bf16_by_words"},
+         bf16_by_words::layer_norm,
+         bf16_by_words::rms_norm,
+         bf16_by_words::layer_norm,
+         bf16_by_words::rms_norm,
+         typed_kernels<ByWordsStep>(),
          true},
-        {{"09_parameters_with_the_row", "Short rows load gamma and beta with the row",
-          "snippets/normalization/09_parameters_with_the_row.cuh", "stepwise::normalization::parameters_with_the_row"},
+        {{"09_fewer_instructions_per_value", "Fewer instructions a value: plain squares, padding, shifts",
+          "snippets/normalization/09_fewer_instructions_per_value.cuh", "stepwise::normalization::fewer_instructions"},
+         fewer_instructions::layer_norm,
+         fewer_instructions::rms_norm,
+         fewer_instructions::layer_norm,
+         fewer_instructions::rms_norm,
+         typed_kernels<FewerInstructionsStep>(),
+         true},
+        {{"10_values_per_thread", "Values a thread by row length and by memory, blocks an SM",
+          "snippets/normalization/10_values_per_thread.cuh", "stepwise::normalization::bf16_in_out"},
+         bf16_in_out::layer_norm,
+         bf16_in_out::rms_norm,
+         bf16_in_out::layer_norm,
+         bf16_in_out::rms_norm,
+         typed_kernels<ValuesPerThreadStep>(),
+         true,
+         {"08_bf16"}},
+        {{"11_parameters_with_the_row", "Short rows load gamma and beta with the row",
+          "snippets/normalization/11_parameters_with_the_row.cuh", "stepwise::normalization::parameters_with_the_row"},
          parameters_with_the_row::layer_norm,
          parameters_with_the_row::rms_norm,
          parameters_with_the_row::layer_norm,
          parameters_with_the_row::rms_norm,
          with_the_row_kernels(),
-         true},
+         true,
+         {"09_parameters_with_the_row"}},
     };
     return all;
 }

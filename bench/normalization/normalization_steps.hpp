@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace stepwise::normalization {
@@ -33,6 +34,8 @@ struct Step : StepSource {
     //! Whether the step takes every finite input: its sums of squares are scaled, so rows of 1e30 work; the earlier
     //! steps need squares below fp32's largest.
     bool full_range;
+    //! The ids the step had before the chapter's steps were split or renumbered (StepEntry::formerly); empty for most.
+    std::vector<std::string> formerly = {};
 };
 
 //! @brief Every step, in teaching order.

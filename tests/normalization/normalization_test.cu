@@ -6,13 +6,16 @@
 #include "normalization/normalization_steps.hpp"
 #include "support/gpu_test_support.hpp"
 
-#include "../../snippets/normalization/09_parameters_with_the_row.cuh"
+#include "../../snippets/normalization/10_values_per_thread.cuh"
+#include "../../snippets/normalization/11_parameters_with_the_row.cuh"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace stepwise::normalization {
@@ -249,7 +252,7 @@ TEST_P(NormalizationStepTest, MatchesTheReferenceAtEveryShapeInFp32) { expect_ev
 
 TEST_P(NormalizationStepTest, SpecialRowsInFp32) { expect_special_rows(false); }
 
-//! The steps that also take bf16 (8 and 9).
+//! The steps that also take bf16 (8 on).
 class NormalizationBf16StepTest : public NormalizationStepTest {};
 
 TEST_P(NormalizationBf16StepTest, MatchesTheReferenceAtEveryShapeInBf16) { expect_every_shape(true); }
@@ -403,77 +406,126 @@ TEST(NormalizationFinalStep, RowsAtEveryElementAlignment)
     }
 }
 
-//! The final step's LayerNorm with the values a thread it takes on a GPU of `memory`, whatever GPU runs it.
-template <parameters_with_the_row::Memory memory, typename T>
-cudaError_t layer_norm_on(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
-                          const T* d_beta, T* d_out, float* d_mean, float* d_rstd, int num_rows, int num_cols,
-                          float epsilon, cudaStream_t stream)
+//! The registry's step `id`.
+const Step& step_of(const std::string& id)
 {
-    const parameters_with_the_row::Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
-    return parameters_with_the_row::normalize<T, parameters_with_the_row::Moments>(d_temp_storage, temp_storage_bytes, args, memory, stream);
+    for (const Step& step : steps()) {
+        if (step.id == id) {
+            return step;
+        }
+    }
+    throw std::invalid_argument("no normalization step " + id);
 }
 
-//! The final step's RMSNorm with the values a thread it takes on a GPU of `memory`.
-template <parameters_with_the_row::Memory memory, typename T>
-cudaError_t rms_norm_on(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, const T* d_gamma,
-                        T* d_out, int num_rows, int num_cols, float epsilon, cudaStream_t stream)
-{
-    const parameters_with_the_row::Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
-    return parameters_with_the_row::normalize<T, parameters_with_the_row::Squares>(d_temp_storage, temp_storage_bytes, args, memory, stream);
-}
+//! The steps that choose the values a thread by row length and by the GPU's memory, 10 and 11 (the same tables in
+//! each), as the tests take them: the step's table (`values`), its query of the GPU's memory, and its launchers with
+//! the values a thread of a GPU of `memory`, whatever GPU runs them (`layer_norm<memory>`, `rms_norm<memory>`).
+#define STEPWISE_VALUES_A_THREAD_STEP(name, ns, id)                                                                   \
+    struct name {                                                                                                     \
+        using Memory = ns::Memory;                                                                                    \
+        using Moments = ns::Moments;                                                                                  \
+        using Squares = ns::Squares;                                                                                  \
+        static const Step& step() { return step_of(id); }                                                             \
+        template <typename T, typename Stats>                                                                         \
+        static int values(int num_cols, Memory memory)                                                                \
+        {                                                                                                             \
+            return ns::values_per_thread<T, Stats>(num_cols, memory);                                                 \
+        }                                                                                                             \
+        static Memory memory_of_current_device() { return ns::memory_of_current_device(); }                           \
+        template <Memory memory, typename T>                                                                          \
+        static cudaError_t layer_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in,          \
+                                      const T* d_gamma, const T* d_beta, T* d_out, float* d_mean, float* d_rstd,      \
+                                      int num_rows, int num_cols, float epsilon, cudaStream_t stream)                 \
+        {                                                                                                             \
+            const ns::Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};       \
+            return ns::normalize<T, ns::Moments>(d_temp_storage, temp_storage_bytes, args, memory, stream);          \
+        }                                                                                                             \
+        template <Memory memory, typename T>                                                                          \
+        static cudaError_t rms_norm(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in,            \
+                                    const T* d_gamma, T* d_out, int num_rows, int num_cols, float epsilon,            \
+                                    cudaStream_t stream)                                                              \
+        {                                                                                                             \
+            const ns::Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};    \
+            return ns::normalize<T, ns::Squares>(d_temp_storage, temp_storage_bytes, args, memory, stream);          \
+        }                                                                                                             \
+    };
 
-//! The final step as it runs on a GPU of `memory`.
-template <parameters_with_the_row::Memory memory>
-Step final_step_on()
+STEPWISE_VALUES_A_THREAD_STEP(ValuesPerThreadStep, bf16_in_out, "10_values_per_thread")
+STEPWISE_VALUES_A_THREAD_STEP(WithTheRowStep, parameters_with_the_row, "11_parameters_with_the_row")
+#undef STEPWISE_VALUES_A_THREAD_STEP
+
+//! Step `S` as it runs on a GPU of `memory`.
+template <typename S, typename S::Memory memory>
+Step step_on()
 {
-    Step step = steps().back();
-    step.layer_norm_fp32 = layer_norm_on<memory, float>;
-    step.rms_norm_fp32 = rms_norm_on<memory, float>;
-    step.layer_norm_bf16 = layer_norm_on<memory, bf16>;
-    step.rms_norm_bf16 = rms_norm_on<memory, bf16>;
+    Step step = S::step();
+    step.layer_norm_fp32 = S::template layer_norm<memory, float>;
+    step.rms_norm_fp32 = S::template rms_norm<memory, float>;
+    step.layer_norm_bf16 = S::template layer_norm<memory, bf16>;
+    step.rms_norm_bf16 = S::template rms_norm<memory, bf16>;
     return step;
+}
+
+//! Step `S`'s values a thread by row length, type, statistics and the GPU's memory.
+template <typename S>
+void expect_values_a_thread()
+{
+    using Memory = typename S::Memory;
+    using Moments = typename S::Moments;
+    using Squares = typename S::Squares;
+    const auto values = [](auto type, auto stats, int num_cols, Memory memory) {
+        return S::template values<decltype(type), decltype(stats)>(num_cols, memory);
+    };
+    SCOPED_TRACE(S::step().id);
+    for (const Memory memory : {Memory::usual, Memory::fast}) {  // fp32 rows: the same on every GPU
+        EXPECT_EQ(values(float{}, Moments{}, 64, memory), 8);
+        EXPECT_EQ(values(float{}, Moments{}, 128, memory), 16);
+        EXPECT_EQ(values(float{}, Squares{}, 1024, memory), 8);
+        EXPECT_EQ(values(float{}, Squares{}, 1025, memory), 16);
+        EXPECT_EQ(values(float{}, Moments{}, 8192, memory), 16);
+        EXPECT_EQ(values(float{}, Moments{}, 8193, memory), 32);
+        EXPECT_EQ(values(float{}, Squares{}, 65536, memory), 32);
+        EXPECT_EQ(values(float{}, Squares{}, 65537, memory), 64);
+    }
+    // bf16 rows: each step at a quarter of the length where the memory is fast.
+    EXPECT_EQ(values(bf16{}, Squares{}, 1024, Memory::usual), 8);
+    EXPECT_EQ(values(bf16{}, Squares{}, 1024, Memory::fast), 16);
+    EXPECT_EQ(values(bf16{}, Squares{}, 256, Memory::fast), 8);
+    EXPECT_EQ(values(bf16{}, Moments{}, 4096, Memory::usual), 16);
+    EXPECT_EQ(values(bf16{}, Moments{}, 4096, Memory::fast), 32);
+    EXPECT_EQ(values(bf16{}, Moments{}, 1024, Memory::fast), 16);
+    EXPECT_EQ(values(bf16{}, Moments{}, 32768, Memory::usual), 32);
+    EXPECT_EQ(values(bf16{}, Moments{}, 32768, Memory::fast), 64);
+    EXPECT_EQ(values(bf16{}, Moments{}, 16384, Memory::fast), 32);
+    EXPECT_EQ(values(bf16{}, Squares{}, 131072, Memory::usual), 64);
+    EXPECT_EQ(values(bf16{}, Squares{}, 2147483647, Memory::fast), 64);  // the length counted in 64 bits
 }
 
 TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
 {
     // No GPU needed: the choice is a table over the row's length, the type, the statistics and the GPU's memory.
-    namespace s = parameters_with_the_row;
-    using s::Memory;
-    using s::Moments;
-    using s::Squares;
-    using s::values_per_thread;
-    for (const Memory memory : {Memory::usual, Memory::fast}) {  // fp32 rows: the same on every GPU
-        EXPECT_EQ((values_per_thread<float, Moments>(64, memory)), 8);
-        EXPECT_EQ((values_per_thread<float, Moments>(128, memory)), 16);
-        EXPECT_EQ((values_per_thread<float, Squares>(1024, memory)), 8);
-        EXPECT_EQ((values_per_thread<float, Squares>(1025, memory)), 16);
-        EXPECT_EQ((values_per_thread<float, Moments>(8192, memory)), 16);
-        EXPECT_EQ((values_per_thread<float, Moments>(8193, memory)), 32);
-        EXPECT_EQ((values_per_thread<float, Squares>(65536, memory)), 32);
-        EXPECT_EQ((values_per_thread<float, Squares>(65537, memory)), 64);
-    }
-    // bf16 rows: each step at a quarter of the length where the memory is fast.
-    EXPECT_EQ((values_per_thread<bf16, Squares>(1024, Memory::usual)), 8);
-    EXPECT_EQ((values_per_thread<bf16, Squares>(1024, Memory::fast)), 16);
-    EXPECT_EQ((values_per_thread<bf16, Squares>(256, Memory::fast)), 8);
-    EXPECT_EQ((values_per_thread<bf16, Moments>(4096, Memory::usual)), 16);
-    EXPECT_EQ((values_per_thread<bf16, Moments>(4096, Memory::fast)), 32);
-    EXPECT_EQ((values_per_thread<bf16, Moments>(1024, Memory::fast)), 16);
-    EXPECT_EQ((values_per_thread<bf16, Moments>(32768, Memory::usual)), 32);
-    EXPECT_EQ((values_per_thread<bf16, Moments>(32768, Memory::fast)), 64);
-    EXPECT_EQ((values_per_thread<bf16, Moments>(16384, Memory::fast)), 32);
-    EXPECT_EQ((values_per_thread<bf16, Squares>(131072, Memory::usual)), 64);
-    EXPECT_EQ((values_per_thread<bf16, Squares>(2147483647, Memory::fast)), 64);  // the length counted in 64 bits
+    expect_values_a_thread<ValuesPerThreadStep>();
+    expect_values_a_thread<WithTheRowStep>();
 }
 
-// The values a thread of bf16 rows depend on the GPU's memory: the step's own tests take this GPU's choice, and this
-// one the other's, so that each GPU tests both (fp32 rows choose alike on every GPU).
-TEST(NormalizationFinalStep, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
+//! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
+template <typename S>
+void expect_bf16_rows_with_the_other_memory()
+{
+    using Memory = typename S::Memory;
+    SCOPED_TRACE(S::step().id);
+    const bool fast = S::memory_of_current_device() == Memory::fast;
+    expect_every_shape(fast ? step_on<S, Memory::usual>() : step_on<S, Memory::fast>(), true);
+}
+
+// The values a thread of bf16 rows depend on the GPU's memory: the steps' own tests take this GPU's choice, and this
+// one the other's, so that each GPU tests both (fp32 rows choose alike on every GPU): step 10, which brings the
+// tables, and the final step, which keeps them.
+TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    const bool fast = parameters_with_the_row::memory_of_current_device() == parameters_with_the_row::Memory::fast;
-    expect_every_shape(fast ? final_step_on<parameters_with_the_row::Memory::usual>() : final_step_on<parameters_with_the_row::Memory::fast>(),
-                       true);
+    expect_bf16_rows_with_the_other_memory<ValuesPerThreadStep>();
+    expect_bf16_rows_with_the_other_memory<WithTheRowStep>();
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)

@@ -1,26 +1,21 @@
-//! @file 08_bf16.cuh
-//! @brief Normalization step 8 (beyond the sources): bf16 in and out, the same kernels for fp32 and bf16.
+//! @file 10_values_per_thread.cuh
+//! @brief Normalization step 10 (beyond the sources): the values a thread holds by row length and by the GPU's
+//!        memory, and the blocks an SM keeps.
 //!
-//! Step 7 reads and writes fp32. A transformer keeps its activations and
-//! weights in bf16: half the bytes, so half the time of a memory-bound
-//! kernel. The kernels are now templates over the element type `T` of x, y,
-//! gamma and beta; loads and stores stay 16 bytes wide, 8 bf16 values. Every
-//! value is widened to fp32 as it is read; the statistics and the arithmetic
-//! are fp32 (LayerNorm's mean and rstd are written in fp32), and only y is
-//! rounded (to nearest even) back to bf16. With half the bytes a value, bf16
-//! leaves half the instructions a value: widening works on 32-bit words (one
-//! shift or mask a value), a group sums its squares plainly and scales the
-//! sum once (step 7 scaled every square), values past the row are set once
-//! to what adds nothing to LayerNorm's sums (pad(), not a select a value in
-//! each sum), and the LayerNorm cluster kernel's registers leave room for
-//! three blocks an SM. Each cluster block reserves LayerNorm's shared memory,
-//! RMSNorm's too: two fp32 blocks an SM. Threads of short rows find their row
-//! by shifts: an integer division put some 40 instructions before a warp's
-//! first load. A thread holds 8 values
-//! in fp32 rows of up to 64 and in RMSNorm's rows of up to 1024, 16 in fp32
-//! rows of up to 8192, and 64 in rows longer than 65536 (clusters of 8
-//! blocks take rows of up to 131072); where the DRAM is fast for the SMs
-//! (the H200), bf16 rows take each of these steps at a quarter of the length.
+//! Step 9 keeps step 7's values a thread: 16 in rows of up to 4096 values,
+//! 32 beyond, in both types and on every GPU. A row that fits a block stays in
+//! its threads' registers until its reductions end, so the values a thread and
+//! the blocks an SM bound the bytes in flight. A thread now holds 8 values in
+//! fp32 rows of up to 64 and in RMSNorm's rows of up to 1024, 16 in fp32 rows
+//! of up to 8192, and 64 in rows longer than 65536 (clusters of 8 blocks take
+//! rows of up to 131072); where the DRAM is fast for the SMs (the H200), bf16
+//! rows take each of these steps at a quarter of the length. The GPU's memory
+//! clock, bus width and SMs are asked once per device and host thread, and so
+//! are the cluster path's occupancy queries, so that a launch takes no lock.
+//! LayerNorm's short bf16 rows ask for five blocks an SM, the LayerNorm cluster
+//! kernel's registers leave room for three blocks an SM, and each cluster
+//! block reserves LayerNorm's shared memory, RMSNorm's too: two fp32 blocks an
+//! SM.
 #pragma once
 
 #include <cooperative_groups.h>

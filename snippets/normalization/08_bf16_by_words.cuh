@@ -1,18 +1,18 @@
-//! @file 09_parameters_with_the_row.cuh
-//! @brief Normalization step 9 (beyond the sources): short rows load gamma and beta with the row, before its
-//!        statistics, so that the write waits for no load.
+//! @file 08_bf16_by_words.cuh
+//! @brief Normalization step 8 (beyond the sources): bf16 in and out, the same kernels for fp32 and bf16, bf16
+//!        widened a 32-bit word at a time.
 //!
-//! In step 8 a thread loads its chunks of gamma (and beta) only when it
-//! writes y, after the row's statistics: a row of a few lanes then ends in a
-//! load's latency, paid again by every row, and a short row is little more
-//! than that. Here rows of up to 128 threads that read 16 bytes at a time
-//! (fp32 rows, and RMSNorm's bf16 rows) issue the loads of their gamma and
-//! beta right after the row's, so that both are in flight while the row is
-//! reduced. They take registers beside the row, so only where a thread
-//! holds at most 16 values, in blocks of at most 256 threads; LayerNorm's
-//! bf16 rows of 16 values a thread keep step 8's order, since the five
-//! blocks an SM their short rows need leave no registers for them. The rest
-//! is step 8's.
+//! Step 7 reads and writes fp32 only. A transformer keeps its activations and
+//! weights in bf16: half the bytes, so half the time of a memory-bound
+//! kernel. The kernels are now templates over the element type `T` of x, y,
+//! gamma and beta; loads and stores stay 16 bytes wide, 8 bf16 values. Every
+//! value is widened to fp32 as it is read; the statistics and the arithmetic
+//! are fp32 (LayerNorm's mean and rstd are written in fp32), and only y is
+//! rounded (to nearest even) back to bf16. A bf16 is the upper half of the
+//! fp32 it widens to, so the two bf16 of a 32-bit word widen by one shift and
+//! one mask, not a conversion each. The rest is step 7's: its values a thread,
+//! its scaled squares, its selects of the values past the row, its launch
+//! bounds and its shared memory.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -25,10 +25,11 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <tuple>
 #include <type_traits>
 
-namespace stepwise::normalization::parameters_with_the_row {
+namespace stepwise::normalization::bf16_by_words {
 
 constexpr int vector_bytes = 16;             //!< one load or store
 constexpr int short_rows_block = 256;        //!< threads of a block of rows that each fit a warp
@@ -36,77 +37,17 @@ constexpr int portable_cluster_blocks = 8;   //!< the cluster size every GPU wit
 constexpr int max_cluster_blocks = 16;       //!< the largest, where the GPU allows it (H100, H200)
 constexpr int cluster_block_threads = 256;   //!< the most threads of a block of a cluster
 constexpr int cluster_stages = 1;            //!< rows a block loads ahead (a second costs blocks per SM: slower)
-//! @brief Shared memory a block of the cluster kernel reserves, in slices: its stages of x, gamma's and beta's.
-//!        RMSNorm's blocks leave the last one unused: two fp32 blocks an SM, not three, were faster in rows of
-//!        131072 values.
-constexpr int cluster_block_slices = cluster_stages + 2;
 constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;             //!< values per thread of the split path
 
 //! @brief The most threads of a block whose threads hold `Values` values each.
 template <int Values>
-constexpr int max_block_threads = std::min(1024, block_values / Values);
+constexpr int max_block_threads = block_values / Values;
 
-//! @brief How fast a GPU's DRAM is for its SMs: `fast` where it delivers more than `fast_memory_gbps_per_sm` GB/s
-//!        an SM at its peak clock (the H200 37, the H100 25), and longer rows need more of them in flight at once.
-enum class Memory { usual, fast };
-constexpr double fast_memory_gbps_per_sm = 30.0;
-
-struct Squares;  // RMSNorm's statistics, below
-
-//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to 4096 values (fp32: 8192), 32 beyond
-//!        (fewer, fuller threads per row), 64 beyond 65536 (clusters of 8 blocks, not 16, each merging fewer
-//!        partials); 8 in fp32 rows of up to 64 values and RMSNorm's rows of up to 1024 (more lanes a row: more
-//!        loads in flight). With `Memory::fast`, bf16 rows take each step at a quarter of these lengths: fewer
-//!        threads a row leave room for more rows an SM. Rows read 2 or 4 bytes at a time keep 16: more threads, more
-//!        loads in flight.
-template <typename T, typename Stats>
-inline int values_per_thread(int num_cols, Memory memory)
-{
-    if (sizeof(T) == 4 && num_cols <= 64) {
-        return 8;
-    }
-    const std::int64_t length = std::int64_t{num_cols} * (sizeof(T) == 2 && memory == Memory::fast ? 4 : 1);
-    if (std::is_same_v<Stats, Squares> && length <= 1024) {
-        return 8;
-    }
-    if (length > 65536) {
-        return 64;
-    }
-    return length <= (sizeof(T) == 4 ? 8192 : 4096) ? 16 : 32;
-}
-
-//! @brief The current device's Memory, asked once per device and host thread, so that a launch takes no lock (`usual`
-//!        where the runtime cannot tell).
-inline Memory memory_of_current_device()
-{
-    thread_local std::map<int, Memory> known;
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return Memory::usual;
-    }
-    const auto [entry, unknown] = known.try_emplace(device, Memory::usual);
-    if (!unknown) {
-        return entry->second;
-    }
-    int clock_khz = 0, bus_bits = 0, sms = 0;
-    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms < 1) {
-        (void)cudaGetLastError();  // not an error of a launch: the usual layout is taken
-        return entry->second;
-    }
-    const double gbps = 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) / 1e9;  // two transfers a clock
-    entry->second = gbps / sms > fast_memory_gbps_per_sm ? Memory::fast : Memory::usual;
-    return entry->second;
-}
-
-//! @brief Whether a thread whose group's plain sum of squares was out of range tries its own plain sum (thread_squares())
-//!        before the scaled one: for bf16 rows read 16 bytes at a time.
-template <typename T, int Width>
-constexpr bool plain_squares = sizeof(T) == 2 && Width > 1;
+//! @brief Values each thread holds in rows read 16 bytes at a time: 16 up to rows of 4096 values, 32 beyond
+//!        (fewer, fuller threads per row). Rows read a value at a time keep 16: more threads, more loads in flight.
+inline int values_per_thread(int num_cols) { return num_cols <= 4096 ? 16 : 32; }
 
 __device__ __forceinline__ float to_float(float x) { return x; }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -187,41 +128,6 @@ struct Moments {
     Squares m2;
 };
 
-//! @brief Blocks of a cluster kernel per SM that its registers must leave room for: one block's turn hides the
-//!        others' waits (LayerNorm's larger statistics take more registers; threads of 64 values leave room for 2).
-template <typename Stats, int Values>
-constexpr int cluster_min_blocks = Values > split_values ? 2 : std::is_same_v<Stats, Moments> ? 3 : 4;
-
-//! @brief Whether the row kernel runs LayerNorm's bf16 rows of up to 512 values (16 a thread, blocks of rows).
-template <typename T, typename Stats, int Width, int Values>
-constexpr bool short_bf16_layer_norm =
-    sizeof(T) == 2 && std::is_same_v<Stats, Moments> && Width > 1 && Values == 16;
-
-//! @brief Blocks per SM that the registers of those must leave room for: at the compiler's 4 (57 registers) too few
-//!        loads are in flight, so 5 (48 registers, no spills) where an SM holds 1280 threads (sm_80 and newer).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-constexpr int short_rows_min_blocks = 0;  // the compiler's choice
-#else
-constexpr int short_rows_min_blocks = 5;
-#endif
-
-template <typename T, typename Stats, int Width, int Values>
-constexpr int row_min_blocks = short_bf16_layer_norm<T, Stats, Width, Values> ? short_rows_min_blocks : 0;
-
-//! @brief The most threads of a block of the row kernel: a block of short rows' where it asks for blocks per SM.
-template <typename T, typename Stats, int Width, int Values>
-constexpr int row_max_threads =
-    short_bf16_layer_norm<T, Stats, Width, Values> ? short_rows_block : max_block_threads<Values>;
-
-//! @brief Whether the row kernel loads its chunks of gamma (and beta) with the row, before the statistics, so that the
-//!        write waits for no load: where they fit in registers beside the row (16-byte accesses, at most 16 values a
-//!        thread), in rows of at most `parameters_ahead_row_threads` threads (the short rows' blocks of 256 hold
-//!        several). Not in LayerNorm's bf16 rows of 16 values, whose five blocks an SM leave no registers for them; nor
-//!        in rows of more threads, whose block-wide reductions need the blocks an SM that those registers cost.
-template <typename T, typename Stats, int Width, int Values>
-constexpr bool parameters_ahead = Width > 1 && Values <= 16 && !short_bf16_layer_norm<T, Stats, Width, Values>;
-constexpr int parameters_ahead_row_threads = 128;
-
 //! @brief Vectors of `num_cols` values that every row shares: gamma, and beta for LayerNorm.
 template <typename Stats>
 constexpr int row_parameters = std::is_same_v<Stats, Moments> ? 2 : 1;
@@ -254,37 +160,15 @@ __device__ __forceinline__ Moments shuffle_xor(Moments m, int offset, int width)
     return {shuffle_xor(m.count, offset, width), shuffle_xor(m.mean, offset, width), shuffle_xor(m.m2, offset, width)};
 }
 
-//! @brief The squares of the values' differences from `center`, summed as they are (they may overflow or vanish).
+//! @brief The squares of the first `count` values' differences from `center`, scaled by a power of two of the
+//!        largest.
 template <int Values>
-__device__ __forceinline__ float plain_sum_of_squares(const float (&x)[Values], float center)
+__device__ __forceinline__ Squares thread_squares(const float (&x)[Values], int count, float center)
 {
-    float plain = 0.0f;
-#pragma unroll
-    for (int i = 0; i < Values; ++i) {
-        const float d = x[i] - center;
-        plain += d * d;
-    }
-    return plain;
-}
-
-//! @brief The squares of the values' differences from `center`, scaled by a power of two of the largest. `Plain`:
-//!        summed as they are first, then scaled by a power of two of the sum's root, unless a square may have
-//!        overflowed or vanished.
-template <bool Plain, int Values>
-__device__ __forceinline__ Squares thread_squares(const float (&x)[Values], float center)
-{
-    if constexpr (Plain) {
-        const float plain = plain_sum_of_squares(x, center);
-        if (plain >= 0x1p-90f && plain <= 0x1p126f) {  // squares below 2^-126 are negligible beside it; NaN fails
-            const float scale = power_of_two_above(sqrtf(plain));
-            const float inverse = inverse_power_of_two(scale);
-            return {scale, plain * inverse * inverse};  // exact: a power of two
-        }
-    }
     float largest = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
-        largest = fmaxf(largest, fabsf(x[i] - center));
+        largest = fmaxf(largest, i < count ? fabsf(x[i] - center) : 0.0f);
     }
     const float scale = power_of_two_above(largest);
     const float inverse = inverse_power_of_two(scale);
@@ -292,7 +176,7 @@ __device__ __forceinline__ Squares thread_squares(const float (&x)[Values], floa
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
         const float d = (x[i] - center) * inverse;
-        sum += d * d;
+        sum += i < count ? d * d : 0.0f;
     }
     return {scale, sum};
 }
@@ -432,66 +316,33 @@ __device__ __forceinline__ V reduce_group(V v, int group_threads, V* warp_scratc
 //!        wait for the first's readers.
 struct GroupScratch {
     float sums[32];
-    float plain_sums[32];  // of squares
     Squares squares[32];
 };
 
-//! @brief The sum of the squares of the group's differences from `center`: summed plainly over the group and scaled
-//!        once, where that sum lies in [2^-60, 2^126] (then no square overflowed, and those that vanished are
-//!        negligible beside it); else, and for a NaN, the group merges its threads' thread_squares() (the whole warp
-//!        or block decides together: the sum is the same in all its threads).
-template <bool Plain, int Values>
-__device__ __forceinline__ Squares group_squares(const float (&x)[Values], float center, int group_threads,
-                                                 GroupScratch& scratch)
-{
-    const float sum = reduce_group(plain_sum_of_squares(x, center), group_threads, scratch.plain_sums, 0.0f);
-    if (__all_sync(0xffffffffu, sum >= 0x1p-60f && sum <= 0x1p126f)) {
-        const float scale = power_of_two_above(sqrtf(sum));
-        const float inverse = inverse_power_of_two(scale);
-        return {scale, sum * inverse * inverse};  // exact: a power of two
-    }
-    return reduce_group(thread_squares<Plain>(x, center), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
-}
-
 //! @brief RMSNorm's statistics of the group's values (those past the row are 0): their sum of squares.
-template <bool Plain, int Values>
+template <int Values>
 __device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
                                                     GroupScratch& scratch, Squares)
 {
-    return group_squares<Plain>(x, 0.0f, group_threads, scratch);
-}
-
-//! @brief Sets the thread's values past its first `count` to `value`: one branch where it holds none past the row,
-//!        not a select a value in every sum.
-template <int Values>
-__device__ __forceinline__ void pad(float (&x)[Values], int count, float value)
-{
-    if (count < Values) {
-#pragma unroll
-        for (int i = 0; i < Values; ++i) {
-            x[i] = i < count ? x[i] : value;
-        }
-    }
+    return reduce_group(thread_squares(x, Values, 0.0f), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
 //! @brief LayerNorm's statistics of the group's `group_count` values (0 or more), the thread's first `count`, in two
 //!        reductions: the mean (of the differences from `shift`, the row's first value: exact for equal values),
-//!        then the squares of the deviations from it, in the thread's registers. The values past the row count as
-//!        `shift`, then as the mean (pad()): no difference, no deviation.
-template <bool Plain, int Values>
-__device__ __forceinline__ Moments group_statistics(float (&x)[Values], int count, int group_count, float shift,
+//!        then the squares of the deviations from it, in the thread's registers.
+template <int Values>
+__device__ __forceinline__ Moments group_statistics(const float (&x)[Values], int count, int group_count, float shift,
                                                     int group_threads, GroupScratch& scratch, Moments)
 {
-    pad(x, count, shift);
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < Values; ++i) {
-        sum += x[i] - shift;
+        sum += i < count ? x[i] - shift : 0.0f;
     }
     sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
-    pad(x, count, mean);
-    const Squares m2 = group_squares<Plain>(x, mean, group_threads, scratch);
+    const Squares m2 = reduce_group(thread_squares(x, count, mean), group_threads, scratch.squares,
+                                    Squares{smallest_scale, 0.0f});
     return {static_cast<float>(group_count), mean, m2};
 }
 
@@ -552,12 +403,6 @@ __device__ __forceinline__ int load_slice(float (&x)[Values], const T* d_row, co
     return count;
 }
 
-//! @brief gamma's and beta's chunks of the columns of a thread's values.
-template <typename T, int Width, int Values>
-struct Parameters {
-    Chunk<T, Width> gamma[Values / Width], beta[Values / Width];
-};
-
 //! @brief gamma's (and beta's: 0 without) chunk at column `col`.
 template <typename T, bool WithBeta, int Width>
 __device__ __forceinline__ void load_parameter_chunk(const Args<T>& args, std::int64_t col, Chunk<T, Width>& gamma,
@@ -570,40 +415,17 @@ __device__ __forceinline__ void load_parameter_chunk(const Args<T>& args, std::i
     }
 }
 
-//! @brief Loads gamma's (and beta's) chunks of the thread's columns; those past the row's end stay 0.
-template <typename T, bool WithBeta, int Width, int Values>
-__device__ __forceinline__ void load_parameters(Parameters<T, Width, Values>& p, const Args<T>& args, const Place& at)
-{
-#pragma unroll
-    for (int a = 0; a < Values / Width; ++a) {
-        const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
-        if (col < args.num_cols) {
-            load_parameter_chunk<T, WithBeta>(args, col, p.gamma[a], p.beta[a]);
-        } else {
-            p.gamma[a] = Chunk<T, Width>{};
-            p.beta[a] = Chunk<T, Width>{};
-        }
-    }
-}
-
-//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds, with gamma and beta from `ahead`
-//!        (load_parameters()) or, where it is nullptr, loaded here.
+//! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds.
 template <typename T, bool WithBeta, int Width, int Values>
 __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args<T>& args, std::size_t row_offset,
-                                            const Place& at, bool row_valid, Row r,
-                                            const Parameters<T, Width, Values>* ahead = nullptr)
+                                            const Place& at, bool row_valid, Row r)
 {
 #pragma unroll
     for (int a = 0; a < Values / Width; ++a) {
         const std::int64_t col = at.first + (static_cast<std::int64_t>(a) * at.threads + at.lane) * Width;
         if (row_valid && col < args.num_cols) {
             Chunk<T, Width> gamma, beta;
-            if (ahead != nullptr) {
-                gamma = ahead->gamma[a];
-                beta = ahead->beta[a];
-            } else {
-                load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
-            }
+            load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
             float g[Width], b[Width];
             widen(gamma, g);
             widen(beta, b);
@@ -629,37 +451,28 @@ __device__ __forceinline__ void write_row(const Args<T>& args, std::int64_t row,
 
 //! @brief The row of each group of `group_threads` threads is read once into registers, reduced and written.
 //!        `group_threads` <= 32: several rows per block, a power of two of lanes per row. Otherwise a row per block
-//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm). `ParametersAhead`: gamma
-//!        and beta are loaded with the row (parameters_ahead), in blocks of at most `short_rows_block` threads.
-template <typename T, typename Stats, int Width, int Values, bool ParametersAhead>
-static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
-                                                         : row_max_threads<T, Stats, Width, Values>,
-                                         row_min_blocks<T, Stats, Width, Values>)
+//!        (`group_threads == blockDim.x`). `Stats`: Moments (LayerNorm) or Squares (RMSNorm).
+template <typename T, typename Stats, int Width, int Values>
+static __global__ void __launch_bounds__(max_block_threads<Values>)
     norm_rows_kernel(Args<T> args, int group_threads)
 {
     __shared__ GroupScratch scratch;
-    const int lanes_log2 = __ffs(group_threads) - 1;  // rows of a power of two of lanes: shifts, not a division
     const Place at = group_threads <= 32
-                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x >> lanes_log2) +
-                                     (threadIdx.x >> lanes_log2),
-                                 0, static_cast<int>(threadIdx.x) & (group_threads - 1), group_threads}
+                         ? Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / group_threads) +
+                                     threadIdx.x / group_threads,
+                                 0, static_cast<int>(threadIdx.x) % group_threads, group_threads}
                          : Place{blockIdx.x, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     const bool row_valid = at.row < args.num_rows;  // lanes past the last row still take part in the shuffles
     const std::size_t row_offset = static_cast<std::size_t>(row_valid ? at.row : 0) * args.num_cols;
     float x[Values];
     const int count = load_slice<T, Width, Values>(x, args.d_in + row_offset, at, args.num_cols, row_valid);
     constexpr bool with_beta = std::is_same_v<Stats, Moments>;
-    Parameters<T, Width, Values> parameters;
-    if constexpr (ParametersAhead) {
-        load_parameters<T, with_beta>(parameters, args, at);
-    }
     const int group_count =
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
-    const Stats s = group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch,
-                                                              Stats{});
+    const Stats s = group_statistics(x, count, group_count, shift, group_threads, scratch, Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
-    store_slice<T, with_beta>(x, args, row_offset, at, row_valid, r, ParametersAhead ? &parameters : nullptr);
+    store_slice<T, with_beta, Width>(x, args, row_offset, at, row_valid, r);
     if (row_valid && at.lane == 0) {
         write_row(args, at.row, r);
     }
@@ -672,8 +485,7 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
 //!        barrier, nor for a load of a later row. The block's slices of gamma and beta stay in shared memory for
 //!        every row. Rows are 16-byte aligned (`Width` values per access).
 template <typename T, typename Stats, int Width, int Values>
-static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_blocks<Stats, Values>)
-    cluster_norm_kernel(Args<T> args)
+static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_kernel(Args<T> args)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     static_assert(Width * sizeof(T) == vector_bytes, "bulk copies move whole 16-byte accesses");
@@ -749,8 +561,9 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         }
         const float shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;  // the slice's first value: exact for equal ones
         const int threads = static_cast<int>(blockDim.x);
-        constexpr bool plain = plain_squares<T, Width>;
-        const Stats block = group_statistics<plain>(x, thread_count, count, shift, threads, scratch[half], Stats{});
+        const Stats block = count == slice  // every slice but a row's last: all the thread's values lie in the row
+                                ? group_statistics(x, Values, count, shift, threads, scratch[half], Stats{})
+                                : group_statistics(x, thread_count, count, shift, threads, scratch[half], Stats{});
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
@@ -806,8 +619,8 @@ static __global__ void __launch_bounds__(split_block_threads)
     const int count = load_slice<T, Width, split_values>(x, args.d_in + row_offset, at, args.num_cols, true);
     const int slice_count = static_cast<int>(
         max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * split_values)));
-    const Stats block = group_statistics<plain_squares<T, Width>>(x, count, slice_count, to_float(args.d_in[row_offset]),
-                                                                  at.threads, scratch, Stats{});
+    const Stats block = group_statistics(x, count, slice_count, to_float(args.d_in[row_offset]), at.threads, scratch,
+                                         Stats{});
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
@@ -890,7 +703,7 @@ inline Layout choose_layout(int num_rows, int num_cols, int values, int cluster_
 }
 
 //! @brief The launch of clusters of `cluster_blocks` blocks of `block_threads` threads, each with its shared memory
-//!        for `cluster_block_slices` slices (x's stages, gamma's and beta's); its grid is one cluster.
+//!        for `cluster_stages` slices of x and its slices of gamma (and beta); its grid is one cluster.
 template <typename T, typename Stats, int Width, int Values>
 inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& cluster, int cluster_blocks,
                            int block_threads, cudaStream_t stream)
@@ -898,7 +711,7 @@ inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& clus
     config = {};
     config.gridDim = dim3(cluster_blocks);
     config.blockDim = dim3(block_threads);
-    config.dynamicSmemBytes = std::size_t{cluster_block_slices} * block_threads * Values * sizeof(T);
+    config.dynamicSmemBytes = std::size_t{cluster_stages + row_parameters<Stats>} * block_threads * Values * sizeof(T);
     config.stream = stream;
     cluster = {};
     cluster.id = cudaLaunchAttributeClusterDimension;
@@ -909,23 +722,25 @@ inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& clus
 
 //! @brief How many clusters of `cluster_blocks` blocks of `block_threads` threads the current device holds at once:
 //!        0 where it launches no clusters or the kernel was not built for sm_90 or newer. The runtime is asked once
-//!        per device, shape and host thread (a launch would otherwise pay for its queries, or for a lock), and the
-//!        kernel's shared-memory limit is raised to its largest blocks' on each device.
+//!        per device and shape (a launch would otherwise pay for its queries), and the kernel's shared-memory limit
+//!        is raised to its largest blocks' on each device.
 template <typename T, typename Stats, int Width, int Values>
 inline int active_clusters(int cluster_blocks, int block_threads)
 {
-    thread_local std::map<std::tuple<int, int, int>, int> known;  // (device, cluster_blocks, block_threads) -> clusters
+    static std::mutex mutex;
+    static std::map<std::tuple<int, int, int>, int> known;  // (device, cluster_blocks, block_threads) -> clusters
     int device = 0;
     if (cudaGetDevice(&device) != cudaSuccess) {
         return 0;
     }
+    const std::lock_guard<std::mutex> lock(mutex);
     const auto [entry, unknown] = known.try_emplace({device, cluster_blocks, block_threads}, 0);
     if (!unknown) {
         return entry->second;
     }
     const auto kernel = cluster_norm_kernel<T, Stats, Width, Values>;
     const int largest_shared =
-        cluster_block_slices * cluster_block_threads * Values * static_cast<int>(sizeof(T));
+        (cluster_stages + row_parameters<Stats>) * cluster_block_threads * Values * static_cast<int>(sizeof(T));
     int cluster_launch = 0;
     cudaFuncAttributes attributes{};
     cudaLaunchConfig_t config;
@@ -974,8 +789,8 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
 {
     static_assert(Values % Width == 0 && split_values % Width == 0, "a thread's values are whole accesses");
     constexpr bool with_beta = std::is_same_v<Stats, Moments>;
-    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 or 64 values a thread.
-    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values >= split_values;
+    // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 values a thread.
+    constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values == split_values;
     int limit = 0;
     if constexpr (bulk_copies) {
         limit = args.num_cols > block_values ? cluster_limit<T, Stats, Width, Values>() : 0;
@@ -1010,24 +825,14 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
             return launch_clusters<T, Stats, Width, Values>(l, args, stream);
         }
     }
-    if (l.block_threads > row_max_threads<T, Stats, Width, Values>) {  // the layout outgrew the kernel's bounds
-        return cudaErrorInvalidConfiguration;
-    }
-    if constexpr (parameters_ahead<T, Stats, Width, Values>) {
-        if (l.group_threads <= parameters_ahead_row_threads) {
-            norm_rows_kernel<T, Stats, Width, Values, true><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
-            return cudaGetLastError();
-        }
-    }
-    norm_rows_kernel<T, Stats, Width, Values, false><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
+    norm_rows_kernel<T, Stats, Width, Values><<<grid, l.block_threads, 0, stream>>>(args, l.group_threads);
     return cudaGetLastError();
 }
 
-//! @brief Checks the arguments and picks the access width (16 bytes where every row and pointer allows it) and the
-//!        values a thread for a GPU of `memory`.
+//! @brief Checks the arguments and picks the access width: 16 bytes where every row and pointer allows it.
 template <typename T, typename Stats>
 inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_bytes, const Args<T>& args,
-                             Memory memory, cudaStream_t stream)
+                             cudaStream_t stream)
 {
     constexpr int width = vector_bytes / static_cast<int>(sizeof(T));
     const auto aligned = [](const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; };
@@ -1048,11 +853,9 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
         return cudaErrorInvalidValue;
     }
     if (args.num_cols % width == 0 && vector_aligned) {
-        const int values = values_per_thread<T, Stats>(args.num_cols, memory);
-        return values == 8    ? launch<T, Stats, width, 8>(d_temp_storage, temp_storage_bytes, args, stream)
-               : values == 16 ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
-               : values == 64 ? launch<T, Stats, width, 64>(d_temp_storage, temp_storage_bytes, args, stream)
-                              : launch<T, Stats, width, 32>(d_temp_storage, temp_storage_bytes, args, stream);
+        return values_per_thread(args.num_cols) == 16
+                   ? launch<T, Stats, width, 16>(d_temp_storage, temp_storage_bytes, args, stream)
+                   : launch<T, Stats, width, 32>(d_temp_storage, temp_storage_bytes, args, stream);
     }
     return launch<T, Stats, 1, 16>(d_temp_storage, temp_storage_bytes, args, stream);
 }
@@ -1082,8 +885,7 @@ inline cudaError_t layer_norm_of(void* d_temp_storage, std::size_t& temp_storage
 {
     const Args<T> args{d_in, d_gamma, d_beta, d_out, d_mean, d_rstd, num_rows, num_cols, epsilon};
     return d_beta == nullptr ? cudaErrorInvalidValue
-                             : normalize<T, Moments>(d_temp_storage, temp_storage_bytes, args,
-                                                     memory_of_current_device(), stream);
+                             : normalize<T, Moments>(d_temp_storage, temp_storage_bytes, args, stream);
 }
 
 //! @brief RMSNorm of each row of a row-major `num_rows` x `num_cols` matrix, in fp32 or bf16 (math in fp32):
@@ -1105,7 +907,7 @@ inline cudaError_t rms_norm_of(void* d_temp_storage, std::size_t& temp_storage_b
                                T* d_out, int num_rows, int num_cols, float epsilon, cudaStream_t stream)
 {
     const Args<T> args{d_in, d_gamma, nullptr, d_out, nullptr, nullptr, num_rows, num_cols, epsilon};
-    return normalize<T, Squares>(d_temp_storage, temp_storage_bytes, args, memory_of_current_device(), stream);
+    return normalize<T, Squares>(d_temp_storage, temp_storage_bytes, args, stream);
 }
 
 //! @brief LayerNorm of fp32 rows (see layer_norm_of()).
@@ -1143,4 +945,4 @@ inline cudaError_t rms_norm(void* d_temp_storage, std::size_t& temp_storage_byte
     return rms_norm_of(d_temp_storage, temp_storage_bytes, d_in, d_gamma, d_out, num_rows, num_cols, epsilon, stream);
 }
 
-}  // namespace stepwise::normalization::parameters_with_the_row
+}  // namespace stepwise::normalization::bf16_by_words
