@@ -263,33 +263,34 @@ __device__ __forceinline__ Stats merge_block(Stats s, Stats* warp_stats, Stats n
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 //! @brief The shared-memory address of `p` in the block's window, as barriers and bulk copies take it.
-__device__ __forceinline__ std::uint32_t shared_address(const void* p)
+__device__ __forceinline__ std::uint32_t smem_address(const void* p)
 {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
 //! @brief A transaction barrier in shared memory that one arrival and the bytes it expects complete.
-__device__ __forceinline__ void init_barrier(std::uint64_t* barrier)
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* barrier)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(barrier)) : "memory");
 }
 
 //! @brief The barrier's one arrival of this phase, which then waits for `bytes` more to land.
-__device__ __forceinline__ void arrive_expecting(std::uint64_t* barrier, unsigned bytes)
+__device__ __forceinline__ void mbarrier_arrive_expect_bytes(std::uint64_t* barrier, unsigned bytes)
 {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)), "r"(bytes)
                  : "memory");
 }
 
-//! @brief Waits until the barrier's phase of parity `parity` has completed; what landed for it is then visible. The
-//!        thread sleeps meanwhile (up to `suspend_ns` a try) instead of taking issue slots from working warps.
-__device__ __forceinline__ void wait_barrier(std::uint64_t* barrier, int parity)
+//! @brief Waits until the barrier's phase of parity `parity` has completed, acquiring at cluster scope: what landed
+//!        for it, from this block or another of the cluster, is then visible. The thread sleeps meanwhile (up to
+//!        `suspend_ns` a try) instead of taking issue slots from working warps.
+__device__ __forceinline__ void mbarrier_wait_cluster(std::uint64_t* barrier, int parity)
 {
     constexpr unsigned suspend_ns = 1000000;
     asm volatile(
         "{\n .reg .pred done;\n wait_%=:\n"
         " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1, %2;\n"
-        " @!done bra wait_%=;\n}" ::"r"(shared_address(barrier)),
+        " @!done bra wait_%=;\n}" ::"r"(smem_address(barrier)),
         "r"(parity), "r"(suspend_ns)
         : "memory");
 }
@@ -299,7 +300,7 @@ __device__ __forceinline__ void wait_barrier(std::uint64_t* barrier, int parity)
 __device__ __forceinline__ void bulk_load(void* d_shared, const void* d_global, unsigned bytes, std::uint64_t* barrier)
 {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(shared_address(d_shared)), "l"(d_global), "r"(bytes), "r"(shared_address(barrier))
+                 ::"r"(smem_address(d_shared)), "l"(d_global), "r"(bytes), "r"(smem_address(barrier))
                  : "memory");
 }
 
@@ -307,8 +308,8 @@ __device__ __forceinline__ void bulk_load(void* d_shared, const void* d_global, 
 __device__ __forceinline__ void map_to_rank(const void* slot, const void* barrier, int rank, std::uint32_t& remote_slot,
                                             std::uint32_t& remote_barrier)
 {
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(shared_address(slot)), "r"(rank));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_barrier) : "r"(shared_address(barrier)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(smem_address(slot)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_barrier) : "r"(smem_address(barrier)), "r"(rank));
 }
 
 //! @brief Stores `q` into `slot` of the cluster's block `rank`, counting its 8 bytes towards that block's `barrier`.
@@ -569,7 +570,7 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
     const auto stage = [&](int s) { return reinterpret_cast<T*>(stages) + s * slice; };
     const auto offset = [&](int a) { return (a * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * Width; };
     const auto load_row = [&](std::int64_t row, int s) {  // by thread 0
-        arrive_expecting(&slice_landed[s], slice_bytes);
+        mbarrier_arrive_expect_bytes(&slice_landed[s], slice_bytes);
         if (slice_bytes > 0) {
             bulk_load(stage(s), args.d_in + row * args.num_cols + first, slice_bytes, &slice_landed[s]);
         }
@@ -579,18 +580,18 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
     const T* beta = stage(cluster_stages + 1);
     if (threadIdx.x == 0) {
         for (int s = 0; s < cluster_stages; ++s) {
-            init_barrier(&slice_landed[s]);
+            mbarrier_init(&slice_landed[s]);
         }
-        init_barrier(&parameters_landed);
-        init_barrier(&stats_landed[0]);
-        init_barrier(&stats_landed[1]);
+        mbarrier_init(&parameters_landed);
+        mbarrier_init(&stats_landed[0]);
+        mbarrier_init(&stats_landed[1]);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cluster.sync();  // every block's barriers are set before any block pushes to them
     const std::int64_t clusters = gridDim.x / blocks;
     const std::int64_t first_row = blockIdx.x / blocks;
     if (threadIdx.x == 0) {
-        arrive_expecting(&parameters_landed, row_parameters<Stats> * slice_bytes);
+        mbarrier_arrive_expect_bytes(&parameters_landed, row_parameters<Stats> * slice_bytes);
         if (slice_bytes > 0) {
             bulk_load(stage(cluster_stages), args.d_gamma + first, slice_bytes, &parameters_landed);
             if constexpr (with_beta) {
@@ -602,11 +603,11 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
         }
     }
     const int lane = static_cast<int>(threadIdx.x) % 32;
-    wait_barrier(&parameters_landed, 0);
+    mbarrier_wait_cluster(&parameters_landed, 0);
     int turn = 0;
     for (std::int64_t row = first_row; row < args.num_rows; row += clusters, ++turn) {
         const int s = turn % cluster_stages, half = turn % 2;
-        wait_barrier(&slice_landed[s], (turn / cluster_stages) % 2);
+        mbarrier_wait_cluster(&slice_landed[s], (turn / cluster_stages) % 2);
         float x[Values];
         int thread_count = 0;
 #pragma unroll
@@ -631,12 +632,12 @@ static __global__ void __launch_bounds__(cluster_block_threads) cluster_norm_ker
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
             }
-            arrive_expecting(&stats_landed[half], blocks * sizeof(Stats));
+            mbarrier_arrive_expect_bytes(&stats_landed[half], blocks * sizeof(Stats));
         }
         if (threadIdx.x < blocks) {
             push(&block_stats[half][rank], &stats_landed[half], threadIdx.x, block);
         }
-        wait_barrier(&stats_landed[half], (turn / 2) % 2);
+        mbarrier_wait_cluster(&stats_landed[half], (turn / 2) % 2);
         const int width = lanes_for(blocks);
         const Stats mine = lane % width < blocks ? block_stats[half][lane % width] : no_values<Stats>();
         const Row r = row_of(merge_lanes(mine, width), args.num_cols, args.epsilon);
