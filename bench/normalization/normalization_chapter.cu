@@ -85,10 +85,14 @@ public:
                     for (const auto& [rows, cols] : row_shapes::main_shapes) {
                         step.sizes.push_back(problem_size({norm, rows, cols, 2}));
                     }
-                    for (const auto& [rows, cols] : row_shapes::odd_shapes) {
-                        step.sizes.push_back(problem_size({norm, rows, cols, 4}));
-                        step.sizes.push_back(problem_size({norm, rows, cols, 2}));
-                    }
+                    const auto both_types = [&](const auto& shapes) {
+                        for (const auto& [rows, cols] : shapes) {
+                            step.sizes.push_back(problem_size({norm, rows, cols, 4}));
+                            step.sizes.push_back(problem_size({norm, rows, cols, 2}));
+                        }
+                    };
+                    both_types(row_shapes::odd_shapes);
+                    both_types(row_shapes::vocabulary_shapes);
                 }
             }
             entry_.steps.push_back(step);

@@ -307,3 +307,28 @@ def test_a_second_gpu_lacking_a_chapter_fails_strict_without_a_pending_entry(pro
     assert proc.returncode == 0, proc.stdout + proc.stderr
     _html, text = page(project, "gemm.html")
     assert f"Not recorded on {synth.FIXTURE_GPU_B} yet" in text and "FIXTURE: not recorded on B yet" in text
+
+
+# -- a size added after a second GPU recorded the chapter --------------------------------------------
+
+def size_added(project: Path) -> None:
+    """The fixture registry with a size added to every step of the demo chapter, which no file has rows at."""
+    def change(data: dict) -> None:
+        for step in demo_of(data)["steps"]:
+            step["sizes"].append({"n": 999 * 1001, "problem": "999 x 1001 float", "shape": [999, 1001]})
+    edit(project / "registry.json", change)
+
+
+def test_a_size_added_after_a_second_gpus_recording_is_no_problem_there_and_carries_the_note(project):
+    edit(with_b(project), lambda data: demo_of(data)["run"].update(dirty=False))  # recorded from a clean tree
+    size_added(project)
+    reference, second = load(project).all
+    demo = second.chapter("demo")
+    assert [size["n"] for size in demo.added_sizes()] == [999 * 1001]
+    assert second.problems() == []
+    assert fmt.as_of_note(demo) == ("FIXTURE GPU B (not a measurement): measured at commit f1xtur2 (2000-01-02), "
+                                    "before the size 999 × 1001 was added; not re-measured.")
+    # the reference GPU's file must have it: its rows there are missing
+    assert reference.chapter("demo").added_sizes() == []
+    missing = [(p.kind, p.step) for p in reference.problems()]
+    assert ("missing", "01_naive") in missing and ("missing", "02_vector") in missing

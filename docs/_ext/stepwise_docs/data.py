@@ -144,6 +144,21 @@ class Chapter:
         return [step for step in self.steps
                 if not self.states[step["id"]].rows and not self.states[step["id"]].unsupported]
 
+    def added_sizes(self) -> list[dict]:
+        """On a second GPU that measured this chapter (:attr:`Dataset.is_second_gpu`): the sizes the step registry
+        expects of which its file has no row at all, of any step, ceiling or library, added to the chapter after its
+        run, as the registry's sizes (``n``, ``problem``, ``shape``), in registry order. It is kept as of its commit
+        (:func:`.fmt.as_of_note`), and its rows there are not *missing*. Else empty."""
+        if not self.dataset.is_second_gpu or self.measured is None:
+            return []
+        seen = {n for (_kind, _row_id, n, _timing) in self._rows}  # measured, then each added size once
+        out = []
+        for size in (size for step in self.steps for size in step["sizes"]):
+            if size["n"] not in seen:
+                seen.add(size["n"])
+                out.append(size)
+        return out
+
     def final_step_id(self) -> str:
         """The step this GPU's numbers end the chapter with: the headline's final one, else the last step; on a
         second GPU that measured the chapter before that step was added (:meth:`added_steps`), the last step it
@@ -492,9 +507,9 @@ class Dataset:
         """Every step whose numbers are missing or stale, in registry order, and every entry of
         ``pending.toml`` for this file that is no longer true (the chapter is recorded, or unknown).
 
-        A second GPU's stale rows are not among them (:attr:`is_second_gpu`), nor the rows of steps added after it
-        measured a chapter (:meth:`Chapter.added_steps`): the pages show its numbers as of their commit
-        (:func:`.fmt.as_of_note`). Its other missing rows are, as every dataset's."""
+        A second GPU's stale rows are not among them (:attr:`is_second_gpu`), nor the rows of steps or sizes added
+        after it measured a chapter (:meth:`Chapter.added_steps`, :meth:`Chapter.added_sizes`): the pages show its
+        numbers as of their commit (:func:`.fmt.as_of_note`). Its other missing rows are, as every dataset's."""
         out: list[Problem] = []
         file_name = _display(self.measurement_path) if self.measurement_path else "the measurement file"
         for chapter_id in self.pending:
@@ -507,6 +522,7 @@ class Dataset:
                     + f"; remove the entry [{self.slug}] {chapter_id}"))
         for chapter in self.chapters.values():
             added = chapter.added_steps()
+            added_sizes = {size["n"] for size in chapter.added_sizes()}
             for step in chapter.steps:
                 state = chapter.states[step["id"]]
                 where = f"{chapter.id}/{step['id']}"
@@ -540,9 +556,10 @@ class Dataset:
                     ))
                 # A step the GPU cannot run is not missing, nor one of a chapter the file has no numbers for, nor one
                 # added after a second GPU measured the chapter.
-                if (state.missing and not state.unsupported and not chapter.pending
+                missing = [(n, t) for n, t in state.missing if n not in added_sizes]
+                if (missing and not state.unsupported and not chapter.pending
                         and step not in added):
-                    pairs = ", ".join(f"n={n} timing={t}" for n, t in state.missing)
+                    pairs = ", ".join(f"n={n} timing={t}" for n, t in missing)
                     out.append(Problem(
                         "missing", chapter.id, step["id"], step["file"],
                         f"missing measurement: {where} ({step['file']}) has no row for {pairs} "
@@ -554,7 +571,7 @@ class Dataset:
                         (n, t["id"])
                         for n in chapter.expected_sizes(entry["id"])  # main, its own, the sweep's
                         for t in chapter.timings
-                        if chapter.any_row(entry["id"], n, t["id"])[1] is None
+                        if chapter.any_row(entry["id"], n, t["id"])[1] is None and n not in added_sizes
                     ]
                     if missing and entry["id"] not in chapter.unsupported and not chapter.pending:
                         pairs = ", ".join(f"n={n} timing={t}" for n, t in missing)

@@ -225,10 +225,13 @@ def as_of_note(chapter: Chapter) -> str:
     09_ping_pong) changed and step 08_persistent_tile_scheduler was added; not re-measured. The step's source then:
     `git show abc1234:snippets/tensor_core_gemm/09_ping_pong.cuh`.``
     Every changed or added step is named, a step renamed since its run (its ``formerly``) with the id it was
-    measured as; a command is between backticks (the pages set it as code)."""
+    measured as, and every size added since (:meth:`.data.Chapter.added_sizes`: "and the sizes 8192 × 50257 and
+    2048 × 128256 were added"); a command is between backticks (the pages set it as code)."""
     stale = chapter.stale_steps()
     added = [step["id"] for step in chapter.added_steps()]
-    if not (stale or added) or not chapter.dataset.is_second_gpu:
+    shapes = list(dict.fromkeys(" × ".join(map(str, size["shape"])) if size.get("shape") else size["problem"]
+                                for size in chapter.added_sizes()))
+    if not (stale or added or shapes) or not chapter.dataset.is_second_gpu:
         return ""
     run = chapter.run
     commit = short_commit(run.get("commit", "unknown"))
@@ -245,8 +248,11 @@ def as_of_note(chapter: Chapter) -> str:
     before = []
     if stale:
         before.append(f"{steps([named(step['id']) for step, _state in stale])} changed")
-    if added:
-        before.append(f"{steps(added)} {'was' if len(added) == 1 else 'were'} added")
+    new = ([steps(added)] if added else []) + ([f"the size{'s' if len(shapes) > 1 else ''} {_and(shapes)}"]
+                                                 if shapes else [])
+    if new:
+        one = len(new) == 1 and len(added or shapes) == 1
+        before.append(f"{' and '.join(new)} {'was' if one else 'were'} added")
     note = (f"{chapter.dataset.gpu_name}: measured at commit {commit} ({date}{dirty}), before {' and '.join(before)}; "
             "not re-measured.")
     if not stale:
