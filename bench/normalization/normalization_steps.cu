@@ -77,31 +77,29 @@ std::vector<KernelEntry> cluster_split_kernels()
     template <typename T, bool WithBeta, int W>                                                                       \
     static constexpr auto split_store = ns::split_store_kernel<T, WithBeta, W>;
 
-//! Steps 8 and 9 hold step 7's 16 or 32 values a thread; steps 10 and 11 also 8 and 64 (`values_by_row_and_memory`).
+//! A step whose rows kernel takes no more than its type, statistics, width and values: steps 8 and 9 hold step 7's
+//! 16 or 32 values a thread; step 10 also 8 and 64 (`values_by_row_and_memory`).
+#define STEPWISE_ROWS_KERNELS(ns, by_row_and_memory)                                                                  \
+    STEPWISE_TYPED_KERNELS(ns)                                                                                        \
+    static constexpr bool values_by_row_and_memory = by_row_and_memory;                                               \
+    static constexpr const char* rows_suffix = "";                                                                    \
+    template <typename T, typename Stats, int W, int V>                                                               \
+    static constexpr auto rows = ns::norm_rows_kernel<T, Stats, W, V>;
+
 struct ByWordsStep {
-    STEPWISE_TYPED_KERNELS(bf16_by_words)
-    static constexpr bool values_by_row_and_memory = false;
-    static constexpr const char* rows_suffix = "";
-    template <typename T, typename Stats, int W, int V>
-    static constexpr auto rows = bf16_by_words::norm_rows_kernel<T, Stats, W, V>;
+    STEPWISE_ROWS_KERNELS(bf16_by_words, false)
 };
 
 struct FewerInstructionsStep {
-    STEPWISE_TYPED_KERNELS(fewer_instructions)
-    static constexpr bool values_by_row_and_memory = false;
-    static constexpr const char* rows_suffix = "";
-    template <typename T, typename Stats, int W, int V>
-    static constexpr auto rows = fewer_instructions::norm_rows_kernel<T, Stats, W, V>;
+    STEPWISE_ROWS_KERNELS(fewer_instructions, false)
 };
 
 struct ValuesPerThreadStep {
-    STEPWISE_TYPED_KERNELS(bf16_in_out)
-    static constexpr bool values_by_row_and_memory = true;
-    static constexpr const char* rows_suffix = "";
-    template <typename T, typename Stats, int W, int V>
-    static constexpr auto rows = bf16_in_out::norm_rows_kernel<T, Stats, W, V>;
+    STEPWISE_ROWS_KERNELS(bf16_in_out, true)
 };
 
+//! Step 11 holds step 10's values a thread, and its rows kernel also takes whether it loads gamma and beta with the
+//! row.
 struct WithTheRowStep {
     STEPWISE_TYPED_KERNELS(parameters_with_the_row)
     static constexpr bool values_by_row_and_memory = true;
@@ -110,6 +108,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
+#undef STEPWISE_ROWS_KERNELS
 #undef STEPWISE_TYPED_KERNELS
 
 //! Step 8's, 9's, 10's or 11's (`K`) rows, cluster and split kernels for one element type `T` (named `type`): 16-byte
