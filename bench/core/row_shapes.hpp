@@ -19,7 +19,7 @@ inline constexpr RowsCols main_shapes[] = {{65536, 128},  {32768, 1024}, {8192, 
 //! the libraries, in both types.
 inline constexpr RowsCols odd_shapes[] = {{1000, 1000}, {4097, 4095}, {3, 100000}, {100000, 3}, {1, 1}};
 //! Rows as wide as a language model's vocabulary (GPT-2's 50257, a multiple of nothing; Llama 3's 128256, no power
-//! of two): the final step and the libraries, in both types, in the chapters that measure them (normalization's).
+//! of two): the final step and the libraries, in both types, in softmax and normalization.
 inline constexpr RowsCols vocabulary_shapes[] = {{8192, 50257}, {2048, 128256}};
 //! The sweep: bf16 rows of every power of two from 2^5 = 32 to 2^17 = 131072 values, 256 MiB in all.
 inline constexpr int sweep_min_log2 = 5;

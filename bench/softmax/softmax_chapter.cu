@@ -23,8 +23,8 @@ struct Shape {
 };
 
 using row_shapes::checked_values;
-const std::vector<std::string> sweep_rows = {"08_bf16", "cudnn_softmax", "device_copy"};
-constexpr const char* final_step = "08_bf16";
+const std::vector<std::string> sweep_rows = {"09_any_row_alignment", "cudnn_softmax", "device_copy"};
+constexpr const char* final_step = "09_any_row_alignment";
 
 //! The registry's n of a shape: element bytes * 10^15 + rows * 10^7 + cols (a key; the size's `shape` gives rows
 //! and cols, its problem text the type).
@@ -69,10 +69,14 @@ public:
                 for (const auto& [rows, cols] : row_shapes::main_shapes) {
                     step.sizes.push_back(problem_size({rows, cols, 2}));
                 }
-                for (const auto& [rows, cols] : row_shapes::odd_shapes) {
-                    step.sizes.push_back(problem_size({rows, cols, 4}));
-                    step.sizes.push_back(problem_size({rows, cols, 2}));
-                }
+                const auto both_types = [&](const auto& shapes) {
+                    for (const auto& [rows, cols] : shapes) {
+                        step.sizes.push_back(problem_size({rows, cols, 4}));
+                        step.sizes.push_back(problem_size({rows, cols, 2}));
+                    }
+                };
+                both_types(row_shapes::odd_shapes);
+                both_types(row_shapes::vocabulary_shapes);
             }
             entry_.steps.push_back(step);
         }

@@ -8,6 +8,7 @@
 #include "../../snippets/softmax/06_row_in_registers.cuh"
 #include "../../snippets/softmax/07_cluster_split.cuh"
 #include "../../snippets/softmax/08_bf16.cuh"
+#include "../../snippets/softmax/09_any_row_alignment.cuh"
 
 #include <string>
 
@@ -70,6 +71,57 @@ std::vector<KernelEntry> bf16_kernels()
             kernel_entry("split_store_kernel<" + b + ", 1>", s::split_store_kernel<bf16, 1>, split)};
 }
 
+//! Step 9's kernels: step 8's, and those that read rows through their 16-byte windows (`Windowed`), which rows at
+//! any alignment take.
+std::vector<KernelEntry> any_row_alignment_kernels()
+{
+    namespace s = any_row_alignment;
+    using bf16 = __nv_bfloat16;
+    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
+    const dim3 cluster(s::cluster_block_threads);
+    const std::string b = "__nv_bfloat16";
+    std::vector<KernelEntry> out = {
+        kernel_entry("cluster_rows_kernel<float, 4, 32, false>", s::cluster_rows_kernel<float, 4, 32>, cluster,
+                     configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
+        kernel_entry("cluster_rows_kernel<" + b + ", 8, 32, false>", s::cluster_rows_kernel<bf16, 8, 32>, cluster,
+                     configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
+        kernel_entry("cluster_rows_kernel<" + b + ", 8, 64, false>", s::cluster_rows_kernel<bf16, 8, 64>, cluster,
+                     configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),
+        kernel_entry("softmax_rows_kernel<float, 4, 8, false>", s::softmax_rows_kernel<float, 4, 8>, rows16),
+        kernel_entry("softmax_rows_kernel<float, 4, 16, false>", s::softmax_rows_kernel<float, 4, 16>, rows16),
+        kernel_entry("softmax_rows_kernel<float, 1, 16, false>", s::softmax_rows_kernel<float, 1, 16>, rows16),
+        kernel_entry("softmax_rows_kernel<float, 4, 32, false>", s::softmax_rows_kernel<float, 4, 32>, rows32),
+        kernel_entry("softmax_rows_kernel<" + b + ", 8, 16, false>", s::softmax_rows_kernel<bf16, 8, 16>, rows16),
+        kernel_entry("softmax_rows_kernel<" + b + ", 1, 16, false>", s::softmax_rows_kernel<bf16, 1, 16>, rows16),
+        kernel_entry("softmax_rows_kernel<" + b + ", 8, 32, false>", s::softmax_rows_kernel<bf16, 8, 32>, rows32),
+        kernel_entry("split_partials_kernel<float, 4, false>", s::split_partials_kernel<float, 4>, split),
+        kernel_entry("split_partials_kernel<float, 1, false>", s::split_partials_kernel<float, 1>, split),
+        kernel_entry("split_partials_kernel<" + b + ", 8, false>", s::split_partials_kernel<bf16, 8>, split),
+        kernel_entry("split_partials_kernel<" + b + ", 1, false>", s::split_partials_kernel<bf16, 1>, split),
+        kernel_entry("split_merge_kernel", s::split_merge_kernel, split),
+        kernel_entry("split_store_kernel<float, 4, false>", s::split_store_kernel<float, 4>, split),
+        kernel_entry("split_store_kernel<float, 1, false>", s::split_store_kernel<float, 1>, split),
+        kernel_entry("split_store_kernel<" + b + ", 8, false>", s::split_store_kernel<bf16, 8>, split),
+        kernel_entry("split_store_kernel<" + b + ", 1, false>", s::split_store_kernel<bf16, 1>, split),
+        // the windowed kernels
+        kernel_entry("cluster_rows_kernel<float, 4, 32, true>", s::cluster_rows_kernel<float, 4, 32, true>, cluster,
+                     configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
+        kernel_entry("cluster_rows_kernel<" + b + ", 8, 32, true>", s::cluster_rows_kernel<bf16, 8, 32, true>, cluster,
+                     configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
+        kernel_entry("cluster_rows_kernel<" + b + ", 8, 64, true>", s::cluster_rows_kernel<bf16, 8, 64, true>, cluster,
+                     configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),
+        kernel_entry("softmax_rows_kernel<float, 4, 8, true>", s::softmax_rows_kernel<float, 4, 8, true>, rows16),
+        kernel_entry("softmax_rows_kernel<float, 4, 16, true>", s::softmax_rows_kernel<float, 4, 16, true>, rows16),
+        kernel_entry("softmax_rows_kernel<float, 4, 32, true>", s::softmax_rows_kernel<float, 4, 32, true>, rows32),
+        kernel_entry("softmax_rows_kernel<" + b + ", 8, 16, true>", s::softmax_rows_kernel<bf16, 8, 16, true>, rows16),
+        kernel_entry("softmax_rows_kernel<" + b + ", 8, 32, true>", s::softmax_rows_kernel<bf16, 8, 32, true>, rows32),
+        kernel_entry("split_partials_kernel<float, 4, true>", s::split_partials_kernel<float, 4, true>, split),
+        kernel_entry("split_partials_kernel<" + b + ", 8, true>", s::split_partials_kernel<bf16, 8, true>, split),
+        kernel_entry("split_store_kernel<float, 4, true>", s::split_store_kernel<float, 4, true>, split),
+        kernel_entry("split_store_kernel<" + b + ", 8, true>", s::split_store_kernel<bf16, 8, true>, split)};
+    return out;
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -120,6 +172,11 @@ const std::vector<Step>& steps()
          bf16_in_out::softmax,
          bf16_in_out::softmax,
          bf16_kernels()},
+        {{"09_any_row_alignment", "Rows at any alignment, 16 bytes an access",
+          "snippets/softmax/09_any_row_alignment.cuh", "stepwise::softmax::any_row_alignment"},
+         any_row_alignment::softmax,
+         any_row_alignment::softmax,
+         any_row_alignment_kernels()},
     };
     return all;
 }

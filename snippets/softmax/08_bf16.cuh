@@ -190,33 +190,34 @@ __device__ __forceinline__ Partial merge_block(Partial p, Partial* warp_partials
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 //! @brief The shared-memory address of `p` in the block's window, as barriers and bulk copies take it.
-__device__ __forceinline__ std::uint32_t shared_address(const void* p)
+__device__ __forceinline__ std::uint32_t smem_address(const void* p)
 {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
 
 //! @brief A transaction barrier in shared memory that one arrival and the bytes it expects complete.
-__device__ __forceinline__ void init_barrier(std::uint64_t* barrier)
+__device__ __forceinline__ void mbarrier_init(std::uint64_t* barrier)
 {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_address(barrier)) : "memory");
 }
 
 //! @brief The barrier's one arrival of this phase, which then waits for `bytes` more to land.
-__device__ __forceinline__ void arrive_expecting(std::uint64_t* barrier, unsigned bytes)
+__device__ __forceinline__ void mbarrier_arrive_expect_bytes(std::uint64_t* barrier, unsigned bytes)
 {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)), "r"(bytes)
                  : "memory");
 }
 
-//! @brief Waits until the barrier's phase of parity `parity` has completed; what landed for it is then visible. The
-//!        thread sleeps meanwhile (up to `suspend_ns` a try) instead of taking issue slots from working warps.
-__device__ __forceinline__ void wait_barrier(std::uint64_t* barrier, int parity)
+//! @brief Waits until the barrier's phase of parity `parity` has completed, acquiring at cluster scope: what landed
+//!        for it, from this block or another of the cluster, is then visible. The thread sleeps meanwhile (up to
+//!        `suspend_ns` a try) instead of taking issue slots from working warps.
+__device__ __forceinline__ void mbarrier_wait_cluster(std::uint64_t* barrier, int parity)
 {
     constexpr unsigned suspend_ns = 1000000;
     asm volatile(
         "{\n .reg .pred done;\n wait_%=:\n"
         " mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1, %2;\n"
-        " @!done bra wait_%=;\n}" ::"r"(shared_address(barrier)),
+        " @!done bra wait_%=;\n}" ::"r"(smem_address(barrier)),
         "r"(parity), "r"(suspend_ns)
         : "memory");
 }
@@ -226,7 +227,7 @@ __device__ __forceinline__ void wait_barrier(std::uint64_t* barrier, int parity)
 __device__ __forceinline__ void bulk_load(void* d_shared, const void* d_global, unsigned bytes, std::uint64_t* barrier)
 {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(shared_address(d_shared)), "l"(d_global), "r"(bytes), "r"(shared_address(barrier))
+                 ::"r"(smem_address(d_shared)), "l"(d_global), "r"(bytes), "r"(smem_address(barrier))
                  : "memory");
 }
 
@@ -234,8 +235,8 @@ __device__ __forceinline__ void bulk_load(void* d_shared, const void* d_global, 
 __device__ __forceinline__ void push(Partial* slot, std::uint64_t* barrier, int rank, Partial p)
 {
     std::uint32_t remote_slot, remote_barrier;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(shared_address(slot)), "r"(rank));
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_barrier) : "r"(shared_address(barrier)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_slot) : "r"(smem_address(slot)), "r"(rank));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote_barrier) : "r"(smem_address(barrier)), "r"(rank));
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
                  ::"r"(remote_slot), "f"(p.max), "f"(p.sum), "r"(remote_barrier)
                  : "memory");
@@ -400,17 +401,17 @@ static __global__ void __launch_bounds__(cluster_block_threads)
     const Place staged{0, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};  // in the block's slice
     const auto offset = [&](int a) { return (a * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * Width; };
     const auto load_row = [&](std::int64_t row, int s) {  // by thread 0
-        arrive_expecting(&slice_landed[s], slice_bytes);
+        mbarrier_arrive_expect_bytes(&slice_landed[s], slice_bytes);
         if (slice_bytes > 0) {
             bulk_load(stage(s), d_in + row * num_cols + first, slice_bytes, &slice_landed[s]);
         }
     };
     if (threadIdx.x == 0) {
         for (int s = 0; s < cluster_stages; ++s) {
-            init_barrier(&slice_landed[s]);
+            mbarrier_init(&slice_landed[s]);
         }
-        init_barrier(&partials_landed[0]);
-        init_barrier(&partials_landed[1]);
+        mbarrier_init(&partials_landed[0]);
+        mbarrier_init(&partials_landed[1]);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     cluster.sync();  // every block's barriers are set before any block pushes to them
@@ -425,7 +426,7 @@ static __global__ void __launch_bounds__(cluster_block_threads)
     int turn = 0;
     for (std::int64_t row = first_row; row < num_rows; row += clusters, ++turn) {
         const int s = turn % cluster_stages, half = turn % 2;
-        wait_barrier(&slice_landed[s], (turn / cluster_stages) % 2);
+        mbarrier_wait_cluster(&slice_landed[s], (turn / cluster_stages) % 2);
         float x[Values];
         load_slice<T, Width, Values>(x, stage(s), staged, count, true);  // -inf past the row's end
         const Partial thread = exponentiate(x);
@@ -434,12 +435,12 @@ static __global__ void __launch_bounds__(cluster_block_threads)
             if (row + cluster_stages * clusters < num_rows) {
                 load_row(row + cluster_stages * clusters, s);
             }
-            arrive_expecting(&partials_landed[half], blocks * sizeof(Partial));
+            mbarrier_arrive_expect_bytes(&partials_landed[half], blocks * sizeof(Partial));
         }
         if (threadIdx.x < blocks) {
             push(&block_partials[half][rank], &partials_landed[half], threadIdx.x, block);
         }
-        wait_barrier(&partials_landed[half], (turn / 2) % 2);
+        mbarrier_wait_cluster(&partials_landed[half], (turn / 2) % 2);
         const int width = lanes_for(blocks);
         const Partial whole =
             merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);

@@ -7,7 +7,7 @@
 #include "support/gpu_test_support.hpp"
 #include "support/large_problem.hpp"
 
-#include "../../snippets/softmax/08_bf16.cuh"
+#include "../../snippets/softmax/09_any_row_alignment.cuh"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +16,7 @@
 #include <limits>
 #include <map>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace stepwise::softmax {
@@ -58,21 +59,23 @@ struct StepRun {
 
 //! Runs `step` (its fp32 or bf16 launcher) on `input` (as the type holds it) into a poisoned output followed by a
 //! poisoned guard, with a poisoned workspace; `in_place` gives the input's buffer as the output. `offset` elements
-//! shift both pointers from cudaMalloc's alignment. Checks the guard and (not in place) the input were kept.
+//! shift both pointers from cudaMalloc's alignment, `out_shift` more the output's (not in place). Checks the guard,
+//! the poisoned bytes before the output and (not in place) the input were kept.
 StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input, Shape shape, bool in_place = false,
-             std::size_t offset = 0)
+             std::size_t offset = 0, std::size_t out_shift = 0)
 {
     StepRun r;
     const std::size_t element = is_bf16 ? 2 : 4;
     const std::vector<unsigned char> in_bytes = narrow(input, is_bf16);
     const std::size_t bytes = in_bytes.size();
+    const std::size_t out_offset = in_place ? offset : offset + out_shift;
     DeviceBuffer<unsigned char> d_in(bytes + offset * element + guard_bytes);
-    DeviceBuffer<unsigned char> d_out(bytes + offset * element + guard_bytes);
+    DeviceBuffer<unsigned char> d_out(bytes + out_offset * element + guard_bytes);
     d_in.fill_bytes(0xFF, 0);
     d_out.fill_bytes(0xFF, 0);
     STEPWISE_CUDA_CHECK(cudaMemcpy(d_in.data() + offset * element, in_bytes.data(), bytes, cudaMemcpyHostToDevice));
     unsigned char* in = d_in.data() + offset * element;
-    unsigned char* out = in_place ? in : d_out.data() + offset * element;
+    unsigned char* out = in_place ? in : d_out.data() + out_offset * element;
     const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
         return is_bf16 ? step.bf16(d_temp, temp_bytes, reinterpret_cast<const bf16*>(in), reinterpret_cast<bf16*>(out),
                                    shape.rows, shape.cols, 0)
@@ -80,6 +83,14 @@ StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input
                                    reinterpret_cast<float*>(out), shape.rows, shape.cols, 0);
     };
     r.launch = launch_with_poisoned_workspace(call);  // outputs and guards are read and checked even where it failed
+    std::vector<unsigned char> before(out_offset * element);
+    STEPWISE_CUDA_CHECK(cudaMemcpy(before.data(), out - before.size(), before.size(), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < before.size(); ++i) {
+        if (before[i] != 0xFF) {
+            ADD_FAILURE() << "wrote before the output, at byte " << before.size() - i << " before it";
+            break;
+        }
+    }
     std::vector<unsigned char> result(bytes + guard_bytes);
     STEPWISE_CUDA_CHECK(cudaMemcpy(result.data(), out, result.size(), cudaMemcpyDeviceToHost));
     for (std::size_t i = bytes; i < result.size(); ++i) {
@@ -397,10 +408,72 @@ TEST(SoftmaxFinalStep, RowsAtEveryElementAlignment)
     }
 }
 
+//! Rows that start at every offset from a 16-byte boundary (lengths k * W + r, W values an access, r = 1 to W - 1,
+//! and pointers 0 to W - 1 elements past a boundary), at every layout: rows of 1, 2, W - 1 and W + 1 values, a warp's
+//! and a block's, rows that take the cluster path (16385, 50257, 100003 values) and the split path (131071 fp32,
+//! 262143); each row's window straddles its neighbours, so that a head or tail value read or written for the wrong
+//! row, or outside the matrix, shows.
+TEST(SoftmaxFinalStep, RowsAtEveryMisalignmentMatchTheReference)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const bool is_bf16 : {false, true}) {
+        const int w = is_bf16 ? 8 : 4;  // values of a 16-byte access
+        std::vector<Shape> odd;
+        for (const int k : {0, 1, 5, 40, 1023}) {
+            for (int r = 1; r < w; ++r) {
+                odd.push_back({2 * w + 1, k * w + r});
+            }
+        }
+        for (const int cols : {16385, 50257, 100003, 128256, 131071, 262143}) {
+            odd.push_back({w + 1, cols});
+        }
+        for (const Shape& shape : odd) {
+            const std::vector<float> input =
+                random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, seed + shape.cols);
+            for (int offset = 0; offset < w; ++offset) {
+                const StepRun r = run_step(steps().back(), is_bf16, input, shape, false, offset);
+                ASSERT_EQ(r.launch, cudaSuccess) << shape.rows << " x " << shape.cols << ", offset " << offset;
+                SCOPED_TRACE("offset " + std::to_string(offset));
+                expect_matches_reference(input, r.out, shape, is_bf16);
+            }
+        }
+    }
+}
+
+//! Input and output misaligned alike (a window for both), 16 bytes apart (the same), differently (one value an
+//! access), and in place, at rows of the rows kernel, the cluster path and the split path.
+TEST(SoftmaxFinalStep, InputAndOutputAtDifferentMisalignments)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const bool is_bf16 : {false, true}) {
+        const std::size_t w = is_bf16 ? 8 : 4;
+        for (const Shape& shape : {Shape{33, 3}, Shape{17, 4095}, Shape{5, 50257}, Shape{3, 262143}}) {
+            const std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, seed);
+            for (const auto& [offset, out_shift] : {std::pair<std::size_t, std::size_t>{1, 0}, {1, w}, {1, 1},
+                                                    {3, w - 2}, {0, 1}}) {
+                SCOPED_TRACE("offset " + std::to_string(offset) + ", output " + std::to_string(out_shift) + " more");
+                const StepRun r = run_step(steps().back(), is_bf16, input, shape, false, offset, out_shift);
+                ASSERT_EQ(r.launch, cudaSuccess);
+                expect_matches_reference(input, r.out, shape, is_bf16);
+            }
+            for (std::size_t offset = 1; offset < w; offset += 2) {
+                SCOPED_TRACE("in place, offset " + std::to_string(offset));
+                const StepRun r = run_step(steps().back(), is_bf16, input, shape, true, offset);
+                ASSERT_EQ(r.launch, cudaSuccess);
+                expect_matches_reference(input, r.out, shape, is_bf16);
+            }
+        }
+    }
+}
+
 TEST(SoftmaxFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = bf16_in_out;
+    namespace s = any_row_alignment;
     DeviceBuffer<unsigned char> d(1 << 22);
     const auto* odd_float = reinterpret_cast<const float*>(d.data() + 2);
     const auto* odd_bf16 = reinterpret_cast<const bf16*>(d.data() + 1);
@@ -440,7 +513,7 @@ TEST(SoftmaxUsage, TheFinalStepOnBf16Rows)
     std::memcpy(static_cast<void*>(h_in.data()), bits.data(), bits.size() * sizeof(std::uint16_t));
     std::vector<__nv_bfloat16> h_out(h_in.size());
     // example-begin softmax-usage
-    namespace sm = stepwise::softmax::bf16_in_out;
+    namespace sm = stepwise::softmax::any_row_alignment;
     const std::size_t bytes = h_in.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16* d_x = nullptr;  // any shape, 2-byte aligned; computed in place here
     ASSERT_EQ(cudaMalloc(&d_x, bytes), cudaSuccess);
