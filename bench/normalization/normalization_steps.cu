@@ -11,6 +11,7 @@
 #include "../../snippets/normalization/09_fewer_instructions_per_value.cuh"
 #include "../../snippets/normalization/10_values_per_thread.cuh"
 #include "../../snippets/normalization/11_parameters_with_the_row.cuh"
+#include "../../snippets/normalization/12_any_row_alignment.cuh"
 
 #include <string>
 
@@ -83,6 +84,7 @@ std::vector<KernelEntry> cluster_split_kernels()
     STEPWISE_TYPED_KERNELS(ns)                                                                                        \
     static constexpr bool values_by_row_and_memory = by_row_and_memory;                                               \
     static constexpr const char* rows_suffix = "";                                                                    \
+    static constexpr const char* kernel_suffix = "";                                                                  \
     template <typename T, typename Stats, int W, int V>                                                               \
     static constexpr auto rows = ns::norm_rows_kernel<T, Stats, W, V>;
 
@@ -104,8 +106,20 @@ struct WithTheRowStep {
     STEPWISE_TYPED_KERNELS(parameters_with_the_row)
     static constexpr bool values_by_row_and_memory = true;
     static constexpr const char* rows_suffix = ", false";
+    static constexpr const char* kernel_suffix = "";
     template <typename T, typename Stats, int W, int V>
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
+};
+
+//! Step 12's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template argument in the
+//! compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they are windowed).
+struct AnyRowStep {
+    STEPWISE_TYPED_KERNELS(any_row_alignment)
+    static constexpr bool values_by_row_and_memory = true;
+    static constexpr const char* rows_suffix = ", false, false";
+    static constexpr const char* kernel_suffix = ", false";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = any_row_alignment::norm_rows_kernel<T, Stats, W, V, false, false>;
 };
 
 #undef STEPWISE_ROWS_KERNELS
@@ -124,6 +138,7 @@ void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& ty
     constexpr int w = 16 / sizeof(T);
     const dim3 rows16(K::short_rows_block), rows32(K::rows32_block), rows8(K::short_rows_block), split(K::split_block_threads);
     const std::string t = type + ", " + K::name_space, wide = ", " + std::to_string(w), end = std::string(K::rows_suffix) + ">";
+    const std::string kend = std::string(K::kernel_suffix) + ">";  // cluster and split kernels
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16" + end, K::template rows<T, Moments, w, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments, 1, 16" + end, K::template rows<T, Moments, 1, 16>, rows16));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32" + end, K::template rows<T, Moments, w, 32>, rows32));
@@ -137,22 +152,22 @@ void add_typed_step_kernels(std::vector<KernelEntry>& out, const std::string& ty
         out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8" + end, K::template rows<T, Moments, w, 8>, rows8));
     }
     const dim3 cluster(K::cluster_block_threads);
-    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32>", K::template cluster<T, Moments, w, 32>,
+    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 32" + kend, K::template cluster<T, Moments, w, 32>,
                                cluster, configured_shared_bytes(K::template cluster_config<T, Moments, w, 32>, K::cluster_block_threads)));
-    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32>", K::template cluster<T, Squares, w, 32>,
+    out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 32" + kend, K::template cluster<T, Squares, w, 32>,
                                cluster, configured_shared_bytes(K::template cluster_config<T, Squares, w, 32>, K::cluster_block_threads)));
     if constexpr (K::values_by_row_and_memory && sizeof(T) == 2) {
-        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 64>", K::template cluster<T, Moments, w, 64>,
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + ", 64" + kend, K::template cluster<T, Moments, w, 64>,
                                    cluster, configured_shared_bytes(K::template cluster_config<T, Moments, w, 64>, K::cluster_block_threads)));
-        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 64>", K::template cluster<T, Squares, w, 64>,
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + ", 64" + kend, K::template cluster<T, Squares, w, 64>,
                                    cluster, configured_shared_bytes(K::template cluster_config<T, Squares, w, 64>, K::cluster_block_threads)));
     }
-    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ">", K::template split_partials<T, Moments, w>, split));
-    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ">", K::template split_partials<T, Squares, w>, split));
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + kend, K::template split_partials<T, Moments, w>, split));
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + kend, K::template split_partials<T, Squares, w>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Moments>", K::template split_merge<T, Moments>, split));
     out.push_back(kernel_entry("split_merge_kernel<" + t + "Squares>", K::template split_merge<T, Squares>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ">", K::template split_store<T, true, w>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ">", K::template split_store<T, false, w>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + kend, K::template split_store<T, true, w>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + kend, K::template split_store<T, false, w>, split));
 }
 
 //! Step 11's rows kernels that load gamma and beta with the row, in blocks of at most 256 threads: 16 and 8 values a
@@ -174,6 +189,58 @@ void add_with_the_row_kernels(std::vector<KernelEntry>& out, const std::string& 
     }
 }
 
+//! Step 12's rows kernels that load gamma and beta with the row (step 11's), and its windowed kernels (rows not
+//! 16-byte aligned): rows kernels of 8 to 64 values a thread, with and without gamma and beta with the row, the
+//! cluster kernels of 32 and 64 and the split path's.
+template <typename T>
+void add_any_row_kernels(std::vector<KernelEntry>& out, const std::string& type)
+{
+    namespace s = any_row_alignment;
+    using s::Moments;
+    using s::Squares;
+    constexpr int w = 16 / sizeof(T);
+    const dim3 rows(s::short_rows_block), split(s::split_block_threads), cluster(s::cluster_block_threads);
+    const std::string t = type + ", " + AnyRowStep::name_space, wide = ", " + std::to_string(w);
+    if constexpr (s::parameters_ahead<T, Moments, w, 16>) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Moments, w, 16, true, false>, rows));
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Moments, w, 16, true, true>, rows));
+    }
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Squares, w, 16, true, false>, rows));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Squares, w, 8, true, false>, rows));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Squares, w, 16, true, true>, rows));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Squares, w, 8, true, true>, rows));
+    if constexpr (sizeof(T) == 4) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Moments, w, 8, true, false>, rows));
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Moments, w, 8, true, true>, rows));
+    }
+    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), rows64(s::max_block_threads<64>);
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Moments, w, 16, false, true>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Moments, w, 32, false, true>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Moments, w, 64, false, true>, rows64));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Squares, w, 8, false, true>, rows));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Squares, w, 16, false, true>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Squares, w, 32, false, true>, rows32));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Squares, w, 64, false, true>, rows64));
+    if constexpr (sizeof(T) == 4) {
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Moments, w, 8, false, true>, rows));
+    }
+    for (const int values : {32, 64}) {
+        const auto config_m = values == 32 ? s::cluster_config<T, Moments, w, 32> : s::cluster_config<T, Moments, w, 64>;
+        const auto config_s = values == 32 ? s::cluster_config<T, Squares, w, 32> : s::cluster_config<T, Squares, w, 64>;
+        const std::string v = ", " + std::to_string(values) + ", true>";
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + v,
+                                   values == 32 ? s::cluster_norm_kernel<T, Moments, w, 32, true> : s::cluster_norm_kernel<T, Moments, w, 64, true>,
+                                   cluster, configured_shared_bytes(config_m, s::cluster_block_threads)));
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + v,
+                                   values == 32 ? s::cluster_norm_kernel<T, Squares, w, 32, true> : s::cluster_norm_kernel<T, Squares, w, 64, true>,
+                                   cluster, configured_shared_bytes(config_s, s::cluster_block_threads)));
+    }
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ", true>", s::split_partials_kernel<T, Moments, w, true>, split));
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ", true>", s::split_partials_kernel<T, Squares, w, true>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ", true>", s::split_store_kernel<T, true, w, true>, split));
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ", true>", s::split_store_kernel<T, false, w, true>, split));
+}
+
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
 template <typename K>
 std::vector<KernelEntry> typed_kernels()
@@ -191,6 +258,16 @@ std::vector<KernelEntry> with_the_row_kernels()
     add_with_the_row_kernels<float>(out, "float");
     add_typed_step_kernels<WithTheRowStep, __nv_bfloat16>(out, "__nv_bfloat16");
     add_with_the_row_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    return out;
+}
+
+std::vector<KernelEntry> any_row_kernels()
+{
+    std::vector<KernelEntry> out;
+    add_typed_step_kernels<AnyRowStep, float>(out, "float");
+    add_any_row_kernels<float>(out, "float");
+    add_typed_step_kernels<AnyRowStep, __nv_bfloat16>(out, "__nv_bfloat16");
+    add_any_row_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
     return out;
 }
 
@@ -305,6 +382,14 @@ const std::vector<Step>& steps()
          with_the_row_kernels(),
          true,
          {"09_parameters_with_the_row"}},
+        {{"12_any_row_alignment", "Rows at any alignment through 16-byte windows",
+          "snippets/normalization/12_any_row_alignment.cuh", "stepwise::normalization::any_row_alignment"},
+         any_row_alignment::layer_norm,
+         any_row_alignment::rms_norm,
+         any_row_alignment::layer_norm,
+         any_row_alignment::rms_norm,
+         any_row_kernels(),
+         true},
     };
     return all;
 }

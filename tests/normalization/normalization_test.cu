@@ -8,6 +8,7 @@
 
 #include "../../snippets/normalization/10_values_per_thread.cuh"
 #include "../../snippets/normalization/11_parameters_with_the_row.cuh"
+#include "../../snippets/normalization/12_any_row_alignment.cuh"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace stepwise::normalization {
@@ -109,14 +111,16 @@ struct Placed {
 
 //! Runs `step`'s `norm` (its fp32 or bf16 launcher) on `p` into poisoned outputs followed by poisoned guards, with a
 //! poisoned workspace; `in_place` gives x's buffer as y. `offset` elements shift x, y, gamma and beta from
-//! cudaMalloc's alignment. Checks the guards, and that x (not in place), gamma and beta were kept.
+//! cudaMalloc's alignment; `out_shift` more shift y, `parameter_shift` more gamma and beta. Checks the guards, and
+//! that x (not in place), gamma and beta were kept.
 StepRun run_step(const Step& step, Norm norm, bool is_bf16, const Problem& p, bool in_place = false,
-                 std::size_t offset = 0)
+                 std::size_t offset = 0, std::size_t out_shift = 0, std::size_t parameter_shift = 0)
 {
     StepRun r;
     const std::size_t values = p.x.size(), rows = static_cast<std::size_t>(p.shape.rows);
-    Placed x(p.x, is_bf16, offset), gamma(p.gamma, is_bf16, offset), beta(p.beta, is_bf16, offset);
-    Placed y(std::vector<float>(values, std::numeric_limits<float>::quiet_NaN()), is_bf16, offset);
+    Placed x(p.x, is_bf16, offset), gamma(p.gamma, is_bf16, offset + parameter_shift),
+        beta(p.beta, is_bf16, offset + parameter_shift);
+    Placed y(std::vector<float>(values, std::numeric_limits<float>::quiet_NaN()), is_bf16, offset + out_shift);
     Placed mean(std::vector<float>(rows, std::numeric_limits<float>::quiet_NaN()), false, 0);
     Placed rstd(std::vector<float>(rows, std::numeric_limits<float>::quiet_NaN()), false, 0);
     unsigned char* out = in_place ? x.data : y.data;
@@ -391,7 +395,8 @@ TEST(NormalizationFinalStep, RowsAtEveryElementAlignment)
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE("seed " + std::to_string(seed));
-    // Lengths that are multiples of 8, at pointers 1 to 7 elements past a 16-byte boundary: the 2- and 4-byte paths.
+    // Lengths that are multiples of 8, at pointers 1 to 7 elements past a 16-byte boundary: each row through its
+    // window of 16-byte accesses (step 12; step 11 took the 2- and 4-byte paths).
     for (const Shape& shape : {Shape{33, 64}, Shape{4, 8192}, Shape{2, 65536}, Shape{1, 262144}}) {
         for (const bool is_bf16 : {false, true}) {
             const Problem p = random_problem(shape, seed, is_bf16);
@@ -399,6 +404,79 @@ TEST(NormalizationFinalStep, RowsAtEveryElementAlignment)
                 for (const Norm norm : {Norm::layer, Norm::rms}) {
                     const StepRun r = run_step(steps().back(), norm, is_bf16, p, false, offset);
                     ASSERT_EQ(r.launch, cudaSuccess) << "offset " << offset;
+                    expect_matches_reference(norm, p, r, is_bf16);
+                }
+            }
+        }
+    }
+}
+
+//! Rows that start at every offset from a 16-byte boundary (lengths k * W + r, W values an access, r = 1 to W - 1,
+//! and pointers 0 to W - 1 elements past a boundary), at every layout: rows of 1, 2, W - 1 and W + 1 values, a warp's
+//! and a block's, rows that take the cluster path (16385, 50257, 100003 values; fp32 131071) and the split path
+//! (bf16 131071 where the GPU takes no clusters of 16, 262143); each row's window straddles its neighbours, so that a
+//! head or tail value read or written for the wrong row, or outside the matrix, shows. Outputs poisoned, LayerNorm's
+//! mean and rstd checked, gamma and beta at x's misalignment and one value past it.
+TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const bool is_bf16 : {false, true}) {
+        const int w = is_bf16 ? 8 : 4;  // values of a 16-byte access
+        std::vector<Shape> odd;
+        for (const int k : {0, 1, 5, 40, 1023}) {
+            for (int r = 1; r < w; ++r) {
+                odd.push_back({2 * w + 1, k * w + r});
+            }
+        }
+        for (const int cols : {16385, 50257, 100003, 131071, 262143}) {
+            odd.push_back({w + 1, cols});
+        }
+        for (const Shape& shape : odd) {
+            const Problem p = random_problem(shape, seed + shape.cols, is_bf16);
+            for (int offset = 0; offset < w; ++offset) {
+                for (const Norm norm : {Norm::layer, Norm::rms}) {
+                    const std::size_t parameter_shift = offset % 2;
+                    SCOPED_TRACE(std::string(name_of(norm)) + ", offset " + std::to_string(offset) + ", gamma " +
+                                 std::to_string(parameter_shift) + " more");
+                    const StepRun r = run_step(steps().back(), norm, is_bf16, p, false, offset, 0, parameter_shift);
+                    ASSERT_EQ(r.launch, cudaSuccess) << shape.rows << " x " << shape.cols;
+                    expect_matches_reference(norm, p, r, is_bf16);
+                }
+            }
+        }
+    }
+}
+
+//! Input and output misaligned alike (a window for both), 16 bytes apart (the same), differently (one value an
+//! access), and in place, at rows of the rows kernel, the cluster path and the split path; gamma and beta at other
+//! misalignments than x's.
+TEST(NormalizationFinalStep, InputAndOutputAtDifferentMisalignments)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const bool is_bf16 : {false, true}) {
+        const std::size_t w = is_bf16 ? 8 : 4;
+        for (const Shape& shape : {Shape{33, 3}, Shape{17, 4095}, Shape{5, 50257}, Shape{3, 262143}}) {
+            const Problem p = random_problem(shape, seed + shape.cols, is_bf16);
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                for (const auto& [offset, out_shift, parameter_shift] :
+                     {std::tuple<std::size_t, std::size_t, std::size_t>{1, 0, 0}, {1, w, 2}, {1, 1, 0}, {3, w - 2, 1},
+                      {0, 1, 0}, {0, 0, 1}}) {
+                    SCOPED_TRACE(std::string(name_of(norm)) + ", offset " + std::to_string(offset) + ", output " +
+                                 std::to_string(out_shift) + " more, gamma " + std::to_string(parameter_shift) +
+                                 " more");
+                    const StepRun r = run_step(steps().back(), norm, is_bf16, p, false, offset, out_shift,
+                                               parameter_shift);
+                    ASSERT_EQ(r.launch, cudaSuccess);
+                    expect_matches_reference(norm, p, r, is_bf16);
+                }
+                for (std::size_t offset = 1; offset < w; offset += 2) {
+                    SCOPED_TRACE(std::string(name_of(norm)) + ", in place, offset " + std::to_string(offset));
+                    const StepRun r = run_step(steps().back(), norm, is_bf16, p, true, offset);
+                    ASSERT_EQ(r.launch, cudaSuccess);
                     expect_matches_reference(norm, p, r, is_bf16);
                 }
             }
@@ -417,7 +495,7 @@ const Step& step_of(const std::string& id)
     throw std::invalid_argument("no normalization step " + id);
 }
 
-//! The steps that choose the values a thread by row length and by the GPU's memory, 10 and 11 (the same tables in
+//! The steps that choose the values a thread by row length and by the GPU's memory, 10 to 12 (the same tables in
 //! each), as the tests take them: the step's table (`values`), its query of the GPU's memory, and its launchers with
 //! the values a thread of a GPU of `memory`, whatever GPU runs them (`layer_norm<memory>`, `rms_norm<memory>`).
 #define STEPWISE_VALUES_A_THREAD_STEP(name, ns, id)                                                                   \
@@ -452,6 +530,7 @@ const Step& step_of(const std::string& id)
 
 STEPWISE_VALUES_A_THREAD_STEP(ValuesPerThreadStep, bf16_in_out, "10_values_per_thread")
 STEPWISE_VALUES_A_THREAD_STEP(WithTheRowStep, parameters_with_the_row, "11_parameters_with_the_row")
+STEPWISE_VALUES_A_THREAD_STEP(AnyRowStep, any_row_alignment, "12_any_row_alignment")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -506,6 +585,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     // No GPU needed: the choice is a table over the row's length, the type, the statistics and the GPU's memory.
     expect_values_a_thread<ValuesPerThreadStep>();
     expect_values_a_thread<WithTheRowStep>();
+    expect_values_a_thread<AnyRowStep>();
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -520,18 +600,19 @@ void expect_bf16_rows_with_the_other_memory()
 
 // The values a thread of bf16 rows depend on the GPU's memory: the steps' own tests take this GPU's choice, and this
 // one the other's, so that each GPU tests both (fp32 rows choose alike on every GPU): step 10, which brings the
-// tables, and the final step, which keeps them.
+// tables, step 11, and the final step, which keeps them (and lays its windowed rows out by them).
 TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     expect_bf16_rows_with_the_other_memory<ValuesPerThreadStep>();
     expect_bf16_rows_with_the_other_memory<WithTheRowStep>();
+    expect_bf16_rows_with_the_other_memory<AnyRowStep>();
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = parameters_with_the_row;
+    namespace s = any_row_alignment;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -659,7 +740,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::parameters_with_the_row;
+    namespace nm = stepwise::normalization::any_row_alignment;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
