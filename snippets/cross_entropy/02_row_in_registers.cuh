@@ -301,8 +301,11 @@ cudaError_t launch(int* count, float* row_loss, const T* d_logits, const int* d_
 //! @param d_labels `num_rows` labels: a column in [0, num_cols), or `ignore_index`
 //! @param d_grad the gradient, `num_rows` x `num_cols`: `d_logits` itself (in place) or a buffer apart from it
 //! @param d_loss one float: the mean loss over the tokens not ignored
+//! @param num_rows tokens (rows of logits)
+//! @param num_cols the vocabulary (logits per row)
 //! @param ignore_index the label of tokens left out of the mean (rows of zero gradient), -100 in PyTorch
 //! @param dloss the gradient of the final loss with respect to this mean (1 for the loss itself)
+//! @param stream the stream of every launch
 //! @pre `num_rows >= 1`, `num_cols >= 1`; pointers non-null and aligned to their element type, the workspace to
 //!      `workspace_alignment`; `d_grad` is `d_logits` or does not overlap it. A label outside [0, num_cols) other
 //!      than `ignore_index` is the caller's error: this step treats it as ignored (no read out of the row). A row
