@@ -214,6 +214,22 @@ TEST_P(CrossEntropyStepTest, EveryTokenIgnoredGivesNaNAndAZeroGradient)
     }
 }
 
+TEST_P(CrossEntropyStepTest, LabelsOutOfRangeAreTreatedAsIgnored)
+{
+    // The caller's error, which the steps' @pre say they treat as ignored: not counted, a zero gradient row, no read
+    // outside the row.
+    for (const Shape& shape : {Shape{8, 5}, Shape{8, 40000}}) {
+        const std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, fresh_seed());
+        const std::vector<int> labels = {0,  shape.cols, -1, ignore, shape.cols - 1, std::numeric_limits<int>::max(),
+                                         std::numeric_limits<int>::min(), 1};
+        for (const bool is_bf16 : {false, true}) {
+            const StepRun r = run_step(GetParam(), is_bf16, input, labels, shape);
+            ASSERT_EQ(r.launch, cudaSuccess);
+            expect_matches_reference(input, labels, r, shape, is_bf16);
+        }
+    }
+}
+
 TEST_P(CrossEntropyStepTest, InPlaceAndAtEveryElementAlignment)
 {
     const std::uint64_t seed = fresh_seed();
