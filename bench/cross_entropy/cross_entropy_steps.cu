@@ -1,0 +1,63 @@
+#include "cross_entropy/cross_entropy_steps.hpp"
+
+#include "../../snippets/cross_entropy/01_separate_kernels.cuh"
+#include "../../snippets/cross_entropy/02_row_in_registers.cuh"
+
+#include <string>
+
+namespace stepwise::cross_entropy {
+namespace {
+
+using bf16 = __nv_bfloat16;
+const std::string b = "__nv_bfloat16";
+
+std::vector<KernelEntry> separate_kernels_kernels()
+{
+    namespace s = separate_kernels;
+    const dim3 row(s::block_threads), loss(s::loss_block_threads);
+    return {kernel_entry("row_stats_kernel<float>", s::row_stats_kernel<float>, row),
+            kernel_entry("row_stats_kernel<" + b + ">", s::row_stats_kernel<bf16>, row),
+            kernel_entry("loss_kernel<float>", s::loss_kernel<float>, loss),
+            kernel_entry("loss_kernel<" + b + ">", s::loss_kernel<bf16>, loss),
+            kernel_entry("gradient_kernel<float>", s::gradient_kernel<float>, row),
+            kernel_entry("gradient_kernel<" + b + ">", s::gradient_kernel<bf16>, row)};
+}
+
+//! Step 2's kernels: the rows held in registers (a full block shown: the launcher sizes it to the row) and the longer
+//! rows' kernel, each with 16-byte accesses (4 fp32, 8 bf16) or one value at a time; the labels' count and the mean.
+std::vector<KernelEntry> row_in_registers_kernels()
+{
+    namespace s = row_in_registers;
+    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block);
+    return {kernel_entry("count_kernel", s::count_kernel, labels),
+            kernel_entry("rows_kernel<float, 4>", s::rows_kernel<float, 4>, rows),
+            kernel_entry("rows_kernel<float, 1>", s::rows_kernel<float, 1>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8>", s::rows_kernel<bf16, 8>, rows),
+            kernel_entry("rows_kernel<" + b + ", 1>", s::rows_kernel<bf16, 1>, rows),
+            kernel_entry("long_rows_kernel<float, 4>", s::long_rows_kernel<float, 4>, longer),
+            kernel_entry("long_rows_kernel<float, 1>", s::long_rows_kernel<float, 1>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8>", s::long_rows_kernel<bf16, 8>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 1>", s::long_rows_kernel<bf16, 1>, longer),
+            kernel_entry("mean_kernel", s::mean_kernel, labels)};
+}
+
+}  // namespace
+
+const std::vector<Step>& steps()
+{
+    static const std::vector<Step> all = {
+        {{"01_separate_kernels", "The formulas in three kernels", "snippets/cross_entropy/01_separate_kernels.cuh",
+          "stepwise::cross_entropy::separate_kernels"},
+         separate_kernels::cross_entropy,
+         separate_kernels::cross_entropy,
+         separate_kernels_kernels()},
+        {{"02_row_in_registers", "The row read once into registers, a deterministic mean",
+          "snippets/cross_entropy/02_row_in_registers.cuh", "stepwise::cross_entropy::row_in_registers"},
+         row_in_registers::cross_entropy,
+         row_in_registers::cross_entropy,
+         row_in_registers_kernels()},
+    };
+    return all;
+}
+
+}  // namespace stepwise::cross_entropy
