@@ -6,6 +6,7 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/row_shapes.hpp"
 #include "core/step_loop.hpp"
 #include "cross_entropy/cross_entropy_reference.hpp"
 #include "cross_entropy/cross_entropy_steps.hpp"
@@ -21,10 +22,7 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-//! @brief A tokens x vocabulary problem in fp32 (4-byte logits) or bf16 (2-byte).
-struct Shape {
-    int rows, cols, element_bytes;
-};
+using Shape = row_shapes::TypedShape;  // tokens x vocabulary here
 
 //! The main shapes: tokens x vocabulary of language models (GPT-2's 50257, Llama 3's 128256, Qwen 2's 151936,
 //! Gemma 3's 262144, Llama 2's 32000), 1.3 GB to 4.2 GB of fp32 logits.
@@ -34,31 +32,13 @@ constexpr std::pair<int, int> main_shapes[] = {{8192, 50257}, {4096, 128256}, {4
 constexpr std::pair<int, int> odd_shapes[] = {{1, 1}, {3, 100000}, {100000, 3}};
 //! About one token in this many is ignored (padding): the timed labels.
 constexpr int ignored_one_in = 16;
-//! The gradient rows compared with the double reference at one size (every row up to this many values).
-constexpr std::int64_t checked_values = std::int64_t{1} << 22;
 constexpr float dloss = 1.0f;
 
-//! The registry's n of a shape: element bytes * 10^15 + rows * 10^7 + cols (a key; the size's `shape` gives rows
-//! and cols, its problem text the type).
-std::int64_t size_key(Shape s)
-{
-    return s.element_bytes * std::int64_t{1000000000000000} + s.rows * std::int64_t{10000000} + s.cols;
-}
-
-Shape shape_of(std::int64_t key)
-{
-    return {static_cast<int>(key % 1000000000000000 / 10000000), static_cast<int>(key % 10000000),
-            static_cast<int>(key / 1000000000000000)};
-}
-
-std::string size_text(Shape s)
-{
-    return std::to_string(s.rows) + " x " + std::to_string(s.cols) + (s.element_bytes == 2 ? " bf16" : " fp32");
-}
-
-ProblemSize problem_size(Shape s) { return {size_key(s), size_text(s), {s.rows, s.cols}}; }
-
-std::int64_t values_of(Shape s) { return std::int64_t{s.rows} * s.cols; }
+using row_shapes::checked_values;
+using row_shapes::problem_size;
+using row_shapes::size_key;
+using row_shapes::shape_of;
+using row_shapes::values_of;
 
 //! @brief The reference mean loss, its rows shared among the host's threads (a billion logits at the largest shape).
 double parallel_mean_loss(const std::vector<float>& x, const std::vector<int>& labels, Shape s, int ignore_index)

@@ -17,36 +17,16 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-//! A rows x cols problem in fp32 (4-byte elements) or bf16 (2-byte).
-struct Shape {
-    int rows, cols, element_bytes;
-};
+using Shape = row_shapes::TypedShape;
 
 using row_shapes::checked_values;
 const std::vector<std::string> sweep_rows = {"09_any_row_alignment", "cudnn_softmax", "device_copy"};
 constexpr const char* final_step = "09_any_row_alignment";
 
-//! The registry's n of a shape: element bytes * 10^15 + rows * 10^7 + cols (a key; the size's `shape` gives rows
-//! and cols, its problem text the type).
-std::int64_t size_key(Shape s)
-{
-    return s.element_bytes * std::int64_t{1000000000000000} + s.rows * std::int64_t{10000000} + s.cols;
-}
-
-Shape shape_of(std::int64_t key)
-{
-    return {static_cast<int>(key % 1000000000000000 / 10000000), static_cast<int>(key % 10000000),
-            static_cast<int>(key / 1000000000000000)};
-}
-
-std::string size_text(Shape s)
-{
-    return std::to_string(s.rows) + " x " + std::to_string(s.cols) + (s.element_bytes == 2 ? " bf16" : " fp32");
-}
-
-ProblemSize problem_size(Shape s) { return {size_key(s), size_text(s), {s.rows, s.cols}}; }
-
-std::int64_t values_of(Shape s) { return std::int64_t{s.rows} * s.cols; }
+using row_shapes::problem_size;
+using row_shapes::size_key;
+using row_shapes::shape_of;
+using row_shapes::values_of;
 
 class SoftmaxChapter final : public ChapterBase {
 public:
