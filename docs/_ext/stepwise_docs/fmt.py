@@ -251,8 +251,7 @@ def as_of_note(chapter: Chapter) -> str:
     new = ([steps(added)] if added else []) + ([f"the size{'s' if len(shapes) > 1 else ''} {_and(shapes)}"]
                                                  if shapes else [])
     if new:
-        one = len(new) == 1 and len(added or shapes) == 1
-        before.append(f"{' and '.join(new)} {'was' if one else 'were'} added")
+        before.append(f"{' and '.join(new)} {'was' if len(added) + len(shapes) == 1 else 'were'} added")
     note = (f"{chapter.dataset.gpu_name}: measured at commit {commit} ({date}{dirty}), before {' and '.join(before)}; "
             "not re-measured.")
     if not stale:
