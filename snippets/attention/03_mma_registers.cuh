@@ -37,7 +37,7 @@ struct Shape {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 //! @brief The shared-memory address of `p`, as `ldmatrix` takes it.
-__device__ __forceinline__ std::uint32_t shared_address(const void* p)
+__device__ __forceinline__ std::uint32_t smem_address(const void* p)
 {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -47,7 +47,7 @@ __device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], const bf16*
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
+                 : "r"(smem_address(row)));
 }
 
 //! @brief As load_matrices(), each matrix transposed.
@@ -55,7 +55,7 @@ __device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], 
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
+                 : "r"(smem_address(row)));
 }
 
 //! @brief d += a b for a 16 x 16 bf16 A (4 registers), a 16 x 8 bf16 B (2) and a 16 x 8 fp32 accumulator.

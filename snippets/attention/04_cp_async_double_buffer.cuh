@@ -43,7 +43,7 @@ struct Shape {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 //! @brief The shared-memory address of `p`, as `ldmatrix` takes it.
-__device__ __forceinline__ std::uint32_t shared_address(const void* p)
+__device__ __forceinline__ std::uint32_t smem_address(const void* p)
 {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -53,7 +53,7 @@ __device__ __forceinline__ void load_matrices(std::uint32_t (&r)[4], const bf16*
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
+                 : "r"(smem_address(row)));
 }
 
 //! @brief As load_matrices(), each matrix transposed.
@@ -61,14 +61,14 @@ __device__ __forceinline__ void load_matrices_transposed(std::uint32_t (&r)[4], 
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(shared_address(row)));
+                 : "r"(smem_address(row)));
 }
 
 //! @brief Copies 16 bytes from global to shared memory without waiting (`cp.async`, L2 only); `valid` false: writes
 //!        16 zero bytes and reads nothing (`d_global` must still be a valid address).
 __device__ __forceinline__ void copy_async(void* d_shared, const void* d_global, bool valid)
 {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(shared_address(d_shared)), "l"(d_global),
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_address(d_shared)), "l"(d_global),
                  "r"(valid ? 16 : 0)
                  : "memory");
 }
