@@ -632,3 +632,52 @@ def test_gemm_directive_options(project):
     page.write_text(page.read_text().replace(":baselines: cublas_sgemm", ":baselines: mkl_sgemm"))
     proc = build_docs(*project_args(project, "--strict"))
     assert proc.returncode != 0 and "stepwise-sweep: chapter 'gemm' has no baseline 'mkl_sgemm'" in proc.stderr
+
+
+# -- the list of pages: the site's contents from the step registry ------------------------------------------------
+
+def _paged_project(project: Path, demo_summary: str | None = "the `demo` sums, made up") -> None:
+    """The FIXTURE project with the demo chapter on its own page (docs/demo.md, front matter ``summary``), the gemm
+    chapter's page without ``orphan`` and with a summary, and a front page that lists them by stepwise-chapter-list."""
+    docs = project / "docs"
+    front = f'---\nsummary: "{demo_summary}"\n---\n\n' if demo_summary is not None else ""
+    (docs / "demo.md").write_text(front + (docs / "index.md").read_text())
+    gemm = docs / "gemm.md"
+    gemm.write_text(gemm.read_text().replace("orphan: true", 'summary: "the FIXTURE products"'))
+    (docs / "notes.md").write_text('---\nsummary: "how the FIXTURE is measured"\n---\n\n# Notes\n\nFIXTURE notes.\n')
+    (docs / "index.md").write_text("# FIXTURE front page\n\n## The pages\n\n```{stepwise-chapter-list}\nnotes\n```\n")
+
+
+@needs_doxygen
+def test_chapter_list_names_the_registrys_chapters_in_order(project):
+    """The pages in the directive's body first, then every registry chapter in its order, each linked with its
+    title and its front matter's summary (backquotes as code); the sidebar's contents are the same pages."""
+    _paged_project(project)
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    html, _text = synth.built_page(project)
+    listed = html[html.index('<ul class="stepwise-chapter-list'):]
+    listed = listed[:listed.index("</ul>")]
+    assert re.findall(r'href="([^"]+)\.html"', listed) == ["notes", "demo", "gemm"]
+    text = synth.html_text(listed, "")
+    assert "Notes: how the FIXTURE is measured" in text, text
+    assert "FIXTURE gemm chapter for tests/docs: the FIXTURE products" in text, text
+    assert "<code" in listed and "demo</span></code> sums" in listed.replace('<span class="pre">', ""), listed
+    sidebar = html[html.index('class="sidebar-tree"'):]
+    assert re.findall(r'toctree-l1[^>]*><a class="reference internal" href="([^"]+)\.html"', sidebar) == [
+        "notes", "demo", "gemm"]
+    demo, _ = synth.built_page(project, "demo.html")
+    assert "summary" not in synth.html_text(demo[demo.index("<article"):demo.index("</article>")])
+
+
+@needs_doxygen
+@pytest.mark.parametrize("edit, needle", [
+    pytest.param(lambda p: _paged_project(p, demo_summary=None), "docs/demo.md has no 'summary'", id="no_summary"),
+    pytest.param(lambda p: (_paged_project(p), (p / "docs" / "gemm.md").rename(p / "docs" / "other.md")),
+                 "no page docs/gemm.md", id="chapter_without_page"),
+])
+def test_chapter_list_problems_fail_strict(project, edit, needle):
+    edit(project)
+    proc = build_docs(*project_args(project, "--strict"))
+    assert proc.returncode != 0
+    assert needle in proc.stderr, proc.stderr

@@ -40,6 +40,13 @@ Directives (usable from MyST as ```{stepwise-table} elementwise```):
     step is level with it (within 2 %) or ahead, which are behind, and the
     range of the final steps' speedups over the first where both compute
     the same function.
+``stepwise-chapter-list``
+    The site's contents and the front page's list of its pages: the pages
+    named in its body (one docname a line), then every chapter of the step
+    registry in the registry's order at its page ``<id>``, each its title,
+    linked, and the ``summary`` of its front matter; a hidden toctree gives
+    the sidebar the same pages. A page missing, or one without a summary,
+    is a warning.
 ``stepwise-provenance [CHAPTER]``
     One line per GPU: GPU, date, commit, and whether the numbers were
     measured in this build or are recorded ones.

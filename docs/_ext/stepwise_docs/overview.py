@@ -476,3 +476,76 @@ class SummaryLineDirective(SummaryDirective):
         return [nodes.paragraph("", summary_sentences(headlines, reruns_of, self.dataset.gpu_name),
                                 classes=["stepwise-summary-line"])]
 
+
+
+# ---------------------------------------------------------------------------
+# The chapters: the site's contents and the front page's list, from the registry
+# ---------------------------------------------------------------------------
+
+class stepwise_chapter_list(nodes.General, nodes.Element):
+    """Where the list of pages goes (``docnames``); replaced once every page's title and summary are known."""
+
+
+#: The front-matter field of a page that says in a line what the page is about (the list's text after its link).
+SUMMARY_FIELD = "summary"
+
+
+class ChapterListDirective(_Base):
+    """``stepwise-chapter-list``: the site's table of contents and the front page's list of its pages. The pages
+    named in the directive's body (one docname a line: the methodology) come first, then every chapter of the step
+    registry in the registry's order, each at its page ``<id>``: a chapter added to the registry is listed here
+    without any page naming its id. A hidden toctree gives the sidebar the same pages; the list gives each page's
+    title, linked, and the one line of its front matter's ``summary`` field."""
+
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        from sphinx import addnodes
+
+        docnames = [line.strip() for line in self.content if line.strip()]
+        docnames += [c for c in self.dataset.chapters if c not in docnames]
+        self.env.note_dependency(self.config.stepwise_registry)
+        found = [d for d in docnames if d in self.env.found_docs]
+        for missing in (d for d in docnames if d not in self.env.found_docs):
+            logger.warning(f"stepwise-chapter-list: no page docs/{missing}.md for '{missing}' (a page named in the "
+                           "directive or a chapter of the step registry)",
+                           location=(self.env.docname, self.lineno), type="stepwise", subtype="no_page")
+        toctree = addnodes.toctree()
+        for key, value in dict(parent=self.env.docname, entries=[(None, d) for d in found], includefiles=found,
+                               maxdepth=-1, caption="Chapters", glob=False, hidden=True, includehidden=False,
+                               numbered=0, titlesonly=False, rawentries=[]).items():
+            toctree[key] = value
+        self.set_source_info(toctree)
+        wrapper = nodes.compound(classes=["toctree-wrapper"])
+        wrapper += toctree
+        listed = stepwise_chapter_list(docnames=found)
+        self.set_source_info(listed)
+        return [wrapper, listed]
+
+
+def _summary_nodes(text: str) -> list[nodes.Node]:
+    """A summary's text, with `code` in backquotes as literals."""
+    parts = text.split("`")
+    return [nodes.literal(p, p) if i % 2 else nodes.Text(p) for i, p in enumerate(parts) if p]
+
+
+def resolve_chapter_lists(app, doctree: nodes.document, fromdocname: str) -> None:
+    """Replaces each ``stepwise_chapter_list`` by its list: each page's title, linked, and its summary."""
+    env = app.env
+    for node in list(doctree.findall(stepwise_chapter_list)):
+        items = nodes.bullet_list(classes=["stepwise-chapter-list"])
+        for docname in node["docnames"]:
+            summary = env.metadata.get(docname, {}).get(SUMMARY_FIELD, "")
+            if not summary:
+                logger.warning(f"stepwise-chapter-list: docs/{docname}.md has no '{SUMMARY_FIELD}' in its front "
+                               f"matter (a line of what the page is about, for the list of pages)",
+                               location=node, type="stepwise", subtype="no_summary")
+            title = env.titles[docname].astext() if docname in env.titles else docname
+            ref = nodes.reference("", title, internal=True,
+                                  refuri=app.builder.get_relative_uri(fromdocname, docname))
+            para = nodes.paragraph("", "", ref)
+            if summary:
+                para += nodes.Text(": ")
+                para.extend(_summary_nodes(str(summary)))
+            items += nodes.list_item("", para)
+        node.replace_self(items)

@@ -18,7 +18,8 @@ from .common import (_env_chapters_used, _env_steps, dataset_of, stepwise_anchor
                      stepwise_stepref)
 from .data import DEFAULT_SCHEMA, REFERENCE_GPU, DataError, load_datasets
 from .evidence import NcuDirective, NcuNumberRole, SassDirective
-from .overview import SummaryDirective, SummaryLineDirective, SweepDirective
+from .overview import (ChapterListDirective, SummaryDirective, SummaryLineDirective, SweepDirective,
+                       resolve_chapter_lists, stepwise_chapter_list)
 from .pytorch import PytorchDirective
 from .steps import StepDirective
 from .tables import (AccuracyDirective, NumberRole, PlotDirective, ProvenanceDirective, ResourcesDirective,
@@ -198,6 +199,7 @@ _DIRECTIVES = {
     "stepwise-run": RunDirective, "stepwise-ncu": NcuDirective, "stepwise-sass": SassDirective,
     "stepwise-sweep": SweepDirective, "stepwise-summary": SummaryDirective,
     "stepwise-summary-line": SummaryLineDirective, "stepwise-pytorch": PytorchDirective,
+    "stepwise-chapter-list": ChapterListDirective,
 }
 
 
@@ -208,6 +210,7 @@ def setup(app: Sphinx) -> dict:
     app.add_node(stepwise_stepref)
     app.add_node(stepwise_chapterref)
     app.add_node(stepwise_anchor)
+    app.add_node(stepwise_chapter_list)
     for name, directive in _DIRECTIVES.items():
         app.add_directive(name, directive)
     gemm_directives.setup(app)
@@ -221,6 +224,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-check-consistency", _check_consistency)
     app.connect("doctree-read", _find_anchors)
     app.connect("doctree-resolved", _resolve_refs)
+    app.connect("doctree-resolved", resolve_chapter_lists)
     app.add_css_file("stepwise.css")
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True,
             "env_version": 1}
