@@ -213,12 +213,12 @@ void add_any_row_kernels(std::vector<KernelEntry>& out, const std::string& type)
         out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Moments, w, 8, true, false>, rows));
         out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Moments, w, 8, true, true>, rows));
     }
-    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), rows64(s::max_block_threads<64>);
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Moments, w, 16, false, true>, rows16));
+    const dim3 rows32(s::max_block_threads<32>), rows64(s::max_block_threads<64>);
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Moments, w, 16, false, true>, rows));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Moments, w, 32, false, true>, rows32));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Moments, w, 64, false, true>, rows64));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Squares, w, 8, false, true>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Squares, w, 16, false, true>, rows16));
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Squares, w, 16, false, true>, rows));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Squares, w, 32, false, true>, rows32));
     out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Squares, w, 64, false, true>, rows64));
     if constexpr (sizeof(T) == 4) {

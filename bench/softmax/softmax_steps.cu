@@ -38,38 +38,44 @@ std::vector<KernelEntry> cluster_split_kernels()
     return out;
 }
 
-//! Step 8's kernels: those of step 7 for fp32 (16-byte accesses of 4 values) and for bf16 (of 8 values), with 8 values a
-//! thread in short fp32 rows and 64 in bf16 rows longer than a block.
-std::vector<KernelEntry> bf16_kernels()
-{
-    namespace s = bf16_in_out;
-    using bf16 = __nv_bfloat16;
-    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
-    const dim3 cluster(s::cluster_block_threads);
-    const std::string b = "__nv_bfloat16";
-    return {kernel_entry("cluster_rows_kernel<float, 4, 32>", s::cluster_rows_kernel<float, 4, 32>, cluster,
-                         configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
-            kernel_entry("cluster_rows_kernel<" + b + ", 8, 32>", s::cluster_rows_kernel<bf16, 8, 32>, cluster,
-                         configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
-            kernel_entry("cluster_rows_kernel<" + b + ", 8, 64>", s::cluster_rows_kernel<bf16, 8, 64>, cluster,
-                         configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),
-            kernel_entry("softmax_rows_kernel<float, 4, 8>", s::softmax_rows_kernel<float, 4, 8>, rows16),
-            kernel_entry("softmax_rows_kernel<float, 4, 16>", s::softmax_rows_kernel<float, 4, 16>, rows16),
-            kernel_entry("softmax_rows_kernel<float, 1, 16>", s::softmax_rows_kernel<float, 1, 16>, rows16),
-            kernel_entry("softmax_rows_kernel<float, 4, 32>", s::softmax_rows_kernel<float, 4, 32>, rows32),
-            kernel_entry("softmax_rows_kernel<" + b + ", 8, 16>", s::softmax_rows_kernel<bf16, 8, 16>, rows16),
-            kernel_entry("softmax_rows_kernel<" + b + ", 1, 16>", s::softmax_rows_kernel<bf16, 1, 16>, rows16),
-            kernel_entry("softmax_rows_kernel<" + b + ", 8, 32>", s::softmax_rows_kernel<bf16, 8, 32>, rows32),
-            kernel_entry("split_partials_kernel<float, 4>", s::split_partials_kernel<float, 4>, split),
-            kernel_entry("split_partials_kernel<float, 1>", s::split_partials_kernel<float, 1>, split),
-            kernel_entry("split_partials_kernel<" + b + ", 8>", s::split_partials_kernel<bf16, 8>, split),
-            kernel_entry("split_partials_kernel<" + b + ", 1>", s::split_partials_kernel<bf16, 1>, split),
-            kernel_entry("split_merge_kernel", s::split_merge_kernel, split),
-            kernel_entry("split_store_kernel<float, 4>", s::split_store_kernel<float, 4>, split),
-            kernel_entry("split_store_kernel<float, 1>", s::split_store_kernel<float, 1>, split),
-            kernel_entry("split_store_kernel<" + b + ", 8>", s::split_store_kernel<bf16, 8>, split),
-            kernel_entry("split_store_kernel<" + b + ", 1>", s::split_store_kernel<bf16, 1>, split)};
+//! Step 8's kernels in namespace `ns`: those of step 7 for fp32 (16-byte accesses of 4 values) and for bf16 (of 8
+//! values), with 8 values a thread in short fp32 rows and 64 in bf16 rows longer than a block. Each name ends its
+//! template arguments with `suffix`: step 9's kernels take one more, `Windowed` (", false" for these).
+#define STEPWISE_STEP_8_KERNELS(ns)                                                                                   \
+std::vector<KernelEntry> step_8_kernels_in_##ns(const std::string& suffix)                                            \
+{                                                                                                                     \
+    namespace s = ns;                                                                                                 \
+    using bf16 = __nv_bfloat16;                                                                                       \
+    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);          \
+    const dim3 cluster(s::cluster_block_threads);                                                                     \
+    const std::string b = "__nv_bfloat16", e = suffix + ">";                                                          \
+    return {kernel_entry("cluster_rows_kernel<float, 4, 32" + e, s::cluster_rows_kernel<float, 4, 32>, cluster,       \
+                         configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),         \
+            kernel_entry("cluster_rows_kernel<" + b + ", 8, 32" + e, s::cluster_rows_kernel<bf16, 8, 32>, cluster,    \
+                         configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),          \
+            kernel_entry("cluster_rows_kernel<" + b + ", 8, 64" + e, s::cluster_rows_kernel<bf16, 8, 64>, cluster,    \
+                         configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),          \
+            kernel_entry("softmax_rows_kernel<float, 4, 8" + e, s::softmax_rows_kernel<float, 4, 8>, rows16),         \
+            kernel_entry("softmax_rows_kernel<float, 4, 16" + e, s::softmax_rows_kernel<float, 4, 16>, rows16),       \
+            kernel_entry("softmax_rows_kernel<float, 1, 16" + e, s::softmax_rows_kernel<float, 1, 16>, rows16),       \
+            kernel_entry("softmax_rows_kernel<float, 4, 32" + e, s::softmax_rows_kernel<float, 4, 32>, rows32),       \
+            kernel_entry("softmax_rows_kernel<" + b + ", 8, 16" + e, s::softmax_rows_kernel<bf16, 8, 16>, rows16),    \
+            kernel_entry("softmax_rows_kernel<" + b + ", 1, 16" + e, s::softmax_rows_kernel<bf16, 1, 16>, rows16),    \
+            kernel_entry("softmax_rows_kernel<" + b + ", 8, 32" + e, s::softmax_rows_kernel<bf16, 8, 32>, rows32),    \
+            kernel_entry("split_partials_kernel<float, 4" + e, s::split_partials_kernel<float, 4>, split),            \
+            kernel_entry("split_partials_kernel<float, 1" + e, s::split_partials_kernel<float, 1>, split),            \
+            kernel_entry("split_partials_kernel<" + b + ", 8" + e, s::split_partials_kernel<bf16, 8>, split),         \
+            kernel_entry("split_partials_kernel<" + b + ", 1" + e, s::split_partials_kernel<bf16, 1>, split),         \
+            kernel_entry("split_merge_kernel", s::split_merge_kernel, split),                                         \
+            kernel_entry("split_store_kernel<float, 4" + e, s::split_store_kernel<float, 4>, split),                  \
+            kernel_entry("split_store_kernel<float, 1" + e, s::split_store_kernel<float, 1>, split),                  \
+            kernel_entry("split_store_kernel<" + b + ", 8" + e, s::split_store_kernel<bf16, 8>, split),               \
+            kernel_entry("split_store_kernel<" + b + ", 1" + e, s::split_store_kernel<bf16, 1>, split)};              \
 }
+
+STEPWISE_STEP_8_KERNELS(bf16_in_out)
+STEPWISE_STEP_8_KERNELS(any_row_alignment)
+#undef STEPWISE_STEP_8_KERNELS
 
 //! Step 9's kernels: step 8's, and those that read rows through their 16-byte windows (`Windowed`), which rows at
 //! any alignment take.
@@ -80,30 +86,8 @@ std::vector<KernelEntry> any_row_alignment_kernels()
     const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
     const dim3 cluster(s::cluster_block_threads);
     const std::string b = "__nv_bfloat16";
-    std::vector<KernelEntry> out = {
-        kernel_entry("cluster_rows_kernel<float, 4, 32, false>", s::cluster_rows_kernel<float, 4, 32>, cluster,
-                     configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
-        kernel_entry("cluster_rows_kernel<" + b + ", 8, 32, false>", s::cluster_rows_kernel<bf16, 8, 32>, cluster,
-                     configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
-        kernel_entry("cluster_rows_kernel<" + b + ", 8, 64, false>", s::cluster_rows_kernel<bf16, 8, 64>, cluster,
-                     configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),
-        kernel_entry("softmax_rows_kernel<float, 4, 8, false>", s::softmax_rows_kernel<float, 4, 8>, rows16),
-        kernel_entry("softmax_rows_kernel<float, 4, 16, false>", s::softmax_rows_kernel<float, 4, 16>, rows16),
-        kernel_entry("softmax_rows_kernel<float, 1, 16, false>", s::softmax_rows_kernel<float, 1, 16>, rows16),
-        kernel_entry("softmax_rows_kernel<float, 4, 32, false>", s::softmax_rows_kernel<float, 4, 32>, rows32),
-        kernel_entry("softmax_rows_kernel<" + b + ", 8, 16, false>", s::softmax_rows_kernel<bf16, 8, 16>, rows16),
-        kernel_entry("softmax_rows_kernel<" + b + ", 1, 16, false>", s::softmax_rows_kernel<bf16, 1, 16>, rows16),
-        kernel_entry("softmax_rows_kernel<" + b + ", 8, 32, false>", s::softmax_rows_kernel<bf16, 8, 32>, rows32),
-        kernel_entry("split_partials_kernel<float, 4, false>", s::split_partials_kernel<float, 4>, split),
-        kernel_entry("split_partials_kernel<float, 1, false>", s::split_partials_kernel<float, 1>, split),
-        kernel_entry("split_partials_kernel<" + b + ", 8, false>", s::split_partials_kernel<bf16, 8>, split),
-        kernel_entry("split_partials_kernel<" + b + ", 1, false>", s::split_partials_kernel<bf16, 1>, split),
-        kernel_entry("split_merge_kernel", s::split_merge_kernel, split),
-        kernel_entry("split_store_kernel<float, 4, false>", s::split_store_kernel<float, 4>, split),
-        kernel_entry("split_store_kernel<float, 1, false>", s::split_store_kernel<float, 1>, split),
-        kernel_entry("split_store_kernel<" + b + ", 8, false>", s::split_store_kernel<bf16, 8>, split),
-        kernel_entry("split_store_kernel<" + b + ", 1, false>", s::split_store_kernel<bf16, 1>, split),
-        // the windowed kernels
+    std::vector<KernelEntry> out = step_8_kernels_in_any_row_alignment(", false");
+    std::vector<KernelEntry> windowed = {
         kernel_entry("cluster_rows_kernel<float, 4, 32, true>", s::cluster_rows_kernel<float, 4, 32, true>, cluster,
                      configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
         kernel_entry("cluster_rows_kernel<" + b + ", 8, 32, true>", s::cluster_rows_kernel<bf16, 8, 32, true>, cluster,
@@ -119,6 +103,7 @@ std::vector<KernelEntry> any_row_alignment_kernels()
         kernel_entry("split_partials_kernel<" + b + ", 8, true>", s::split_partials_kernel<bf16, 8, true>, split),
         kernel_entry("split_store_kernel<float, 4, true>", s::split_store_kernel<float, 4, true>, split),
         kernel_entry("split_store_kernel<" + b + ", 8, true>", s::split_store_kernel<bf16, 8, true>, split)};
+    out.insert(out.end(), windowed.begin(), windowed.end());
     return out;
 }
 
@@ -171,7 +156,7 @@ const std::vector<Step>& steps()
         {{"08_bf16", "bf16 in and out, any shape", "snippets/softmax/08_bf16.cuh", "stepwise::softmax::bf16_in_out"},
          bf16_in_out::softmax,
          bf16_in_out::softmax,
-         bf16_kernels()},
+         step_8_kernels_in_bf16_in_out("")},
         {{"09_any_row_alignment", "Rows at any alignment, 16 bytes an access",
           "snippets/softmax/09_any_row_alignment.cuh", "stepwise::softmax::any_row_alignment"},
          any_row_alignment::softmax,

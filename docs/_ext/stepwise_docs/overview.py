@@ -6,6 +6,7 @@ from pathlib import Path
 
 from docutils import nodes
 from docutils.parsers.rst import directives
+from sphinx import addnodes
 from sphinx.util import logging
 
 from . import fmt, reruns
@@ -500,8 +501,6 @@ class ChapterListDirective(_Base):
     has_content = True
 
     def run(self) -> list[nodes.Node]:
-        from sphinx import addnodes
-
         docnames = [line.strip() for line in self.content if line.strip()]
         docnames += [c for c in self.dataset.chapters if c not in docnames]
         self.env.note_dependency(self.config.stepwise_registry)
