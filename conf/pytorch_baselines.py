@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""PyTorch's own softmax, LayerNorm, RMSNorm and attention, timed as the timing program times its rows.
+"""PyTorch's own softmax, LayerNorm, RMSNorm, attention and cross-entropy, timed as the timing program times its rows.
 
 A second baseline, beside cuDNN, for the chapters whose registry entry asks for it: each entry's ``pytorch``
 lists its rows, each with the sizes to time it at (the main shapes of the row-wise chapters, every size of
 attention's final step) and what the call needs besides the size's ``shape`` (``dtype``, ``epsilon``,
-``kv_heads``, ``causal``). A row's id names the call (:data:`CALLS`): ``torch.softmax``,
+``kv_heads``, ``causal``, ``ignored_one_in``). A row's id names the call (:data:`CALLS`): ``torch.softmax``,
 ``torch.native_layer_norm`` (LayerNorm that also returns each row's mean and 1/std, as the steps write them),
 ``torch.nn.functional.rms_norm`` and ``torch.nn.functional.scaled_dot_product_attention`` on its
 FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not, grouped K
-and V with ``enable_gqa``); all called on the GPU with random inputs, after a second of bf16 products that
+and V with ``enable_gqa``), ``torch.nn.functional.cross_entropy`` with the gradient of its mean loss by
+``torch.autograd.grad`` (random int64 labels, about one in ``ignored_one_in`` of them ``ignore_index`` -100,
+as the timing program's); all called on the GPU with random inputs, after a second of bf16 products that
 brings the clocks up. Timed as the timing program's ``single_cold`` rows: CUDA events
 around one call, a buffer of twice the L2 written before each sample and a spin of some 200 us queued
 after it (so that the events time the GPU's work, not Python's dispatch), 3 warm-up samples, then samples
@@ -41,9 +43,14 @@ CALLS = {
     "pytorch_rms_norm": "torch.nn.functional.rms_norm(x, (cols,), gamma, epsilon)",
     "pytorch_sdpa_bf16": "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
                          "scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), FlashAttention backend",
+    "pytorch_cross_entropy": "loss = torch.nn.functional.cross_entropy(x, labels, ignore_index=-100) and "
+                             "torch.autograd.grad(loss, x): the mean loss and the gradient of the logits",
 }
 #: The row of the calls on [batch, heads, seq, head_dim] queries, keys and values; the others take rows x cols.
 ATTENTION_ROW = "pytorch_sdpa_bf16"
+#: The row of the loss and its gradient: rows x cols logits and a label a row.
+CROSS_ENTROPY_ROW = "pytorch_cross_entropy"
+IGNORE_INDEX = -100  # PyTorch's default, and the timing program's
 ATTENTION_CHECKED_ROWS = 128  # the queries checked against float64 (the first ones: a causal row sees keys 0 to i)
 TIMING = ("events around one call; L2 flushed before each sample (a buffer of twice its size written), then a "
           "spin of some 200 us queued, so that Python's dispatch is not timed; 3 warm-up samples, then until the "
@@ -74,6 +81,7 @@ class Case:
     epsilon: float = 0.0  # LayerNorm, RMSNorm
     kv_heads: int = 0  # attention: the heads of K and V
     causal: bool = False
+    ignored_one_in: int = 0  # cross-entropy: about one label in this many is IGNORE_INDEX (0: none)
 
 
 def cases(registry: dict, chapters: list[str] | None = None) -> list[Case]:
@@ -104,7 +112,8 @@ def cases(registry: dict, chapters: list[str] | None = None) -> list[Case]:
                 epsilon = float(size.get("epsilon", 0.0))
                 call = CALLS[row["id"]].replace("epsilon", f"{epsilon:g}".replace("e-0", "e-"))  # 1e-5
                 out.append(Case(chapter_id, row["id"], call, size["n"], size["problem"], shape, size["dtype"],
-                                epsilon, int(size.get("kv_heads", 0)), bool(size.get("causal", False))))
+                                epsilon, int(size.get("kv_heads", 0)), bool(size.get("causal", False)),
+                                int(size.get("ignored_one_in", 0))))
     return out
 
 
@@ -172,6 +181,8 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
         return call, (q, k, v), error
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[case.dtype]
     rows, cols = case.shape
+    if case.row_id == CROSS_ENTROPY_ROW:
+        return cross_entropy_call(case, torch, gen, dtype)
     x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
     gamma = torch.randn(cols, device="cuda", generator=gen).to(dtype)
     beta = torch.randn(cols, device="cuda", generator=gen).to(dtype)
@@ -186,6 +197,31 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
         return ((y.double() - reference).abs().max() / reference.abs().max()).item()
 
     return call, (x, gamma, beta), error
+
+
+def cross_entropy_call(case: Case, torch, gen, dtype):  # pragma: no cover - needs a GPU
+    """The loss and its gradient, as row_call() gives the others: the call returns both, and the error is the larger
+    of the loss's (over max(|loss|, 1)) and the gradient's (over its largest value) against float64."""
+    rows, cols = case.shape
+    x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype).requires_grad_()
+    labels = torch.randint(0, cols, (rows,), device="cuda", generator=gen)
+    if case.ignored_one_in:
+        ignored = torch.randint(0, case.ignored_one_in, (rows,), device="cuda", generator=gen) == 0
+        labels = labels.masked_fill(ignored, IGNORE_INDEX)
+
+    def call(logits, targets):
+        loss = torch.nn.functional.cross_entropy(logits, targets, ignore_index=IGNORE_INDEX)
+        (grad,) = torch.autograd.grad(loss, logits)
+        return loss, grad
+
+    def error(result):
+        loss, grad = result
+        ref_loss, ref_grad = call(x.detach().double().requires_grad_(), labels)
+        loss_error = abs(loss.double().item() - ref_loss.item()) / max(abs(ref_loss.item()), 1.0)
+        grad_error = ((grad.double() - ref_grad).abs().max() / ref_grad.abs().max()).item()
+        return max(loss_error, grad_error)
+
+    return call, (x, labels), error
 
 
 def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU

@@ -1,7 +1,7 @@
 // The cross-entropy chapter of the timing program: registry entry, the copy ceiling and the step rows, in fp32 and
-// bf16, at the main shapes (token counts and vocabularies of language models) and at odd shapes. No library baseline:
-// cuDNN has no cross-entropy operation. PyTorch's F.cross_entropy is not timed yet (conf/pytorch_baselines.py would
-// need a call with labels and a backward pass).
+// bf16, at the main shapes (token counts and vocabularies of language models) and at odd shapes. No library baseline
+// here: cuDNN has no cross-entropy operation; PyTorch's F.cross_entropy with its gradient is timed beside the chapter
+// (conf/pytorch_baselines.py, after the timing program).
 #include "core/bf16.hpp"
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
@@ -93,6 +93,17 @@ public:
         }
         entry_.headline = Headline{size_key({8192, 50257, 2}), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
+        // PyTorch's loss and gradient beside the final step at the main shapes, in both types, with as many labels
+        // ignored as the timed rows have.
+        PytorchRow pytorch{"pytorch_cross_entropy", {}};
+        for (const int element_bytes : {4, 2}) {
+            for (const auto& [rows, cols] : main_shapes) {
+                pytorch.sizes.push_back(pytorch_size(problem_size({rows, cols, element_bytes}),
+                                                     element_bytes == 2 ? "bf16" : "fp32",
+                                                     {{"ignored_one_in", ignored_one_in}}));
+            }
+        }
+        entry_.pytorch = {pytorch};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,

@@ -12,6 +12,7 @@
 #include "../../snippets/normalization/10_values_per_thread.cuh"
 #include "../../snippets/normalization/11_parameters_with_the_row.cuh"
 #include "../../snippets/normalization/12_any_row_alignment.cuh"
+#include "../../snippets/normalization/13_shifted_parameters.cuh"
 
 #include <string>
 
@@ -122,6 +123,16 @@ struct AnyRowStep {
     static constexpr auto rows = any_row_alignment::norm_rows_kernel<T, Stats, W, V, false, false>;
 };
 
+//! Step 13's kernels are step 12's, in its own namespace.
+struct ShiftedParametersStep {
+    STEPWISE_TYPED_KERNELS(shifted_parameters)
+    static constexpr bool values_by_row_and_memory = true;
+    static constexpr const char* rows_suffix = ", false, false";
+    static constexpr const char* kernel_suffix = ", false";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = shifted_parameters::norm_rows_kernel<T, Stats, W, V, false, false>;
+};
+
 #undef STEPWISE_ROWS_KERNELS
 #undef STEPWISE_TYPED_KERNELS
 
@@ -189,57 +200,63 @@ void add_with_the_row_kernels(std::vector<KernelEntry>& out, const std::string& 
     }
 }
 
-//! Step 12's rows kernels that load gamma and beta with the row (step 11's), and its windowed kernels (rows not
-//! 16-byte aligned): rows kernels of 8 to 64 values a thread, with and without gamma and beta with the row, the
-//! cluster kernels of 32 and 64 and the split path's.
-template <typename T>
-void add_any_row_kernels(std::vector<KernelEntry>& out, const std::string& type)
-{
-    namespace s = any_row_alignment;
-    using s::Moments;
-    using s::Squares;
-    constexpr int w = 16 / sizeof(T);
-    const dim3 rows(s::short_rows_block), split(s::split_block_threads), cluster(s::cluster_block_threads);
-    const std::string t = type + ", " + AnyRowStep::name_space, wide = ", " + std::to_string(w);
-    if constexpr (s::parameters_ahead<T, Moments, w, 16>) {
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Moments, w, 16, true, false>, rows));
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Moments, w, 16, true, true>, rows));
-    }
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Squares, w, 16, true, false>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Squares, w, 8, true, false>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Squares, w, 16, true, true>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Squares, w, 8, true, true>, rows));
-    if constexpr (sizeof(T) == 4) {
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Moments, w, 8, true, false>, rows));
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Moments, w, 8, true, true>, rows));
-    }
-    const dim3 rows32(s::max_block_threads<32>), rows64(s::max_block_threads<64>);
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Moments, w, 16, false, true>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Moments, w, 32, false, true>, rows32));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Moments, w, 64, false, true>, rows64));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Squares, w, 8, false, true>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Squares, w, 16, false, true>, rows));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Squares, w, 32, false, true>, rows32));
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Squares, w, 64, false, true>, rows64));
-    if constexpr (sizeof(T) == 4) {
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Moments, w, 8, false, true>, rows));
-    }
-    for (const int values : {32, 64}) {
-        const auto config_m = values == 32 ? s::cluster_config<T, Moments, w, 32> : s::cluster_config<T, Moments, w, 64>;
-        const auto config_s = values == 32 ? s::cluster_config<T, Squares, w, 32> : s::cluster_config<T, Squares, w, 64>;
-        const std::string v = ", " + std::to_string(values) + ", true>";
-        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + v,
-                                   values == 32 ? s::cluster_norm_kernel<T, Moments, w, 32, true> : s::cluster_norm_kernel<T, Moments, w, 64, true>,
-                                   cluster, configured_shared_bytes(config_m, s::cluster_block_threads)));
-        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + v,
-                                   values == 32 ? s::cluster_norm_kernel<T, Squares, w, 32, true> : s::cluster_norm_kernel<T, Squares, w, 64, true>,
-                                   cluster, configured_shared_bytes(config_s, s::cluster_block_threads)));
-    }
-    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ", true>", s::split_partials_kernel<T, Moments, w, true>, split));
-    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ", true>", s::split_partials_kernel<T, Squares, w, true>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ", true>", s::split_store_kernel<T, true, w, true>, split));
-    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ", true>", s::split_store_kernel<T, false, w, true>, split));
+//! Steps 12's and 13's rows kernels that load gamma and beta with the row (step 11's), and their windowed kernels
+//! (rows not 16-byte aligned): rows kernels of 8 to 64 values a thread, with and without gamma and beta with the row,
+//! the cluster kernels of 32 and 64 and the split path's; `add_<ns>_kernels<T>()` for the step of namespace `ns`,
+//! whose traits are `Step`.
+#define STEPWISE_WINDOWED_KERNELS(ns, Step)                                                                           \
+template <typename T>                                                                                                 \
+void add_##ns##_kernels(std::vector<KernelEntry>& out, const std::string& type)                                       \
+{                                                                                                                     \
+    namespace s = ns;                                                                                                 \
+    using s::Moments;                                                                                                 \
+    using s::Squares;                                                                                                 \
+    constexpr int w = 16 / sizeof(T);                                                                                 \
+    const dim3 rows(s::short_rows_block), split(s::split_block_threads), cluster(s::cluster_block_threads);           \
+    const std::string t = type + ", " + Step::name_space, wide = ", " + std::to_string(w);                            \
+    if constexpr (s::parameters_ahead<T, Moments, w, 16>) {                                                           \
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Moments, w, 16, true, false>, rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Moments, w, 16, true, true>, rows));\
+    }                                                                                                                 \
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Squares, w, 16, true, false>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Squares, w, 8, true, false>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Squares, w, 16, true, true>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Squares, w, 8, true, true>, rows));\
+    if constexpr (sizeof(T) == 4) {                                                                                   \
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Moments, w, 8, true, false>, rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Moments, w, 8, true, true>, rows));\
+    }                                                                                                                 \
+    const dim3 rows32(s::max_block_threads<32>), rows64(s::max_block_threads<64>);                              \
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Moments, w, 16, false, true>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Moments, w, 32, false, true>, rows32));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Moments, w, 64, false, true>, rows64));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Squares, w, 8, false, true>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Squares, w, 16, false, true>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Squares, w, 32, false, true>, rows32));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Squares, w, 64, false, true>, rows64));\
+    if constexpr (sizeof(T) == 4) {                                                                                   \
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Moments, w, 8, false, true>, rows));\
+    }                                                                                                                 \
+    for (const int values : {32, 64}) {                                                                               \
+        const auto config_m = values == 32 ? s::cluster_config<T, Moments, w, 32> : s::cluster_config<T, Moments, w, 64>;\
+        const auto config_s = values == 32 ? s::cluster_config<T, Squares, w, 32> : s::cluster_config<T, Squares, w, 64>;\
+        const std::string v = ", " + std::to_string(values) + ", true>";                                              \
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Moments" + wide + v,                                 \
+                                   values == 32 ? s::cluster_norm_kernel<T, Moments, w, 32, true> : s::cluster_norm_kernel<T, Moments, w, 64, true>,\
+                                   cluster, configured_shared_bytes(config_m, s::cluster_block_threads)));            \
+        out.push_back(kernel_entry("cluster_norm_kernel<" + t + "Squares" + wide + v,                                 \
+                                   values == 32 ? s::cluster_norm_kernel<T, Squares, w, 32, true> : s::cluster_norm_kernel<T, Squares, w, 64, true>,\
+                                   cluster, configured_shared_bytes(config_s, s::cluster_block_threads)));            \
+    }                                                                                                                 \
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Moments" + wide + ", true>", s::split_partials_kernel<T, Moments, w, true>, split));\
+    out.push_back(kernel_entry("split_partials_kernel<" + t + "Squares" + wide + ", true>", s::split_partials_kernel<T, Squares, w, true>, split));\
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", true" + wide + ", true>", s::split_store_kernel<T, true, w, true>, split));\
+    out.push_back(kernel_entry("split_store_kernel<" + type + ", false" + wide + ", true>", s::split_store_kernel<T, false, w, true>, split));\
 }
+
+STEPWISE_WINDOWED_KERNELS(any_row_alignment, AnyRowStep)
+STEPWISE_WINDOWED_KERNELS(shifted_parameters, ShiftedParametersStep)
+#undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
 template <typename K>
@@ -265,9 +282,31 @@ std::vector<KernelEntry> any_row_kernels()
 {
     std::vector<KernelEntry> out;
     add_typed_step_kernels<AnyRowStep, float>(out, "float");
-    add_any_row_kernels<float>(out, "float");
+    add_any_row_alignment_kernels<float>(out, "float");
     add_typed_step_kernels<AnyRowStep, __nv_bfloat16>(out, "__nv_bfloat16");
-    add_any_row_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    add_any_row_alignment_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    return out;
+}
+
+//! Step 13's: step 12's, and the kernel that writes the shifted copies of gamma (and beta).
+std::vector<KernelEntry> shifted_parameters_kernels()
+{
+    namespace s = shifted_parameters;
+    std::vector<KernelEntry> out;
+    add_typed_step_kernels<ShiftedParametersStep, float>(out, "float");
+    add_shifted_parameters_kernels<float>(out, "float");
+    add_typed_step_kernels<ShiftedParametersStep, __nv_bfloat16>(out, "__nv_bfloat16");
+    add_shifted_parameters_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    const dim3 shift(s::shift_block_threads);
+    for (const bool with_beta : {true, false}) {
+        const std::string beta = with_beta ? "true" : "false";
+        out.push_back(kernel_entry("shift_parameters_kernel<float, " + beta + ", 4>",
+                                   with_beta ? s::shift_parameters_kernel<float, true, 4>
+                                             : s::shift_parameters_kernel<float, false, 4>, shift));
+        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, " + beta + ", 8>",
+                                   with_beta ? s::shift_parameters_kernel<__nv_bfloat16, true, 8>
+                                             : s::shift_parameters_kernel<__nv_bfloat16, false, 8>, shift));
+    }
     return out;
 }
 
@@ -389,6 +428,14 @@ const std::vector<Step>& steps()
          any_row_alignment::layer_norm,
          any_row_alignment::rms_norm,
          any_row_kernels(),
+         true},
+        {{"13_shifted_parameters", "gamma and beta shifted once per row alignment, read 16 bytes at a time",
+          "snippets/normalization/13_shifted_parameters.cuh", "stepwise::normalization::shifted_parameters"},
+         shifted_parameters::layer_norm,
+         shifted_parameters::rms_norm,
+         shifted_parameters::layer_norm,
+         shifted_parameters::rms_norm,
+         shifted_parameters_kernels(),
          true},
     };
     return all;

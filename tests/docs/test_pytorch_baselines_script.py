@@ -29,7 +29,9 @@ def registry() -> dict:
         size(7, "4 x 32 (8 K/V heads) x 4096, head dim 128, non-causal", (4, 32, 4096, 128), "bf16", kv_heads=8,
              causal=False),
         size(8, "8 x 16 x 2048, head dim 64, causal", (8, 16, 2048, 64), "bf16", kv_heads=16, causal=True)]}]}
-    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}]}
+    logits = {"id": "logits", "steps": [], "pytorch": [{"id": "pytorch_cross_entropy", "sizes": [
+        size(21, "8192 x 50257 bf16", (8192, 50257), "bf16", ignored_one_in=16)]}]}
+    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}, logits]}
 
 
 def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
@@ -40,7 +42,8 @@ def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
         ("norms", "pytorch_layer_norm", 11, (65536, 128), "bf16"), ("norms", "pytorch_rms_norm", 12, (65536, 128), "bf16")]
     assert got[2].call == "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)" and got[2].epsilon == 1e-5
     assert got[2].problem == "65536 x 128 LayerNorm bf16"
-    assert [c.chapter for c in pb.cases(registry())] == ["rows_cols"] * 2 + ["norms"] * 2 + ["heads"] * 2  # every one
+    assert [c.chapter for c in pb.cases(registry())] == (["rows_cols"] * 2 + ["norms"] * 2 + ["heads"] * 2
+                                                         + ["logits"])  # every chapter that has rows
 
 
 def test_attention_takes_its_heads_and_mask_from_the_registry():
@@ -52,6 +55,15 @@ def test_attention_takes_its_heads_and_mask_from_the_registry():
     reg["chapters"][2]["pytorch"][0]["sizes"][0]["shape"] = [4, 32, 4096]
     with pytest.raises(pb.InputError, match="is not batch, heads, seq, head_dim"):
         pb.cases(reg, ["heads"])
+
+
+def test_cross_entropy_takes_its_ignored_labels_from_the_registry():
+    (case,) = pb.cases(registry(), ["logits"])
+    assert (case.row_id, case.shape, case.dtype, case.ignored_one_in) == (
+        "pytorch_cross_entropy", (8192, 50257), "bf16", 16)
+    assert "cross_entropy(x, labels, ignore_index=-100)" in case.call and "autograd.grad" in case.call
+    assert pb.IGNORE_INDEX == -100  # the timing program's (cross_entropy::default_ignore_index)
+    assert pb.cases(registry(), ["rows_cols"])[0].ignored_one_in == 0
 
 
 @pytest.mark.parametrize("chapters, needle", [

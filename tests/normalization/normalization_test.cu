@@ -9,6 +9,7 @@
 #include "../../snippets/normalization/10_values_per_thread.cuh"
 #include "../../snippets/normalization/11_parameters_with_the_row.cuh"
 #include "../../snippets/normalization/12_any_row_alignment.cuh"
+#include "../../snippets/normalization/13_shifted_parameters.cuh"
 
 #include <gtest/gtest.h>
 
@@ -531,6 +532,7 @@ const Step& step_of(const std::string& id)
 STEPWISE_VALUES_A_THREAD_STEP(ValuesPerThreadStep, bf16_in_out, "10_values_per_thread")
 STEPWISE_VALUES_A_THREAD_STEP(WithTheRowStep, parameters_with_the_row, "11_parameters_with_the_row")
 STEPWISE_VALUES_A_THREAD_STEP(AnyRowStep, any_row_alignment, "12_any_row_alignment")
+STEPWISE_VALUES_A_THREAD_STEP(ShiftedParametersStep, shifted_parameters, "13_shifted_parameters")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -586,6 +588,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<ValuesPerThreadStep>();
     expect_values_a_thread<WithTheRowStep>();
     expect_values_a_thread<AnyRowStep>();
+    expect_values_a_thread<ShiftedParametersStep>();
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -607,12 +610,13 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<ValuesPerThreadStep>();
     expect_bf16_rows_with_the_other_memory<WithTheRowStep>();
     expect_bf16_rows_with_the_other_memory<AnyRowStep>();
+    expect_bf16_rows_with_the_other_memory<ShiftedParametersStep>();
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = any_row_alignment;
+    namespace s = shifted_parameters;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -638,13 +642,15 @@ TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
                       cudaErrorInvalidValue) << step.id << ": bf16, mean";
         }
     }
-    // Rows longer than a cluster need a workspace: one byte short of it is refused.
-    const int cols = 300000;
-    for (const bool layer : {true, false}) {
-        expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
-            return layer ? s::layer_norm(d_temp, bytes, f, f, f, f, f + 2 * cols, f + 2 * cols + 2, 2, cols, 1e-5f)
-                         : s::rms_norm(d_temp, bytes, f, f, f, 2, cols, 1e-5f);
-        });
+    // Rows longer than a cluster need a workspace, and so do rows off 16-byte boundaries (4095 values: all but the
+    // first), for the shifted copies of gamma and beta: one byte short of it is refused.
+    for (const int cols : {300000, 4095}) {
+        for (const bool layer : {true, false}) {
+            expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
+                return layer ? s::layer_norm(d_temp, bytes, f, f, f, f, f + 2 * cols, f + 2 * cols + 2, 2, cols, 1e-5f)
+                             : s::rms_norm(d_temp, bytes, f, f, f, 2, cols, 1e-5f);
+            });
+        }
     }
 }
 
@@ -740,7 +746,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::any_row_alignment;
+    namespace nm = stepwise::normalization::shifted_parameters;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
