@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,8 +46,14 @@ def test_the_file_lies_beside_the_measurement_file_and_its_rows_meet_the_final_s
     (row, final, cudnn), = pytorch.rows_of(chapter, data)  # the gemm chapter's row is not the demo's
     assert row["id"] == "pytorch_scale" and cudnn is None
     assert final == chapter.step_row(chapter.steps[-1]["id"], N, chapter.headline["timing"])
-    text = pytorch.provenance(data)
+    text = pytorch.provenance(data, chapter)
     assert "PyTorch FIXTURE 0.0 (CUDA 13.0, cuDNN 91900)" in text and "commit abc1234" in text
+    # cuDNN is named beside the final step only in a chapter that has a library row.
+    assert ("cuDNN's times" in text) == bool(chapter.baselines)
+    assert pytorch.beside(chapter) == ("the final step and cuDNN" if chapter.baselines else "the final step")
+    without_library = SimpleNamespace(baselines=[])  # a chapter such as cross-entropy's
+    assert pytorch.beside(without_library) == "the final step"
+    assert "The final step's times are" in pytorch.provenance(data, without_library)
 
 
 @pytest.mark.parametrize("change, needle", [

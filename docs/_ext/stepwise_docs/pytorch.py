@@ -78,16 +78,22 @@ def rows_of(chapter: Chapter, data: dict) -> list[tuple[dict, dict | None, dict 
     return out
 
 
-def provenance(data: dict) -> str:
+def beside(chapter: Chapter) -> str:
+    """What PyTorch's rows stand beside: the final step, and cuDNN where the chapter has a library."""
+    return "the final step and cuDNN" if chapter.baselines else "the final step"
+
+
+def provenance(data: dict, chapter: Chapter) -> str:
     cudnn = f", cuDNN {data['cudnn']}" if data.get("cudnn") else ""
+    times = "The final step's and cuDNN's times are" if chapter.baselines else "The final step's times are"
     return (f"PyTorch {data['torch']} (CUDA {data.get('cuda') or 'n/a'}{cudnn}) on {data['gpu'].get('name', '')}, "
             f"{fmt.format_date(data['date'])}, commit {data['commit'][:7]}, timed by conf/pytorch_baselines.py in "
-            f"a process of its own after the timing program: {data['timing']}. The final step's and cuDNN's "
-            "times are those of the measurement file above.")
+            f"a process of its own after the timing program: {data['timing']}. {times} those of the measurement "
+            "file above.")
 
 
 class PytorchDirective(_Base):
-    """``stepwise-pytorch CHAPTER``: PyTorch's rows of the chapter per GPU, beside the final step and cuDNN."""
+    """``stepwise-pytorch CHAPTER``: PyTorch's rows of the chapter per GPU, beside the final step (and cuDNN)."""
 
     required_arguments = 1
 
@@ -129,6 +135,6 @@ class PytorchDirective(_Base):
                   f"step {int(chapter.steps[-1]['id'].split('_', 1)[0])} over PyTorch", "cuDNN over PyTorch"]
         out = nodes.container(classes=["stepwise-table-block"])
         out += _table(header, body, ["stepwise-data", "stepwise-pytorch"],
-                      f"PyTorch's {chapter.id} beside the final step and cuDNN")
-        out += nodes.paragraph("", provenance(data), classes=["stepwise-provenance"])
+                      f"PyTorch's {chapter.id} beside {beside(chapter)}")
+        out += nodes.paragraph("", provenance(data, chapter), classes=["stepwise-provenance"])
         return [out]
