@@ -297,5 +297,19 @@ TEST_P(NormalizationBackwardStepTest, RejectsInvalidArguments)
 INSTANTIATE_TEST_SUITE_P(NormalizationBackward, NormalizationBackwardStepTest, ::testing::ValuesIn(steps()),
                          step_name);
 
+//! Every step once in each operation and type at one shape: what the chapter's Nsight Compute profile runs.
+TEST(NormalizationBackwardProfile, EveryStepOnceAtOneMainShape)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    for (const Step& step : steps()) {
+        for (const bool layer_norm : {true, false}) {
+            for (const bool is_bf16 : {false, true}) {
+                const Problem p = random_problem({4096, 4096}, is_bf16, layer_norm, 7);
+                ASSERT_EQ(run_step(step, p).launch, cudaSuccess) << step.id;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace stepwise::normalization_backward
