@@ -112,26 +112,21 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Step 12's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template argument in the
-//! compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they are windowed).
-struct AnyRowStep {
-    STEPWISE_TYPED_KERNELS(any_row_alignment)
-    static constexpr bool values_by_row_and_memory = true;
-    static constexpr const char* rows_suffix = ", false, false";
-    static constexpr const char* kernel_suffix = ", false";
-    template <typename T, typename Stats, int W, int V>
-    static constexpr auto rows = any_row_alignment::norm_rows_kernel<T, Stats, W, V, false, false>;
-};
-
-//! Step 13's kernels are step 12's, in its own namespace.
-struct ShiftedParametersStep {
-    STEPWISE_TYPED_KERNELS(shifted_parameters)
-    static constexpr bool values_by_row_and_memory = true;
-    static constexpr const char* rows_suffix = ", false, false";
-    static constexpr const char* kernel_suffix = ", false";
-    template <typename T, typename Stats, int W, int V>
-    static constexpr auto rows = shifted_parameters::norm_rows_kernel<T, Stats, W, V, false, false>;
-};
+//! Steps 12's and 13's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
+//! are windowed). `Name` is the traits of the step of namespace `ns`.
+#define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
+    struct Name {                                                                                                    \
+        STEPWISE_TYPED_KERNELS(ns)                                                                                   \
+        static constexpr bool values_by_row_and_memory = true;                                                      \
+        static constexpr const char* rows_suffix = ", false, false";                                                \
+        static constexpr const char* kernel_suffix = ", false";                                                     \
+        template <typename T, typename Stats, int W, int V>                                                          \
+        static constexpr auto rows = ns::norm_rows_kernel<T, Stats, W, V, false, false>;                             \
+    };
+STEPWISE_WINDOWED_STEP(AnyRowStep, any_row_alignment)
+STEPWISE_WINDOWED_STEP(ShiftedParametersStep, shifted_parameters)
+#undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
 #undef STEPWISE_TYPED_KERNELS
