@@ -1,5 +1,6 @@
 // The normalization backward chapter of the timing program: registry entry, the copy ceiling and the step rows of
-// LayerNorm's and RMSNorm's backward pass, in fp32 and bf16, at the forward chapter's main shapes and 4097 x 4095.
+// LayerNorm's and RMSNorm's backward pass, in fp32 and bf16, at the forward chapter's main shapes and 4097 x 4095;
+// PyTorch's backward passes are timed beside the final step (conf/pytorch_baselines.py, after the timing program).
 #include "core/bf16.hpp"
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
@@ -90,6 +91,18 @@ public:
         }
         entry_.headline = Headline{size_key({Norm::layer, 16384, 8192, 4}), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
+        // PyTorch's backward passes beside the final step at the main shapes, in both types.
+        for (const Norm norm : {Norm::layer, Norm::rms}) {
+            PytorchRow pytorch{norm == Norm::layer ? "pytorch_layer_norm_backward" : "pytorch_rms_norm_backward", {}};
+            for (const int element_bytes : {4, 2}) {
+                for (const auto& [rows, cols] : row_shapes::main_shapes) {
+                    pytorch.sizes.push_back(pytorch_size(problem_size({norm, rows, cols, element_bytes}),
+                                                         element_bytes == 2 ? "bf16" : "fp32",
+                                                         {{"epsilon", epsilon}}));
+                }
+            }
+            entry_.pytorch.push_back(pytorch);
+        }
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
