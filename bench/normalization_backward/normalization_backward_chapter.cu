@@ -1,18 +1,21 @@
 // The normalization backward chapter of the timing program: registry entry, the copy ceiling and the step rows of
-// LayerNorm's and RMSNorm's backward pass, in fp32 and bf16, at the forward chapter's main shapes and 4097 x 4095;
-// PyTorch's backward passes are timed beside the final step (conf/pytorch_baselines.py, after the timing program).
+// LayerNorm's and RMSNorm's backward pass, in fp32 and bf16, at the forward chapter's main shapes and 4097 x 4095,
+// beside cuDNN's; PyTorch's backward passes are timed beside the final step (conf/pytorch_baselines.py, after the
+// timing program).
 #include "core/bf16.hpp"
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
 #include "core/row_shapes.hpp"
 #include "core/step_loop.hpp"
+#include "normalization_backward/normalization_backward_cudnn.hpp"
 #include "normalization_backward/normalization_backward_reference.hpp"
 #include "normalization_backward/normalization_backward_steps.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 
 namespace stepwise {
@@ -75,7 +78,6 @@ public:
         entry_.timings = {single_cold_timing()};
         entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of one and a half times x's bytes (reads "
                                            "and writes them: the bytes of x and dy read and dx written)"}};
-        entry_.baselines = {};
         for (const normalization_backward::Step& s : normalization_backward::steps()) {
             StepEntry step{s.id, s.title, s.file, s.name_space, "layer_norm_backward, rms_norm_backward", true, true,
                            {}, s.kernels};
@@ -89,6 +91,14 @@ public:
             }
             entry_.steps.push_back(step);
         }
+        std::vector<std::int64_t> layer_sizes, rms_sizes;
+        for (const ProblemSize& size : entry_.steps.back().sizes) {
+            (shape_of(size.n).norm == Norm::layer ? layer_sizes : rms_sizes).push_back(size.n);
+        }
+        entry_.baselines = {
+            {"cudnn_layer_norm_backward", "cuDNN graph API LayerNorm backward (from the saved mean and 1/std)",
+             layer_sizes},
+            {"cudnn_rms_norm_backward", "cuDNN graph API RMSNorm backward (from the saved 1/rms)", rms_sizes}};
         entry_.headline = Headline{size_key({Norm::layer, 16384, 8192, 4}), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
         // PyTorch's backward passes beside the final step at the main shapes, in both types.
@@ -109,6 +119,13 @@ public:
                       nlohmann::json& chapter) const override
     {
         chapter["unsupported"] = nlohmann::json::array();
+        normalization_backward::CudnnNormBackward cudnn;
+        std::map<std::string, std::string> cudnn_refused;  // baseline id: the shapes cuDNN refuses, and why
+        if (!cudnn.available()) {
+            for (const char* id : {"cudnn_layer_norm_backward", "cudnn_rms_norm_backward"}) {
+                chapter["unsupported"].push_back({{"id", id}, {"reason", cudnn.reason()}});
+            }
+        }
         const std::vector<std::int64_t> keys = all_sizes(entry_);
         std::int64_t most_values = 0, most_rows = 0, most_cols = 0;
         for (const std::int64_t key : keys) {
@@ -258,12 +275,33 @@ public:
                 return row;
             };
 
+            float* dgamma_out = reinterpret_cast<float*>(d_dgamma.data());
+            float* dbeta_out = reinterpret_cast<float*>(d_dbeta.data());
+            const char* cudnn_id = layer ? "cudnn_layer_norm_backward" : "cudnn_rms_norm_backward";
+            if (cudnn.available() && measured_at(entry_, cudnn_id, key)) {
+                if (cudnn.prepare(layer, shape.rows, shape.cols, is_bf16) != cudaSuccess) {
+                    std::string& refused = cudnn_refused[cudnn_id];
+                    refused += (refused.empty() ? "" : "; ") + size_text(shape) + ": " + cudnn.last_status();
+                } else {
+                    const auto call = [&] {
+                        return layer ? cudnn.layer_norm_backward(d_x.data(), d_dy.data(), d_gamma.data(),
+                                                                 d_mean.data(), d_rstd.data(), d_dx.data(), dgamma_out,
+                                                                 dbeta_out, shape.rows, shape.cols, is_bf16,
+                                                                 context.stream)
+                                     : cudnn.rms_norm_backward(d_x.data(), d_dy.data(), d_gamma.data(), d_rstd.data(),
+                                                               d_dx.data(), dgamma_out, shape.rows, shape.cols,
+                                                               is_bf16, context.stream);
+                    };
+                    TimedRow row = checked(call);
+                    row.fields["library"] = cudnn.version();  // which cuDNN, from where
+                    add_reference_rows(chapter, "baselines", context, entry_, entry_.baselines[layer ? 0 : 1], row);
+                }
+            }
+
             for (const normalization_backward::Step& step : normalization_backward::steps()) {
                 if (!measures_step(entry_, step_ids, step.id, key)) {
                     continue;
                 }
-                float* dgamma_out = reinterpret_cast<float*>(d_dgamma.data());
-                float* dbeta_out = reinterpret_cast<float*>(d_dbeta.data());
                 const auto run = [&](void* d_temp, std::size_t& temp_bytes) {
                     if (is_bf16) {
                         const auto* xb = reinterpret_cast<const bf16*>(d_x.data());
@@ -286,6 +324,9 @@ public:
                 };
                 add_step_rows_with_workspace(chapter, context, entry_, step.id, run, checked);
             }
+        }
+        for (const auto& [id, refused] : cudnn_refused) {  // missing at some sizes: listed once, with each refusal
+            chapter["unsupported"].push_back({{"id", id}, {"reason", "cuDNN refused " + refused}});
         }
     }
 };
