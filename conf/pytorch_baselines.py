@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's own softmax, LayerNorm, RMSNorm, attention and cross-entropy, timed as the timing program times its rows.
+"""PyTorch's own softmax, LayerNorm, RMSNorm (forward and backward), attention and cross-entropy, timed as the timing
+program times its rows.
 
 A second baseline, beside cuDNN, for the chapters whose registry entry asks for it: each entry's ``pytorch``
 lists its rows, each with the sizes to time it at (the main shapes of the row-wise chapters, every size of
@@ -10,8 +11,9 @@ attention's final step) and what the call needs besides the size's ``shape`` (``
 FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not, grouped K
 and V with ``enable_gqa``), ``torch.nn.functional.cross_entropy`` with the gradient of its mean loss by
 ``torch.autograd.grad`` (random int64 labels, about one in ``ignored_one_in`` of them ``ignore_index`` -100,
-as the timing program's); all called on the GPU with random inputs, after a second of bf16 products that
-brings the clocks up. Timed as the timing program's ``single_cold`` rows: CUDA events
+as the timing program's), and the backward pass of ``torch.nn.functional.layer_norm`` and ``rms_norm`` alone
+(``torch.autograd.grad`` of x and the parameters, the forward run once before); all called on the GPU with
+random inputs, after a second of bf16 products that brings the clocks up. Timed as the timing program's ``single_cold`` rows: CUDA events
 around one call, a buffer of twice the L2 written before each sample and a spin of some 200 us queued
 after it (so that the events time the GPU's work, not Python's dispatch), 3 warm-up samples, then samples
 until the standard error of their mean is 0.2 % of it (at least 50, at most 2000, at most 1 s a row);
@@ -45,11 +47,19 @@ CALLS = {
                          "scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), FlashAttention backend",
     "pytorch_cross_entropy": "loss = torch.nn.functional.cross_entropy(x, labels, ignore_index=-100) and "
                              "torch.autograd.grad(loss, x): the mean loss and the gradient of the logits",
+    "pytorch_layer_norm_backward": "torch.autograd.grad(y, (x, gamma, beta), dy) of y = "
+                                   "torch.nn.functional.layer_norm(x, (cols,), gamma, beta, epsilon), the forward "
+                                   "run once before: the backward pass alone, from its saved statistics",
+    "pytorch_rms_norm_backward": "torch.autograd.grad(y, (x, gamma), dy) of y = "
+                                 "torch.nn.functional.rms_norm(x, (cols,), gamma, epsilon), the forward run once "
+                                 "before: the backward pass alone",
 }
 #: The row of the calls on [batch, heads, seq, head_dim] queries, keys and values; the others take rows x cols.
 ATTENTION_ROW = "pytorch_sdpa_bf16"
 #: The row of the loss and its gradient: rows x cols logits and a label a row.
 CROSS_ENTROPY_ROW = "pytorch_cross_entropy"
+#: The rows of the normalizations' backward pass: rows x cols x and dy, gamma (and beta) in x's type.
+NORM_BACKWARD_ROWS = ("pytorch_layer_norm_backward", "pytorch_rms_norm_backward")
 IGNORE_INDEX = -100  # PyTorch's default, and the timing program's
 ATTENTION_CHECKED_ROWS = 128  # the queries checked against float64 (the first ones: a causal row sees keys 0 to i)
 TIMING = ("events around one call; L2 flushed before each sample (a buffer of twice its size written), then a "
@@ -183,6 +193,8 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
     rows, cols = case.shape
     if case.row_id == CROSS_ENTROPY_ROW:
         return cross_entropy_call(case, torch, gen, dtype)
+    if case.row_id in NORM_BACKWARD_ROWS:
+        return norm_backward_call(case, torch, gen, dtype)
     x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
     gamma = torch.randn(cols, device="cuda", generator=gen).to(dtype)
     beta = torch.randn(cols, device="cuda", generator=gen).to(dtype)
@@ -222,6 +234,38 @@ def cross_entropy_call(case: Case, torch, gen, dtype):  # pragma: no cover - nee
         return max(loss_error, grad_error)
 
     return call, (x, labels), error
+
+
+def norm_backward_call(case: Case, torch, gen, dtype):  # pragma: no cover - needs a GPU
+    """The backward pass alone, as row_call() gives the others: the forward runs once here, keeping its graph,
+    and the call is autograd's gradient of x and the parameters from the saved statistics (PyTorch's own
+    backward kernels). gamma and beta take x's type, which every PyTorch version takes (the chapter's steps take
+    them in fp32; their bytes are a row's, against the matrices' thousands of rows). The error is the largest of
+    the gradients' errors, each over its largest value, against the same graph in float64."""
+    rows, cols = case.shape
+    layer = case.row_id == "pytorch_layer_norm_backward"
+    x = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype).requires_grad_()
+    gamma = (1 + 0.5 * torch.rand(cols, device="cuda", generator=gen)).to(dtype).requires_grad_()
+    beta = torch.randn(cols, device="cuda", generator=gen).to(dtype).requires_grad_()
+    dy = torch.randn(rows, cols, device="cuda", generator=gen).to(dtype)
+
+    def graph(x, gamma, beta):
+        if layer:
+            return torch.nn.functional.layer_norm(x, (cols,), gamma, beta, case.epsilon), (x, gamma, beta)
+        return torch.nn.functional.rms_norm(x, (cols,), gamma, case.epsilon), (x, gamma)
+
+    y, wrt = graph(x, gamma, beta)
+
+    def call(y, dy):
+        return torch.autograd.grad(y, wrt, dy, retain_graph=True)
+
+    def error(grads):
+        leaves = [t.detach().double().requires_grad_() for t in (x, gamma, beta)]
+        reference_y, reference_wrt = graph(*leaves)
+        references = torch.autograd.grad(reference_y, reference_wrt, dy.double())
+        return max(((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(grads, references))
+
+    return call, (y, dy), error
 
 
 def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU

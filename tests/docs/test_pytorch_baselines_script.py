@@ -31,7 +31,12 @@ def registry() -> dict:
         size(8, "8 x 16 x 2048, head dim 64, causal", (8, 16, 2048, 64), "bf16", kv_heads=16, causal=True)]}]}
     logits = {"id": "logits", "steps": [], "pytorch": [{"id": "pytorch_cross_entropy", "sizes": [
         size(21, "8192 x 50257 bf16", (8192, 50257), "bf16", ignored_one_in=16)]}]}
-    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}, logits]}
+    backward = {"id": "backward", "steps": [], "pytorch": [
+        {"id": "pytorch_layer_norm_backward", "sizes": [size(31, "16384 x 8192 LayerNorm fp32", (16384, 8192),
+                                                             "fp32", epsilon=1e-5)]},
+        {"id": "pytorch_rms_norm_backward", "sizes": [size(32, "4097 x 4095 RMSNorm bf16", (4097, 4095), "bf16",
+                                                           epsilon=1e-5)]}]}
+    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}, logits, backward]}
 
 
 def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
@@ -43,7 +48,7 @@ def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
     assert got[2].call == "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)" and got[2].epsilon == 1e-5
     assert got[2].problem == "65536 x 128 LayerNorm bf16"
     assert [c.chapter for c in pb.cases(registry())] == (["rows_cols"] * 2 + ["norms"] * 2 + ["heads"] * 2
-                                                         + ["logits"])  # every chapter that has rows
+                                                         + ["logits"] + ["backward"] * 2)  # every chapter with rows
 
 
 def test_attention_takes_its_heads_and_mask_from_the_registry():
@@ -64,6 +69,17 @@ def test_cross_entropy_takes_its_ignored_labels_from_the_registry():
     assert "cross_entropy(x, labels, ignore_index=-100)" in case.call and "autograd.grad" in case.call
     assert pb.IGNORE_INDEX == -100  # the timing program's (cross_entropy::default_ignore_index)
     assert pb.cases(registry(), ["rows_cols"])[0].ignored_one_in == 0
+
+
+def test_the_norms_backward_passes_are_timed_alone_from_the_forwards_saved_graph():
+    layer, rms = pb.cases(registry(), ["backward"])
+    assert (layer.row_id, layer.shape, layer.dtype, layer.epsilon) == (
+        "pytorch_layer_norm_backward", (16384, 8192), "fp32", 1e-5)
+    assert "autograd.grad(y, (x, gamma, beta), dy)" in layer.call
+    assert "layer_norm(x, (cols,), gamma, beta, 1e-5)" in layer.call
+    assert (rms.row_id, rms.shape, rms.dtype) == ("pytorch_rms_norm_backward", (4097, 4095), "bf16")
+    assert "autograd.grad(y, (x, gamma), dy)" in rms.call and "rms_norm(x, (cols,), gamma, 1e-5)" in rms.call
+    assert set(pb.NORM_BACKWARD_ROWS) <= set(pb.CALLS)
 
 
 @pytest.mark.parametrize("chapters, needle", [

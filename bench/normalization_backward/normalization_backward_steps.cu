@@ -1,0 +1,65 @@
+#include "normalization_backward/normalization_backward_steps.hpp"
+
+#include "../../snippets/normalization_backward/01_three_kernels.cuh"
+#include "../../snippets/normalization_backward/02_column_partials.cuh"
+
+#include <string>
+
+namespace stepwise::normalization_backward {
+namespace {
+
+using bf16 = __nv_bfloat16;
+const std::string b = "__nv_bfloat16";
+
+//! Step 1's kernels, in fp32 and bf16.
+std::vector<KernelEntry> three_kernels_kernels()
+{
+    namespace s = three_kernels;
+    const dim3 row(s::row_block_threads), value(s::value_block_threads), column(s::column_block_threads);
+    return {kernel_entry("row_terms_kernel<float>", s::row_terms_kernel<float>, row),
+            kernel_entry("row_terms_kernel<" + b + ">", s::row_terms_kernel<bf16>, row),
+            kernel_entry("dx_kernel<float>", s::dx_kernel<float>, value),
+            kernel_entry("dx_kernel<" + b + ">", s::dx_kernel<bf16>, value),
+            kernel_entry("parameter_gradients_kernel<float>", s::parameter_gradients_kernel<float>, column),
+            kernel_entry("parameter_gradients_kernel<" + b + ">", s::parameter_gradients_kernel<bf16>, column)};
+}
+
+//! Step 2's kernels: step 1's row means and dx, the tiles' partial sums and the kernel that adds them.
+std::vector<KernelEntry> column_partials_kernels()
+{
+    namespace s = column_partials;
+    const dim3 row(s::row_block_threads), value(s::value_block_threads), tile(s::tile_columns, s::tile_warps),
+        column(s::column_block_threads);
+    return {kernel_entry("row_terms_kernel<float>", s::row_terms_kernel<float>, row),
+            kernel_entry("row_terms_kernel<" + b + ">", s::row_terms_kernel<bf16>, row),
+            kernel_entry("dx_kernel<float>", s::dx_kernel<float>, value),
+            kernel_entry("dx_kernel<" + b + ">", s::dx_kernel<bf16>, value),
+            kernel_entry("partials_kernel<float>", s::partials_kernel<float>, tile),
+            kernel_entry("partials_kernel<" + b + ">", s::partials_kernel<bf16>, tile),
+            kernel_entry("add_partials_kernel", s::add_partials_kernel, column)};
+}
+
+}  // namespace
+
+const std::vector<Step>& steps()
+{
+    static const std::vector<Step> all = {
+        {{"01_three_kernels", "The formulas in three kernels", "snippets/normalization_backward/01_three_kernels.cuh",
+          "stepwise::normalization_backward::three_kernels"},
+         three_kernels::layer_norm_backward<float>,
+         three_kernels::rms_norm_backward<float>,
+         three_kernels::layer_norm_backward<bf16>,
+         three_kernels::rms_norm_backward<bf16>,
+         three_kernels_kernels()},
+        {{"02_column_partials", "The parameters' gradients by tiles of rows, then their partial sums added",
+          "snippets/normalization_backward/02_column_partials.cuh", "stepwise::normalization_backward::column_partials"},
+         column_partials::layer_norm_backward<float>,
+         column_partials::rms_norm_backward<float>,
+         column_partials::layer_norm_backward<bf16>,
+         column_partials::rms_norm_backward<bf16>,
+         column_partials_kernels()},
+    };
+    return all;
+}
+
+}  // namespace stepwise::normalization_backward
