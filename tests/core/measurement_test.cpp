@@ -59,6 +59,16 @@ TEST(Registry, EveryStepIsNumberedInOrderNamedAfterItsFileAndHashed)
             << c.id << " times no step";
         EXPECT_FALSE(c.gtest_prefix.empty());
     }
+    // A chapter's tests are the suites starting with its prefix (CHAPTERS=..., the per-step counts): no prefix
+    // may start another chapter's, or one chapter would run and count the other's tests as its own.
+    for (const auto& a : chapters) {
+        for (const auto& b : chapters) {
+            if (a != b) {
+                EXPECT_NE(b->entry().gtest_prefix.rfind(a->entry().gtest_prefix, 0), 0u)
+                    << b->entry().id << "'s tests start with " << a->entry().id << "'s prefix";
+            }
+        }
+    }
 }
 
 TEST(Registry, JsonListsChaptersStepsAndHashes)

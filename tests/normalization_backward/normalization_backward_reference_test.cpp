@@ -51,7 +51,7 @@ double loss(const std::vector<double>& x, const std::vector<double>& gamma, cons
     return l;
 }
 
-TEST(NormalizationBackwardReference, LayerNormOfARowWorkedByHand)
+TEST(NormBackwardReference, LayerNormOfARowWorkedByHand)
 {
     // x = 1, 2, 3, 4: mean 2.5, variance 1.25 (epsilon 0); xhat = (-1.5, -0.5, 0.5, 1.5) rstd.
     const std::vector<float> x = {1, 2, 3, 4}, dy = {1, 0, 0, 0}, gamma = {2, 1, 1, 1};
@@ -131,17 +131,17 @@ void expect_matches_central_differences(bool layer_norm)
     }
 }
 
-TEST(NormalizationBackwardReference, LayerNormMatchesCentralDifferencesOfTheForward)
+TEST(NormBackwardReference, LayerNormMatchesCentralDifferencesOfTheForward)
 {
     expect_matches_central_differences(true);
 }
 
-TEST(NormalizationBackwardReference, RmsNormMatchesCentralDifferencesOfTheForward)
+TEST(NormBackwardReference, RmsNormMatchesCentralDifferencesOfTheForward)
 {
     expect_matches_central_differences(false);
 }
 
-TEST(NormalizationBackwardReference, EqualValuesWithInfiniteRstdAndNaN)
+TEST(NormBackwardReference, EqualValuesWithInfiniteRstdAndNaN)
 {
     // A row of equal values with epsilon 0: rstd infinite, xhat 0 (the forward gives beta), so dgamma gets 0.
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
@@ -161,7 +161,7 @@ TEST(NormalizationBackwardReference, EqualValuesWithInfiniteRstdAndNaN)
     EXPECT_TRUE(std::isnan(dgamma[1]) && !std::isnan(dgamma[0]) && !std::isnan(dbeta[1]));
 }
 
-TEST(NormalizationBackwardReference, ComparisonCountsWhatIsOutOfToleranceOrNaN)
+TEST(NormBackwardReference, ComparisonCountsWhatIsOutOfToleranceOrNaN)
 {
     const std::vector<float> x = {1, 2, 3, 4}, dy = {1, -1, 0.5f, 2}, gamma = {1, 1, 1, 1};
     const float mean = 2.5f, rstd = 0.9f;

@@ -9,7 +9,7 @@
 namespace stepwise::normalization_backward {
 namespace {
 
-TEST(NormalizationBackwardRegistry, EveryStepInBothOperationsAndTypesAtTheMainShapesAndAnOddOne)
+TEST(NormBackwardRegistry, EveryStepInBothOperationsAndTypesAtTheMainShapesAndAnOddOne)
 {
     const nlohmann::json chapter = stepwise::testing::registry_chapter("normalization_backward");
     ASSERT_FALSE(chapter.is_null());

@@ -208,7 +208,7 @@ void expect_matches_reference(const Problem& p, const StepRun& r)
     EXPECT_TRUE(pc.passed()) << what << ": " << pc.describe(parameter_tol);
 }
 
-class NormalizationBackwardStepTest : public ::testing::TestWithParam<Step> {
+class NormBackwardStepTest : public ::testing::TestWithParam<Step> {
 protected:
     void SetUp() override { STEPWISE_SKIP_WITHOUT_GPU(); }
 
@@ -225,15 +225,15 @@ protected:
     }
 };
 
-TEST_P(NormalizationBackwardStepTest, LayerNormMatchesTheReferenceInFp32) { expect_every_shape(false, true); }
-TEST_P(NormalizationBackwardStepTest, LayerNormMatchesTheReferenceInBf16) { expect_every_shape(true, true); }
-TEST_P(NormalizationBackwardStepTest, RmsNormMatchesTheReferenceInFp32) { expect_every_shape(false, false); }
-TEST_P(NormalizationBackwardStepTest, RmsNormMatchesTheReferenceInBf16) { expect_every_shape(true, false); }
+TEST_P(NormBackwardStepTest, LayerNormMatchesTheReferenceInFp32) { expect_every_shape(false, true); }
+TEST_P(NormBackwardStepTest, LayerNormMatchesTheReferenceInBf16) { expect_every_shape(true, true); }
+TEST_P(NormBackwardStepTest, RmsNormMatchesTheReferenceInFp32) { expect_every_shape(false, false); }
+TEST_P(NormBackwardStepTest, RmsNormMatchesTheReferenceInBf16) { expect_every_shape(true, false); }
 
 //! A row with a NaN, saved by the forward with a NaN mean and rstd, makes its own row of dx NaN and dgamma NaN (its
 //! xhat is NaN at every column), not dbeta nor the other rows; a row of equal values saved with epsilon 0 (rstd
 //! infinite) has no xhat term, as the forward gave beta there.
-TEST_P(NormalizationBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatTerm)
+TEST_P(NormBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatTerm)
 {
     for (const bool layer_norm : {true, false}) {
         for (const int cols : {3, 1000, 5000}) {
@@ -256,7 +256,7 @@ TEST_P(NormalizationBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHa
     }
 }
 
-TEST_P(NormalizationBackwardStepTest, TheSameBitsOnEveryRun)
+TEST_P(NormBackwardStepTest, TheSameBitsOnEveryRun)
 {
     const Problem p = random_problem({2048, 1000}, true, true, fresh_seed());
     const StepRun first = run_step(GetParam(), p);
@@ -270,7 +270,7 @@ TEST_P(NormalizationBackwardStepTest, TheSameBitsOnEveryRun)
     }
 }
 
-TEST_P(NormalizationBackwardStepTest, RejectsInvalidArguments)
+TEST_P(NormBackwardStepTest, RejectsInvalidArguments)
 {
     const Step& step = GetParam();
     DeviceBuffer<float> d(1 << 16);
@@ -294,11 +294,11 @@ TEST_P(NormalizationBackwardStepTest, RejectsInvalidArguments)
     EXPECT_EQ(cudaGetLastError(), cudaSuccess);
 }
 
-INSTANTIATE_TEST_SUITE_P(NormalizationBackward, NormalizationBackwardStepTest, ::testing::ValuesIn(steps()),
+INSTANTIATE_TEST_SUITE_P(NormBackward, NormBackwardStepTest, ::testing::ValuesIn(steps()),
                          step_name);
 
 //! Every step once in each operation and type at one shape: what the chapter's Nsight Compute profile runs.
-TEST(NormalizationBackwardProfile, EveryStepOnceAtOneMainShape)
+TEST(NormBackwardProfile, EveryStepOnceAtOneMainShape)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     for (const Step& step : steps()) {
