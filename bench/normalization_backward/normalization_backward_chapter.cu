@@ -188,8 +188,11 @@ public:
                 mean[i] = static_cast<float>(m);
                 rstd[i] = static_cast<float>(1.0 / std::sqrt(squares / shape.cols + epsilon));
             }
-            d_mean.upload(mean);
-            d_rstd.upload(rstd);
+            // Only this shape's rows: the buffers hold the most rows of any shape.
+            STEPWISE_CUDA_CHECK(cudaMemcpy(d_mean.data(), mean.data(), mean.size() * sizeof(float),
+                                           cudaMemcpyHostToDevice));
+            STEPWISE_CUDA_CHECK(cudaMemcpy(d_rstd.data(), rstd.data(), rstd.size() * sizeof(float),
+                                           cudaMemcpyHostToDevice));
             // The reference: dx at the checked rows, dgamma and dbeta over every row, and their terms' magnitudes.
             const std::vector<int> rows = checked_rows(shape.rows, shape.cols, row_shapes::checked_values);
             std::vector<double> expected_dx(rows.size() * cols), row_dx(cols), dgamma(cols, 0.0), dbeta(cols, 0.0);
