@@ -151,7 +151,9 @@ public:
         const std::vector<float> x_bf16 = round_to_bf16(x), dy_bf16 = round_to_bf16(dy);
         constexpr std::size_t guard_bytes = 256;  // after each output: must stay poisoned
         const std::size_t most_bytes = static_cast<std::size_t>(most_values) * sizeof(float);
-        DeviceBuffer<unsigned char> d_x(most_bytes), d_dy(most_bytes), d_dx(most_bytes + guard_bytes);
+        // x and dx hold one and a half of the largest x: the copy ceiling copies that much from one to the other.
+        const std::size_t ceiling_bytes = most_bytes / 2 * 3;
+        DeviceBuffer<unsigned char> d_x(ceiling_bytes), d_dy(most_bytes), d_dx(ceiling_bytes + guard_bytes);
         DeviceBuffer<float> d_gamma(static_cast<std::size_t>(most_cols));
         DeviceBuffer<float> d_mean(static_cast<std::size_t>(most_rows)), d_rstd(static_cast<std::size_t>(most_rows));
         DeviceBuffer<unsigned char> d_dgamma(static_cast<std::size_t>(most_cols) * 4 + guard_bytes);
