@@ -2,7 +2,6 @@
 
 #include "../../snippets/cross_entropy/01_separate_kernels.cuh"
 #include "../../snippets/cross_entropy/02_row_in_registers.cuh"
-#include "../../snippets/cross_entropy/03_cluster_split.cuh"
 
 #include <string>
 
@@ -42,29 +41,6 @@ std::vector<KernelEntry> row_in_registers_kernels()
             kernel_entry("mean_kernel", s::mean_kernel, labels)};
 }
 
-//! Step 3's kernels: step 2's, and the cluster's (16-byte accesses; its largest blocks shown, with the shared memory
-//! of their slices: the launcher sizes them to the row).
-std::vector<KernelEntry> cluster_split_kernels()
-{
-    namespace s = cluster_split;
-    const dim3 rows(s::max_block_threads), cluster(s::cluster_block_threads), longer(s::long_rows_block),
-        labels(s::labels_block);
-    return {kernel_entry("count_kernel", s::count_kernel, labels),
-            kernel_entry("rows_kernel<float, 4>", s::rows_kernel<float, 4>, rows),
-            kernel_entry("rows_kernel<float, 1>", s::rows_kernel<float, 1>, rows),
-            kernel_entry("rows_kernel<" + b + ", 8>", s::rows_kernel<bf16, 8>, rows),
-            kernel_entry("rows_kernel<" + b + ", 1>", s::rows_kernel<bf16, 1>, rows),
-            kernel_entry("cluster_rows_kernel<float, 4>", s::cluster_rows_kernel<float, 4>, cluster,
-                         configured_shared_bytes(s::cluster_config<float>, s::cluster_block_threads)),
-            kernel_entry("cluster_rows_kernel<" + b + ", 8>", s::cluster_rows_kernel<bf16, 8>, cluster,
-                         configured_shared_bytes(s::cluster_config<bf16>, s::cluster_block_threads)),
-            kernel_entry("long_rows_kernel<float, 4>", s::long_rows_kernel<float, 4>, longer),
-            kernel_entry("long_rows_kernel<float, 1>", s::long_rows_kernel<float, 1>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 8>", s::long_rows_kernel<bf16, 8>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 1>", s::long_rows_kernel<bf16, 1>, longer),
-            kernel_entry("mean_kernel", s::mean_kernel, labels)};
-}
-
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -80,11 +56,6 @@ const std::vector<Step>& steps()
          row_in_registers::cross_entropy,
          row_in_registers::cross_entropy,
          row_in_registers_kernels()},
-        {{"03_cluster_split", "Rows longer than a block split over a cluster, read once",
-          "snippets/cross_entropy/03_cluster_split.cuh", "stepwise::cross_entropy::cluster_split"},
-         cluster_split::cross_entropy,
-         cluster_split::cross_entropy,
-         cluster_split_kernels()},
     };
     return all;
 }

@@ -30,15 +30,10 @@ struct Shape {
 };
 
 //! Rows of one value, of a few, of a warp's and a block's worth; the longest rows held in registers (32768 values)
-//! and rows longer (step 3: over a cluster of 3 blocks where 16-byte aligned, 32776, else read twice, 32769);
-//! vocabularies (GPT-2's 50257, multiple of nothing); the longest rows of a cluster of 8 blocks (131072) and of 16
-//! (262144, where the GPU takes it), a row past the 8 (131080) and rows past the 16 (262152 aligned, 262145 not: read
-//! twice); more rows of a cluster than the GPU holds clusters (each takes rows in turn, some ignored); many short
-//! rows; lengths that are multiples of 4 and 8 (16-byte accesses) and not.
-const std::vector<Shape> shapes = {{1, 1},      {7, 3},      {100000, 3}, {37, 1000},  {33, 513},  {64, 1024},
-                                   {9, 8191},   {4, 32768},  {3, 32769},  {3, 32776},  {5, 50257}, {3, 100000},
-                                   {2, 131072}, {2, 131080}, {2, 262144}, {2, 262152}, {2, 262145}, {200, 32776}};
-
+//! and one value longer (the longer rows' path); vocabularies (GPT-2's 50257, multiple of nothing); many short rows;
+//! lengths that are multiples of 4 and 8 (16-byte accesses) and not.
+const std::vector<Shape> shapes = {{1, 1},    {7, 3},      {100000, 3}, {37, 1000},  {33, 513},   {64, 1024},
+                                   {9, 8191}, {4, 32768},  {3, 32769},  {5, 50257},  {3, 100000}, {2, 131072}};
 //! Shapes left out under compute-sanitizer (slow there).
 const std::vector<Shape> large_shapes = {{2048, 4096}, {64, 128256}};
 
@@ -152,13 +147,13 @@ protected:
         }
     }
 
-    //! Rows of special values at row lengths of every path (a block, a cluster of blocks, a row read twice): with them counted (the mean NaN, each gradient row as the
+    //! Rows of special values at row lengths of both paths: with them counted (the mean NaN, each gradient row as the
     //! reference says) and with the NaN rows ignored (the mean finite, their gradient zero).
     void expect_special_values(bool is_bf16)
     {
         const float inf = std::numeric_limits<float>::infinity();
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        for (const int cols : {3, 1000, 5000, 40000, 140000}) {
+        for (const int cols : {3, 1000, 5000, 40000}) {
             const Shape shape{9, cols};
             std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * cols, fresh_seed());
             const auto row = [&](int r) { return input.begin() + static_cast<std::ptrdiff_t>(r) * cols; };
@@ -257,16 +252,12 @@ TEST_P(CrossEntropyStepTest, InPlaceAndAtEveryElementAlignment)
 
 TEST_P(CrossEntropyStepTest, TheSameLossOnEveryRun)
 {
-    for (const Shape& shape : {Shape{4096, 1000}, Shape{64, 100000}}) {  // rows in a block, rows over a cluster
-        const std::vector<float> input =
-            random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, fresh_seed());
-        const std::vector<int> labels = random_labels(shape.rows, shape.cols, ignore, ignored_one_in, 5);
-        const StepRun first = run_step(GetParam(), false, input, labels, shape);
-        for (int run = 0; run < 3; ++run) {
-            const StepRun again = run_step(GetParam(), false, input, labels, shape);
-            EXPECT_EQ(again.loss_bits, first.loss_bits) << shape.cols << " values a row, run " << run;
-            EXPECT_TRUE(again.grad == first.grad) << shape.cols << " values a row, run " << run;
-        }
+    const Shape shape{4096, 1000};
+    const std::vector<float> input = random_logits(static_cast<std::size_t>(shape.rows) * shape.cols, fresh_seed());
+    const std::vector<int> labels = random_labels(shape.rows, shape.cols, ignore, ignored_one_in, 5);
+    const StepRun first = run_step(GetParam(), false, input, labels, shape);
+    for (int run = 0; run < 3; ++run) {
+        EXPECT_EQ(run_step(GetParam(), false, input, labels, shape).loss_bits, first.loss_bits) << "run " << run;
     }
 }
 
