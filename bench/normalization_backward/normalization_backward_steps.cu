@@ -2,6 +2,7 @@
 
 #include "../../snippets/normalization_backward/01_three_kernels.cuh"
 #include "../../snippets/normalization_backward/02_column_partials.cuh"
+#include "../../snippets/normalization_backward/03_row_in_registers.cuh"
 
 #include <string>
 
@@ -39,6 +40,25 @@ std::vector<KernelEntry> column_partials_kernels()
             kernel_entry("add_partials_kernel", s::add_partials_kernel, column)};
 }
 
+//! Step 3's kernels: dx from a row held in registers (two sizes of registers), longer rows read twice, and step 2's
+//! tiles and partial sums.
+std::vector<KernelEntry> row_in_registers_kernels()
+{
+    namespace s = row_in_registers;
+    const dim3 row(s::max_row_threads), streamed(s::streamed_row_threads), tile(s::tile_columns, s::tile_warps),
+        column(s::column_block_threads);
+    constexpr int few = s::short_values_per_thread, many = s::long_values_per_thread;
+    return {kernel_entry("dx_row_kernel<float, 4>", s::dx_row_kernel<float, few>, row),
+            kernel_entry("dx_row_kernel<" + b + ", 4>", s::dx_row_kernel<bf16, few>, row),
+            kernel_entry("dx_row_kernel<float, 16>", s::dx_row_kernel<float, many>, row),
+            kernel_entry("dx_row_kernel<" + b + ", 16>", s::dx_row_kernel<bf16, many>, row),
+            kernel_entry("dx_streamed_row_kernel<float>", s::dx_streamed_row_kernel<float>, streamed),
+            kernel_entry("dx_streamed_row_kernel<" + b + ">", s::dx_streamed_row_kernel<bf16>, streamed),
+            kernel_entry("partials_kernel<float>", s::partials_kernel<float>, tile),
+            kernel_entry("partials_kernel<" + b + ">", s::partials_kernel<bf16>, tile),
+            kernel_entry("add_partials_kernel", s::add_partials_kernel, column)};
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -58,6 +78,13 @@ const std::vector<Step>& steps()
          column_partials::layer_norm_backward<bf16>,
          column_partials::rms_norm_backward<bf16>,
          column_partials_kernels()},
+        {{"03_row_in_registers", "dx from one read of each row, held in registers",
+          "snippets/normalization_backward/03_row_in_registers.cuh", "stepwise::normalization_backward::row_in_registers"},
+         row_in_registers::layer_norm_backward<float>,
+         row_in_registers::rms_norm_backward<float>,
+         row_in_registers::layer_norm_backward<bf16>,
+         row_in_registers::rms_norm_backward<bf16>,
+         row_in_registers_kernels()},
     };
     return all;
 }
