@@ -5,6 +5,7 @@
 #include "core/device_buffer.hpp"
 #include "core/row_shapes.hpp"
 #include "core/step_loop.hpp"
+#include "normalization/norm_shapes.hpp"
 #include "normalization/normalization_cudnn.hpp"
 #include "normalization/normalization_reference.hpp"
 #include "normalization/normalization_steps.hpp"
@@ -18,40 +19,10 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-enum class Norm { layer = 1, rms = 2 };
-
-//! A rows x cols problem of one operation in fp32 (4-byte elements) or bf16 (2-byte).
-struct Shape {
-    Norm norm;
-    int rows, cols, element_bytes;
-};
+using namespace norm_shapes;  // Norm, Shape and the registry's key and text of a shape
 
 using row_shapes::checked_values;
 constexpr float epsilon = 1e-5f;
-
-//! The registry's n of a shape: operation (1 LayerNorm, 2 RMSNorm) * 10^16 + element bytes * 10^15 + rows * 10^7 +
-//! cols (a key; the size's `shape` gives rows and cols, its problem text the operation and the type).
-std::int64_t size_key(Shape s)
-{
-    return static_cast<int>(s.norm) * std::int64_t{10000000000000000} +
-           s.element_bytes * std::int64_t{1000000000000000} + s.rows * std::int64_t{10000000} + s.cols;
-}
-
-Shape shape_of(std::int64_t key)
-{
-    return {static_cast<Norm>(key / 10000000000000000), static_cast<int>(key % 1000000000000000 / 10000000),
-            static_cast<int>(key % 10000000), static_cast<int>(key % 10000000000000000 / 1000000000000000)};
-}
-
-std::string size_text(Shape s)
-{
-    return std::to_string(s.rows) + " x " + std::to_string(s.cols) + (s.norm == Norm::layer ? " LayerNorm" : " RMSNorm") +
-           (s.element_bytes == 2 ? " bf16" : " fp32");
-}
-
-ProblemSize problem_size(Shape s) { return {size_key(s), size_text(s), {s.rows, s.cols}}; }
-
-std::int64_t values_of(Shape s) { return std::int64_t{s.rows} * s.cols; }
 
 //! The bytes one call moves: x read, y written, gamma (and beta) read, LayerNorm's mean and rstd written.
 std::int64_t moved_bytes(Shape s)
