@@ -14,7 +14,6 @@
 #include "normalization_backward/normalization_backward_steps.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
@@ -140,21 +139,9 @@ public:
             upload(d_x, xs);
             upload(d_dy, dys);
             // The forward's statistics, as it saves them (fp32), from the values the GPU reads.
-            std::vector<float> mean(static_cast<std::size_t>(shape.rows), 0.0f), rstd(mean.size());
-            for (int i = 0; i < shape.rows; ++i) {
-                const float* row = xs.data() + static_cast<std::size_t>(i) * cols;
-                double m = 0;
-                for (std::size_t j = 0; j < cols; ++j) {
-                    m += row[j];
-                }
-                m = layer ? m / shape.cols : 0.0;
-                double squares = 0;
-                for (std::size_t j = 0; j < cols; ++j) {
-                    squares += (row[j] - m) * (row[j] - m);
-                }
-                mean[i] = static_cast<float>(m);
-                rstd[i] = static_cast<float>(1.0 / std::sqrt(squares / shape.cols + epsilon));
-            }
+            std::vector<float> mean(static_cast<std::size_t>(shape.rows)), rstd(mean.size());
+            normalization_backward::saved_statistics(xs.data(), shape.rows, shape.cols, layer, epsilon, mean.data(),
+                                                     rstd.data());
             // Only this shape's rows: the buffers hold the most rows of any shape.
             STEPWISE_CUDA_CHECK(cudaMemcpy(d_mean.data(), mean.data(), mean.size() * sizeof(float),
                                            cudaMemcpyHostToDevice));
