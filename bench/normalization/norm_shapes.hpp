@@ -4,8 +4,10 @@
 
 #include "core/chapter.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace stepwise::norm_shapes {
 
@@ -40,5 +42,22 @@ inline std::string size_text(Shape s)
 inline ProblemSize problem_size(Shape s) { return {size_key(s), size_text(s), {s.rows, s.cols}}; }
 
 inline std::int64_t values_of(Shape s) { return std::int64_t{s.rows} * s.cols; }
+
+//! The most values, rows and columns of any of the shapes of `keys`: what buffers shared by every size must hold.
+struct Largest {
+    std::int64_t values = 0, rows = 0, cols = 0;
+};
+
+inline Largest largest_of(const std::vector<std::int64_t>& keys)
+{
+    Largest most;
+    for (const std::int64_t key : keys) {
+        const Shape s = shape_of(key);
+        most.values = std::max(most.values, values_of(s));
+        most.rows = std::max<std::int64_t>(most.rows, s.rows);
+        most.cols = std::max<std::int64_t>(most.cols, s.cols);
+    }
+    return most;
+}
 
 }  // namespace stepwise::norm_shapes

@@ -110,28 +110,22 @@ public:
             }
         }
         const std::vector<std::int64_t> keys = all_sizes(entry_);
-        std::int64_t most_values = 0, most_rows = 0, most_cols = 0;
-        for (const std::int64_t key : keys) {
-            const Shape s = shape_of(key);
-            most_values = std::max(most_values, values_of(s));
-            most_rows = std::max<std::int64_t>(most_rows, s.rows);
-            most_cols = std::max<std::int64_t>(most_cols, s.cols);
-        }
+        const Largest most = largest_of(keys);
         // One input for every size: each uses a prefix of it (in bf16, rounded). x has mean 1 and spread 8.
-        const std::vector<float> x = normalization::random_values(static_cast<std::size_t>(most_values), context.seed,
+        const std::vector<float> x = normalization::random_values(static_cast<std::size_t>(most.values), context.seed,
                                                                   -3.0f, 5.0f);
         const std::vector<float> gamma =
-            normalization::random_values(static_cast<std::size_t>(most_cols), context.seed + 1, 0.5f, 1.5f);
+            normalization::random_values(static_cast<std::size_t>(most.cols), context.seed + 1, 0.5f, 1.5f);
         const std::vector<float> beta =
-            normalization::random_values(static_cast<std::size_t>(most_cols), context.seed + 2, -0.5f, 0.5f);
+            normalization::random_values(static_cast<std::size_t>(most.cols), context.seed + 2, -0.5f, 0.5f);
         const std::vector<float> x_bf16 = round_to_bf16(x), gamma_bf16 = round_to_bf16(gamma),
                                  beta_bf16 = round_to_bf16(beta);
         constexpr std::size_t guard_bytes = 256;  // after each output: must stay poisoned
-        const std::size_t stats_bytes = static_cast<std::size_t>(most_rows) * sizeof(float);
-        DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most_values) * sizeof(float));
-        DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most_values) * sizeof(float) + guard_bytes);
-        DeviceBuffer<unsigned char> d_gamma(static_cast<std::size_t>(most_cols) * sizeof(float));
-        DeviceBuffer<unsigned char> d_beta(static_cast<std::size_t>(most_cols) * sizeof(float));
+        const std::size_t stats_bytes = static_cast<std::size_t>(most.rows) * sizeof(float);
+        DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most.values) * sizeof(float));
+        DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most.values) * sizeof(float) + guard_bytes);
+        DeviceBuffer<unsigned char> d_gamma(static_cast<std::size_t>(most.cols) * sizeof(float));
+        DeviceBuffer<unsigned char> d_beta(static_cast<std::size_t>(most.cols) * sizeof(float));
         DeviceBuffer<unsigned char> d_mean(stats_bytes + guard_bytes), d_rstd(stats_bytes + guard_bytes);
 
         for (const std::int64_t key : keys) {

@@ -14,7 +14,6 @@
 #include "normalization_backward/normalization_backward_steps.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <functional>
 #include <map>
 #include <random>
@@ -98,18 +97,12 @@ public:
             }
         }
         const std::vector<std::int64_t> keys = all_sizes(entry_);
-        std::int64_t most_values = 0, most_rows = 0, most_cols = 0;
-        for (const std::int64_t key : keys) {
-            const Shape s = shape_of(key);
-            most_values = std::max(most_values, values_of(s));
-            most_rows = std::max<std::int64_t>(most_rows, s.rows);
-            most_cols = std::max<std::int64_t>(most_cols, s.cols);
-        }
+        const Largest most = largest_of(keys);
         // One x and one dy for every size: each uses a prefix of them (in bf16, rounded). x spreads over [-3, 5).
         std::mt19937_64 gen(context.seed);
         std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        std::vector<float> x(static_cast<std::size_t>(most_values)), dy(x.size()),
-            gamma(static_cast<std::size_t>(most_cols));
+        std::vector<float> x(static_cast<std::size_t>(most.values)), dy(x.size()),
+            gamma(static_cast<std::size_t>(most.cols));
         for (float& v : x) {
             v = 1.0f + 4.0f * u(gen);
         }
@@ -121,14 +114,14 @@ public:
         }
         const std::vector<float> x_bf16 = round_to_bf16(x), dy_bf16 = round_to_bf16(dy);
         constexpr std::size_t guard_bytes = 256;  // after each output: must stay poisoned
-        const std::size_t most_bytes = static_cast<std::size_t>(most_values) * sizeof(float);
+        const std::size_t most_bytes = static_cast<std::size_t>(most.values) * sizeof(float);
         // x and dx hold one and a half of the largest x: the copy ceiling copies that much from one to the other.
         const std::size_t ceiling_bytes = most_bytes / 2 * 3;
         DeviceBuffer<unsigned char> d_x(ceiling_bytes), d_dy(most_bytes), d_dx(ceiling_bytes + guard_bytes);
-        DeviceBuffer<float> d_gamma(static_cast<std::size_t>(most_cols));
-        DeviceBuffer<float> d_mean(static_cast<std::size_t>(most_rows)), d_rstd(static_cast<std::size_t>(most_rows));
-        DeviceBuffer<unsigned char> d_dgamma(static_cast<std::size_t>(most_cols) * 4 + guard_bytes);
-        DeviceBuffer<unsigned char> d_dbeta(static_cast<std::size_t>(most_cols) * 4 + guard_bytes);
+        DeviceBuffer<float> d_gamma(static_cast<std::size_t>(most.cols));
+        DeviceBuffer<float> d_mean(static_cast<std::size_t>(most.rows)), d_rstd(static_cast<std::size_t>(most.rows));
+        DeviceBuffer<unsigned char> d_dgamma(static_cast<std::size_t>(most.cols) * 4 + guard_bytes);
+        DeviceBuffer<unsigned char> d_dbeta(static_cast<std::size_t>(most.cols) * 4 + guard_bytes);
         d_gamma.upload(gamma);
 
         for (const std::int64_t key : keys) {
@@ -146,21 +139,9 @@ public:
             upload(d_x, xs);
             upload(d_dy, dys);
             // The forward's statistics, as it saves them (fp32), from the values the GPU reads.
-            std::vector<float> mean(static_cast<std::size_t>(shape.rows), 0.0f), rstd(mean.size());
-            for (int i = 0; i < shape.rows; ++i) {
-                const float* row = xs.data() + static_cast<std::size_t>(i) * cols;
-                double m = 0;
-                for (std::size_t j = 0; j < cols; ++j) {
-                    m += row[j];
-                }
-                m = layer ? m / shape.cols : 0.0;
-                double squares = 0;
-                for (std::size_t j = 0; j < cols; ++j) {
-                    squares += (row[j] - m) * (row[j] - m);
-                }
-                mean[i] = static_cast<float>(m);
-                rstd[i] = static_cast<float>(1.0 / std::sqrt(squares / shape.cols + epsilon));
-            }
+            std::vector<float> mean(static_cast<std::size_t>(shape.rows)), rstd(mean.size());
+            normalization_backward::saved_statistics(xs.data(), shape.rows, shape.cols, layer, epsilon, mean.data(),
+                                                     rstd.data());
             // Only this shape's rows: the buffers hold the most rows of any shape.
             STEPWISE_CUDA_CHECK(cudaMemcpy(d_mean.data(), mean.data(), mean.size() * sizeof(float),
                                            cudaMemcpyHostToDevice));

@@ -68,6 +68,25 @@ void count(Comparison& c, double got, double expected, double scale, double tole
 
 }  // namespace
 
+void saved_statistics(const float* x, int num_rows, int num_cols, bool layer_norm, double epsilon, float* mean,
+                      float* rstd)
+{
+    for (int i = 0; i < num_rows; ++i) {
+        const float* row = x + static_cast<std::size_t>(i) * num_cols;
+        double m = 0;
+        for (int j = 0; j < num_cols; ++j) {
+            m += row[j];
+        }
+        m = layer_norm ? m / num_cols : 0.0;
+        double squares = 0;
+        for (int j = 0; j < num_cols; ++j) {
+            squares += (row[j] - m) * (row[j] - m);
+        }
+        mean[i] = static_cast<float>(m);
+        rstd[i] = static_cast<float>(1.0 / std::sqrt(squares / num_cols + epsilon));
+    }
+}
+
 RowTerms layer_norm_backward_row(const float* x, const float* dy, const float* gamma, float mean, float rstd,
                                  int num_cols, double* dx, double* dgamma, double* dbeta)
 {

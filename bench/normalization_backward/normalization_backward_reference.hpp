@@ -8,6 +8,11 @@
 
 namespace stepwise::normalization_backward {
 
+//! @brief The statistics a forward step saves for each of `num_rows` rows of `x` (fp32), taken in double from the
+//!        values it read: LayerNorm's mean (RMSNorm: 0) and rstd = 1 / sqrt(mean((x - mean)^2) + epsilon).
+void saved_statistics(const float* x, int num_rows, int num_cols, bool layer_norm, double epsilon, float* mean,
+                      float* rstd);
+
 //! @brief One row's part of the backward pass in double, from the forward's saved statistics (as the forward stored
 //!        them, fp32; they are used, not recomputed). With xhat_j = (x_j - mean) rstd (RMSNorm: x_j rstd) and
 //!        g_j = dy_j gamma_j:

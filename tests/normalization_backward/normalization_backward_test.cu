@@ -77,22 +77,9 @@ Problem random_problem(Shape shape, bool is_bf16, bool layer_norm, std::uint64_t
         p.x = round_to_bf16(p.x);
         p.dy = round_to_bf16(p.dy);
     }
-    p.mean.assign(static_cast<std::size_t>(shape.rows), 0.0f);
-    p.rstd.resize(static_cast<std::size_t>(shape.rows));
-    for (int i = 0; i < shape.rows; ++i) {
-        const float* x = p.x.data() + static_cast<std::size_t>(i) * shape.cols;
-        double mean = 0;
-        for (int j = 0; j < shape.cols; ++j) {
-            mean += x[j];
-        }
-        mean = layer_norm ? mean / shape.cols : 0.0;
-        double squares = 0;
-        for (int j = 0; j < shape.cols; ++j) {
-            squares += (x[j] - mean) * (x[j] - mean);
-        }
-        p.mean[i] = static_cast<float>(mean);
-        p.rstd[i] = static_cast<float>(1.0 / std::sqrt(squares / shape.cols + epsilon));
-    }
+    p.mean.resize(static_cast<std::size_t>(shape.rows));
+    p.rstd.resize(p.mean.size());
+    saved_statistics(p.x.data(), shape.rows, shape.cols, layer_norm, epsilon, p.mean.data(), p.rstd.data());
     return p;
 }
 
