@@ -265,13 +265,18 @@ cudaError_t resident_blocks(Kernel kernel, int threads, std::size_t shared_bytes
         return cudaSuccess;
     }
     int optin = 0, sms = 0, per_sm = 0;
+    cudaFuncAttributes attributes{};
     if ((status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device)) != cudaSuccess ||
-        (status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) {
+        (status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
+        (status = cudaFuncGetAttributes(&attributes, kernel)) != cudaSuccess) {
         return status;
     }
-    if (shared_bytes <= static_cast<std::size_t>(optin)) {
-        if ((status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(shared_bytes))) != cudaSuccess ||
+    // The most dynamic shared memory a block of the kernel may take beside its static arrays. The limit is set to that,
+    // not to this launch's bytes: a later, smaller configuration must not lower it under the ones already counted here.
+    const int most_dynamic = optin - static_cast<int>(attributes.sharedSizeBytes);
+    if (shared_bytes <= static_cast<std::size_t>(most_dynamic)) {
+        if ((status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most_dynamic)) !=
+                cudaSuccess ||
             (status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, shared_bytes)) !=
                 cudaSuccess) {
             return status;
