@@ -44,7 +44,7 @@ public:
         : ChapterBase("normalization_backward", "LayerNorm and RMSNorm backward: dx and the parameters' gradients",
                       "device_copy", "NormBackward")
     {
-        entry_.profile = {"NormBackwardProfile.*", "regex:row_terms|dx_|parameter_", ""};
+        entry_.profile = {"NormBackwardProfile.*", "regex:row_terms|dx_|parameter_|partials|row_pass", ""};
         entry_.timings = {single_cold_timing()};
         entry_.ceilings = {{"device_copy", "cudaMemcpyAsync device to device of one and a half times x's bytes (reads "
                                            "and writes them: the bytes of x and dy read and dx written)"}};

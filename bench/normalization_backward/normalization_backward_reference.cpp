@@ -160,8 +160,13 @@ void parameter_magnitudes(const float* x, const float* dy, const float* mean, co
 std::string Comparison::describe(double tolerance) const
 {
     std::ostringstream out;
-    out << values << " values of dx and " << columns << " columns of the parameters' gradients; max error "
-        << max_relative << " of the scale (tolerance " << tolerance << ")";
+    if (values > 0) {
+        out << values << " values of dx" << (columns > 0 ? " and " : "");
+    }
+    if (columns > 0 || values == 0) {
+        out << columns << " columns of the parameters' gradients";
+    }
+    out << "; max error " << max_relative << " of the scale (tolerance " << tolerance << ")";
     if (!passed()) {
         out << "; " << out_of_tolerance << " beyond it, " << nan_mismatches << " NaN mismatches; first, " << first;
     }

@@ -3,6 +3,7 @@
 #include "../../snippets/normalization_backward/01_three_kernels.cuh"
 #include "../../snippets/normalization_backward/02_column_partials.cuh"
 #include "../../snippets/normalization_backward/03_row_in_registers.cuh"
+#include "../../snippets/normalization_backward/04_parameter_sums_in_the_row_pass.cuh"
 
 #include <string>
 
@@ -59,6 +60,28 @@ std::vector<KernelEntry> row_in_registers_kernels()
             kernel_entry("add_partials_kernel", s::add_partials_kernel, column)};
 }
 
+//! Step 4's kernels: the row pass that also adds the parameters' terms (three sizes of registers), the partial
+//! sums' adder, and step 3's and step 2's kernels for the longer rows.
+std::vector<KernelEntry> parameter_sums_in_the_row_pass_kernels()
+{
+    namespace s = parameter_sums_in_the_row_pass;
+    const dim3 row(s::max_row_threads), streamed(s::streamed_row_threads), tile(s::tile_columns, s::tile_warps),
+        add(s::add_columns, s::add_warps);
+    constexpr int few = s::short_values_per_thread, some = s::middle_values_per_thread,
+                  many = s::long_values_per_thread;
+    return {kernel_entry("row_pass_kernel<float, 4>", s::row_pass_kernel<float, few>, row),
+            kernel_entry("row_pass_kernel<" + b + ", 4>", s::row_pass_kernel<bf16, few>, row),
+            kernel_entry("row_pass_kernel<float, 8>", s::row_pass_kernel<float, some>, row),
+            kernel_entry("row_pass_kernel<" + b + ", 8>", s::row_pass_kernel<bf16, some>, row),
+            kernel_entry("row_pass_kernel<float, 16>", s::row_pass_kernel<float, many>, row),
+            kernel_entry("row_pass_kernel<" + b + ", 16>", s::row_pass_kernel<bf16, many>, row),
+            kernel_entry("dx_streamed_row_kernel<float>", s::dx_streamed_row_kernel<float>, streamed),
+            kernel_entry("dx_streamed_row_kernel<" + b + ">", s::dx_streamed_row_kernel<bf16>, streamed),
+            kernel_entry("partials_kernel<float>", s::partials_kernel<float>, tile),
+            kernel_entry("partials_kernel<" + b + ">", s::partials_kernel<bf16>, tile),
+            kernel_entry("add_partials_kernel", s::add_partials_kernel, add)};
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -85,6 +108,14 @@ const std::vector<Step>& steps()
          row_in_registers::layer_norm_backward<bf16>,
          row_in_registers::rms_norm_backward<bf16>,
          row_in_registers_kernels()},
+        {{"04_parameter_sums_in_the_row_pass", "The parameters' partial sums from the pass that writes dx",
+          "snippets/normalization_backward/04_parameter_sums_in_the_row_pass.cuh",
+          "stepwise::normalization_backward::parameter_sums_in_the_row_pass"},
+         parameter_sums_in_the_row_pass::layer_norm_backward<float>,
+         parameter_sums_in_the_row_pass::rms_norm_backward<float>,
+         parameter_sums_in_the_row_pass::layer_norm_backward<bf16>,
+         parameter_sums_in_the_row_pass::rms_norm_backward<bf16>,
+         parameter_sums_in_the_row_pass_kernels()},
     };
     return all;
 }

@@ -194,6 +194,7 @@ TEST(NormBackwardReference, ComparisonCountsWhatIsOutOfToleranceOrNaN)
                                parameter_tolerance(1), p);
     EXPECT_FALSE(p.passed());
     EXPECT_NE(p.describe(0).find("dgamma col 0"), std::string::npos) << p.describe(0);
+    EXPECT_EQ(p.describe(0).find("values of dx"), std::string::npos) << "names only what it compared: " << p.describe(0);
 }
 
 }  // namespace
