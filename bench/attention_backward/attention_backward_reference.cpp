@@ -70,6 +70,24 @@ RowStatistics row_statistics(const Problem& p, float scale, const float* q, cons
     return stats;
 }
 
+RowStatistics row_statistics_from_forward(const Problem& p, const float* o, const float* lse, const float* d_o, int b,
+                                          int h)
+{
+    RowStatistics stats{std::vector<double>(p.seq), std::vector<double>(p.seq), std::vector<double>(p.seq)};
+    for (int i = 0; i < p.seq; ++i) {
+        const std::size_t at = offset(p, b, h, p.heads, i);
+        double d = 0, magnitude = 0;
+        for (int e = 0; e < p.head_dim; ++e) {
+            d += static_cast<double>(d_o[at + e]) * o[at + e];
+            magnitude += std::abs(static_cast<double>(d_o[at + e]) * o[at + e]);
+        }
+        stats.lse[i] = lse[(static_cast<std::size_t>(b) * p.heads + h) * p.seq + i];
+        stats.d[i] = d;
+        stats.d_magnitude[i] = magnitude;
+    }
+    return stats;
+}
+
 Gradient reference_dq(const Problem& p, float scale, const float* q, const float* k, const float* v, const float* d_o,
                       const RowStatistics& stats, int b, int h, int row)
 {

@@ -23,6 +23,12 @@ struct RowStatistics {
 RowStatistics row_statistics(const Problem& p, float scale, const float* q, const float* k, const float* v,
                              const float* d_o, int b, int h);
 
+//! @brief The row statistics of (batch `b`, head `h`) from a forward's outputs as a backward step reads them: its O
+//!        (bf16 values, as floats) for D, and its log-sum-exp (fp32) as it is: O(seq head_dim) work, where
+//!        row_statistics() recomputes the forward. The gradients from these measure the backward pass alone.
+RowStatistics row_statistics_from_forward(const Problem& p, const float* o, const float* lse, const float* d_o, int b,
+                                          int h);
+
 //! @brief One gradient value and the sum of the magnitudes of the terms it adds up (the unit of its error).
 struct Gradient {
     std::vector<double> value, magnitude;  //!< head_dim values each

@@ -1,5 +1,6 @@
 // CPU tests of the attention backward chapter's reference and comparison.
 #include "attention_backward/attention_backward_reference.hpp"
+#include "core/bf16.hpp"
 
 #include <gtest/gtest.h>
 
@@ -154,6 +155,37 @@ TEST(AttnBackwardReference, ANaNInOneRowOfDoReachesOnlyWhatThatRowReaches)
             EXPECT_EQ(std::isnan(g.dk[static_cast<std::size_t>(j) * p.head_dim + d]), j <= nan_row) << "dK key " << j;
             EXPECT_EQ(std::isnan(g.dv[static_cast<std::size_t>(j) * p.head_dim + d]), j <= nan_row && d == nan_col)
                 << "dV key " << j << " col " << d;
+        }
+    }
+}
+
+TEST(AttnBackwardReference, StatisticsFromTheForwardsOutputsAreTheRecomputedOnesRounded)
+{
+    // O rounded to bf16 and the log-sum-exp to fp32, as a forward step writes them: D within bf16's rounding of
+    // sum |dO O|, the log-sum-exp within fp32's.
+    const Problem p{2, 2, 1, 9, 8, true};
+    const float scale = attention::default_scale(p.head_dim);
+    const Inputs in = random_problem_inputs(p, 5);
+    std::vector<float> o(attention::q_elements(p)), lse(attention::q_elements(p) / p.head_dim);
+    std::vector<double> row(p.head_dim);
+    for (std::size_t id = 0; id < lse.size(); ++id) {
+        const int b = static_cast<int>(id / p.seq / p.heads), h = static_cast<int>(id / p.seq % p.heads);
+        double row_lse = 0;
+        attention::reference_row(p, scale, in.q.data(), in.k.data(), in.v.data(), b, h, static_cast<int>(id % p.seq),
+                                 row.data(), &row_lse);
+        std::copy(row.begin(), row.end(), o.begin() + static_cast<std::ptrdiff_t>(id * p.head_dim));
+        lse[id] = static_cast<float>(row_lse);
+    }
+    o = round_to_bf16(o);
+    for (int b = 0; b < p.batch; ++b) {
+        for (int h = 0; h < p.heads; ++h) {
+            const RowStatistics exact =
+                row_statistics(p, scale, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), b, h);
+            const RowStatistics given = row_statistics_from_forward(p, o.data(), lse.data(), in.d_o.data(), b, h);
+            for (int i = 0; i < p.seq; ++i) {
+                EXPECT_NEAR(given.d[i], exact.d[i], std::ldexp(1.0, -8) * exact.d_magnitude[i]) << b << " " << h << " " << i;
+                EXPECT_NEAR(given.lse[i], exact.lse[i], std::ldexp(1.0, -23) * (1 + std::abs(exact.lse[i])));
+            }
         }
     }
 }
