@@ -1,8 +1,10 @@
 // GPU tests of the attention backward chapter: every step's dQ, dK and dV against the double-precision CPU reference
 // at every row of small and odd problems (grouped K and V, causal and not), at sampled rows of the main shape, with a
 // NaN in dO, the same bits on every run, and invalid arguments. The forward's O and log-sum-exp are the reference's,
-// rounded as the forward writes them (O to bf16, the LSE to fp32).
+// rounded as the forward writes them (O to bf16, the LSE to fp32); at the main shape, the forward chapter's first
+// step's.
 #include "attention/attention_reference.hpp"
+#include "attention/attention_steps.hpp"
 #include "attention_backward/attention_backward_reference.hpp"
 #include "attention_backward/attention_backward_steps.hpp"
 #include "core/bf16.hpp"
@@ -16,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepwise::attention_backward {
@@ -45,6 +48,7 @@ const std::vector<Problem> small_problems = {{1, 1, 1, 1, 64, false},   {2, 3, 3
 //! The chapter's main shape, causal or not (the timing program's), compared at every 97th row of two heads.
 Problem main_problem(bool causal) { return {4, 16, 16, 4096, 128, causal}; }
 constexpr int main_row_step = 97;
+constexpr int profile_row_step = 1024;  //!< the profiling run at a few rows of one head
 
 std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
 
@@ -82,12 +86,40 @@ void add_forward_outputs(const Problem& p, Inputs& in)
     in.o = round_to_bf16(in.o);
 }
 
-Inputs random_problem_inputs(const Problem& p, std::uint64_t seed)
+//! The forward's outputs of `in` from the forward chapter's first step on the GPU (a problem too large for the
+//! reference at every row).
+void add_forward_outputs_of_the_first_forward_step(const Problem& p, Inputs& in)
+{
+    const attention::Step& forward = attention::steps().front();
+    ASSERT_EQ(attention::unsupported_reason(forward), "");
+    DeviceBuffer<bf16> d_q(q_elements(p)), d_k(kv_elements(p)), d_v(kv_elements(p)), d_o(q_elements(p));
+    DeviceBuffer<float> d_lse(q_elements(p) / p.head_dim);
+    for (const auto& [to, from] : {std::pair{&d_q, &in.q}, std::pair{&d_k, &in.k}, std::pair{&d_v, &in.v}}) {
+        const std::vector<unsigned char> bits = narrow(*from, true);
+        STEPWISE_CUDA_CHECK(cudaMemcpy(to->data(), bits.data(), bits.size(), cudaMemcpyHostToDevice));
+    }
+    const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
+        return forward.attention(d_temp, temp_bytes, d_q.data(), d_k.data(), d_v.data(), d_o.data(), d_lse.data(), p,
+                                 default_scale(p.head_dim), 0);
+    };
+    ASSERT_EQ(launch_with_poisoned_workspace(call), cudaSuccess);
+    std::vector<unsigned char> o_bytes(q_elements(p) * sizeof(bf16));
+    STEPWISE_CUDA_CHECK(cudaMemcpy(o_bytes.data(), d_o.data(), o_bytes.size(), cudaMemcpyDeviceToHost));
+    in.o = widen(o_bytes.data(), q_elements(p), true);
+    in.lse = d_lse.download();
+}
+
+//! Random Q, K, V and dO, and the forward's outputs: the reference's, else (`on_the_gpu`) the first forward step's.
+Inputs random_problem_inputs(const Problem& p, std::uint64_t seed, bool on_the_gpu = false)
 {
     Inputs in{attention::random_inputs(q_elements(p), seed), attention::random_inputs(kv_elements(p), seed + 1),
               attention::random_inputs(kv_elements(p), seed + 2), attention::random_inputs(q_elements(p), seed + 3),
               {}, {}};
-    add_forward_outputs(p, in);
+    if (on_the_gpu) {
+        add_forward_outputs_of_the_first_forward_step(p, in);
+    } else {
+        add_forward_outputs(p, in);
+    }
     return in;
 }
 
@@ -184,9 +216,11 @@ std::size_t device_bytes(const Step& step, const Problem& p)
 }
 
 //! Compares every `row_step`-th row (and the last) of dQ of the query heads in `heads`, and of dK and dV of their
-//! K/V heads, with the reference; all heads where `heads` is empty.
+//! K/V heads, with the reference; all heads where `heads` is empty. The reference recomputes the forward, or with
+//! `from_the_forward` takes its O and log-sum-exp as the step read them (the backward pass alone, at O(seq
+//! head_dim) a head where recomputing costs O(seq^2 head_dim)).
 void expect_matches_reference(const Problem& p, const Inputs& in, const StepRun& r, int row_step = 1,
-                              std::vector<int> heads = {})
+                              std::vector<int> heads = {}, bool from_the_forward = false)
 {
     if (heads.empty()) {
         for (int h = 0; h < p.heads; ++h) {
@@ -208,8 +242,11 @@ void expect_matches_reference(const Problem& p, const Inputs& in, const StepRun&
         for (const int kv : kv_heads) {
             std::vector<RowStatistics> stats;
             for (int g = 0; g < group; ++g) {
-                stats.push_back(row_statistics(p, scale, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), b,
-                                               kv * group + g));
+                const int h = kv * group + g;
+                stats.push_back(from_the_forward
+                                    ? row_statistics_from_forward(p, in.o.data(), in.lse.data(), in.d_o.data(), b, h)
+                                    : row_statistics(p, scale, in.q.data(), in.k.data(), in.v.data(), in.d_o.data(), b,
+                                                     h));
             }
             for (int g = 0; g < group; ++g) {
                 const int h = kv * group + g;
@@ -312,10 +349,10 @@ TEST_P(AttnBackwardStepTest, MainShapeAtSampledRowsOfTwoHeads)
             !why.empty()) {
             GTEST_SKIP() << text(p) << " " << why;
         }
-        const Inputs in = random_problem_inputs(p, seed);
+        const Inputs in = random_problem_inputs(p, seed, true);
         const StepRun r = run_step(GetParam(), p, in);
         ASSERT_EQ(r.launch, cudaSuccess) << text(p);
-        expect_matches_reference(p, in, r, main_row_step, {0, p.heads - 1});
+        expect_matches_reference(p, in, r, main_row_step, {0, p.heads - 1}, true);
     }
 }
 
@@ -385,6 +422,31 @@ TEST_P(AttnBackwardStepTest, RejectsInvalidArguments)
 }
 
 INSTANTIATE_TEST_SUITE_P(AttnBackward, AttnBackwardStepTest, ::testing::ValuesIn(steps()), step_name);
+
+TEST(AttnBackwardProfile, EveryStepOnceAtOneMainShape)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    if (under_sanitizer()) {
+        GTEST_SKIP() << "the profiling test is for Nsight Compute; the other tests run under the sanitizers";
+    }
+    const Problem p = main_problem(false);
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Inputs in = random_problem_inputs(p, seed, true);
+    int ran = 0;
+    for (const Step& step : steps()) {
+        if (!unsupported_reason(step).empty()) {
+            continue;
+        }
+        const StepRun r = run_step(step, p, in);
+        ASSERT_EQ(r.launch, cudaSuccess) << step.id;
+        expect_matches_reference(p, in, r, profile_row_step, {0}, true);
+        ++ran;
+    }
+    if (ran == 0) {
+        GTEST_SKIP() << "no step of the chapter runs on this GPU";
+    }
+}
 
 }  // namespace
 }  // namespace stepwise::attention_backward
