@@ -3,6 +3,7 @@
 #include "core/cuda_check.hpp"
 
 #include "../../snippets/attention_backward/01_products_through_global_memory.cuh"
+#include "../../snippets/attention_backward/02_fused_key_tiles.cuh"
 
 namespace stepwise::attention_backward {
 namespace {
@@ -25,7 +26,8 @@ cudaError_t on_problem(void* d_temp_storage, std::size_t& temp_storage_bytes, co
 const std::vector<Step>& steps()
 {
     namespace pg = products_through_global_memory;
-    const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads);
+    namespace fk = fused_key_tiles;
+    const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads);
     static const std::vector<Step> all = {
         {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
           "snippets/attention_backward/01_products_through_global_memory.cuh",
@@ -33,6 +35,7 @@ const std::vector<Step>& steps()
          pg::requirement,
          pg::requirement_met,
          on_problem<pg::Shape, pg::attention_backward>,
+         true,
          {kernel_entry("row_dot_kernel<128>", pg::row_dot_kernel<128>, dot),
           kernel_entry("row_dot_kernel<64>", pg::row_dot_kernel<64>, dot),
           kernel_entry("probabilities_kernel<128>", pg::probabilities_kernel<128>, gemm),
@@ -43,6 +46,17 @@ const std::vector<Step>& steps()
           kernel_entry("key_gradient_kernel<64>", pg::key_gradient_kernel<64>, gemm),
           kernel_entry("query_gradient_kernel<128>", pg::query_gradient_kernel<128>, gemm),
           kernel_entry("query_gradient_kernel<64>", pg::query_gradient_kernel<64>, gemm)}},
+        {{"02_fused_key_tiles", "One fused kernel in FlashAttention-2's order: P and dS in shared memory",
+          "snippets/attention_backward/02_fused_key_tiles.cuh", "stepwise::attention_backward::fused_key_tiles"},
+         fk::requirement,
+         fk::requirement_met,
+         on_problem<fk::Shape, fk::attention_backward>,
+         false,
+         {kernel_entry("row_dot_kernel<128>", fk::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", fk::row_dot_kernel<64>, dot),
+          kernel_entry("key_tile_kernel<128>", fk::key_tile_kernel<128>, fused, fk::Layout<128>::bytes),
+          kernel_entry("key_tile_kernel<64>", fk::key_tile_kernel<64>, fused, fk::Layout<64>::bytes),
+          kernel_entry("convert_dq_kernel", fk::convert_dq_kernel, convert)}},
     };
     return all;
 }

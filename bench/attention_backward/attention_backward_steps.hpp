@@ -28,6 +28,7 @@ struct Step : StepSource {
     const char* needs;    //!< what the GPU and the build must offer ("sm_80", "sm_90a")
     bool (*needs_met)();  //!< whether the code the driver loaded for the current GPU has it
     BackwardFunction backward;
+    bool dq_same_bits;                 //!< whether dQ has the same bits on every run (no atomics add into it)
     std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes
 };
 
