@@ -125,31 +125,9 @@ std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpaBackward::pick(con
         return {};
     }
     // A plan that built but does not run here is left out of the pick (and of run()).
-    std::vector<GraphPlan> runnable;
-    std::string refused;
-    for (const GraphPlan& candidate : p->candidates) {
-        if (execute(*p, candidate.index, t, stream) == cudaSuccess) {
-            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-            runnable.push_back(candidate);
-        } else {
-            refused = candidate.name + ": " + last_status_;
-        }
-    }
-    if (runnable.empty()) {
-        last_status_ = "no plan ran (" + refused + ")";
-        return {};
-    }
-    p->candidates = std::move(runnable);
-    std::vector<std::function<cudaError_t()>> launches;
-    std::vector<std::string> names;
-    for (const GraphPlan& candidate : p->candidates) {
-        launches.push_back([=, this] { return execute(*p, candidate.index, t, stream); });
-        names.push_back(candidate.name);
-    }
-    const PickTimes times = pick_fastest(launches, rule, d_flush, flush_bytes, stream);
-    p->kept = times.kept;
-    last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
-    return {picked_candidates(names, times), times.kept};
+    return pick_graph_plan(*p, *api_, last_status_, rule, d_flush, flush_bytes, stream, [=, this](std::int64_t index) {
+        return execute(*p, index, t, stream);
+    });
 }
 
 cudaError_t CudnnSdpaBackward::run(const BackwardTensors& t, const Problem& pr, float scale, cudaStream_t stream)
