@@ -223,8 +223,9 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
 def attention_backward_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
     """The backward pass alone, as norm_backward_call() times the norms': the forward runs once here (under the
     backend measure() chose, which the saved graph keeps), and the call is autograd's gradient of Q, K and V from
-    it. The error is the largest of the three gradients' errors, each over its largest value, at the query heads
-    of batch 0 that share its first K/V head, against the same graph in float64 there, written plainly."""
+    it. The error is the largest of the three gradients' errors, each over its largest value (over the largest of
+    the three where it is zero throughout), at the query heads of batch 0 that share its first K/V head, against
+    the same graph in float64 there, written plainly."""
     batch, heads, seq, head_dim = case.shape
     group = heads // case.kv_heads
     q = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
@@ -246,7 +247,11 @@ def attention_backward_call(case: Case, torch, gen):  # pragma: no cover - needs
         reference = torch.softmax(scores, dim=-1) @ leaves[2]
         references = torch.autograd.grad(reference, leaves, d_o[:1, :group].double())
         got = (grads[0][:1, :group], grads[1][:1, :1], grads[2][:1, :1])
-        return max(((g.double() - r).abs().max() / r.abs().max()).item() for g, r in zip(got, references))
+        largest = [r.abs().max().item() for r in references]
+        # A gradient that is zero throughout (dQ and dK of one key, whose probabilities are all 1): over the
+        # largest value of the three instead.
+        return max((g.double() - r).abs().max().item() / (top if top > 0 else max(largest))
+                   for g, r, top in zip(got, references, largest))
 
     return call, (o, d_o), error
 
