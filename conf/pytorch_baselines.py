@@ -53,9 +53,16 @@ CALLS = {
     "pytorch_rms_norm_backward": "torch.autograd.grad(y, (x, gamma), dy) of y = "
                                  "torch.nn.functional.rms_norm(x, (cols,), gamma, epsilon), the forward run once "
                                  "before: the backward pass alone",
+    "pytorch_sdpa_backward_bf16": "torch.autograd.grad(o, (q, k, v), do) of o = "
+                                  "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
+                                  "scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), the forward run once before: "
+                                  "the backward pass alone, FlashAttention backend",
 }
-#: The row of the calls on [batch, heads, seq, head_dim] queries, keys and values; the others take rows x cols.
+#: The rows of the calls on [batch, heads, seq, head_dim] queries, keys and values (the forward, the backward pass);
+#: the others take rows x cols.
 ATTENTION_ROW = "pytorch_sdpa_bf16"
+ATTENTION_BACKWARD_ROW = "pytorch_sdpa_backward_bf16"
+ATTENTION_ROWS = (ATTENTION_ROW, ATTENTION_BACKWARD_ROW)
 #: The row of the loss and its gradient: rows x cols logits and a label a row.
 CROSS_ENTROPY_ROW = "pytorch_cross_entropy"
 #: The rows of the normalizations' backward pass: rows x cols x and dy, gamma (and beta) in x's type.
@@ -113,9 +120,9 @@ def cases(registry: dict, chapters: list[str] | None = None) -> list[Case]:
                 raise InputError(f"chapter {chapter_id!r}: PyTorch row {row['id']!r} has no sizes")
             for size in row["sizes"]:
                 shape = tuple(size["shape"])
-                if len(shape) != (4 if row["id"] == ATTENTION_ROW else 2):
+                if len(shape) != (4 if row["id"] in ATTENTION_ROWS else 2):
                     raise InputError(f"{row['id']} at {size['problem']!r}: its shape {list(shape)} is not "
-                                     + ("batch, heads, seq, head_dim" if row["id"] == ATTENTION_ROW else "rows, cols"))
+                                     + ("batch, heads, seq, head_dim" if row["id"] in ATTENTION_ROWS else "rows, cols"))
                 if size["dtype"] not in TOLERANCE:
                     raise InputError(f"{row['id']} at {size['problem']!r}: no dtype {size['dtype']!r} "
                                      f"(known: {', '.join(TOLERANCE)})")
@@ -167,6 +174,8 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
     """The inputs of ``case``, the call to time on them, and the largest error of its result over the
     largest value of the same call in float64 (attention: of the first ATTENTION_CHECKED_ROWS queries,
     computed plainly, with K and V repeated for grouped heads)."""
+    if case.row_id == ATTENTION_BACKWARD_ROW:
+        return attention_backward_call(case, torch, gen)
     if case.row_id == ATTENTION_ROW:
         batch, heads, seq, head_dim = case.shape
         q = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
@@ -209,6 +218,42 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
         return ((y.double() - reference).abs().max() / reference.abs().max()).item()
 
     return call, (x, gamma, beta), error
+
+
+def attention_backward_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
+    """The backward pass alone, as norm_backward_call() times the norms': the forward runs once here (under the
+    backend measure() chose, which the saved graph keeps), and the call is autograd's gradient of Q, K and V from
+    it. The error is the largest of the three gradients' errors, each over its largest value (over the largest of
+    the three where it is zero throughout), at the query heads of batch 0 that share its first K/V head, against
+    the same graph in float64 there, written plainly."""
+    batch, heads, seq, head_dim = case.shape
+    group = heads // case.kv_heads
+    q = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16).requires_grad_()
+    k, v = (torch.randn(batch, case.kv_heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+            .requires_grad_() for _ in range(2))
+    d_o = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+    scale = head_dim ** -0.5
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=case.causal, scale=scale,
+                                                         enable_gqa=case.kv_heads < heads)
+
+    def call(o, d_o):
+        return torch.autograd.grad(o, (q, k, v), d_o, retain_graph=True)
+
+    def error(grads):
+        leaves = [t[:1, :n].detach().double().requires_grad_() for t, n in ((q, group), (k, 1), (v, 1))]
+        scores = leaves[0] @ leaves[1].transpose(-1, -2) * scale
+        if case.causal:
+            scores = scores.masked_fill(~torch.ones(seq, seq, dtype=torch.bool, device="cuda").tril(), float("-inf"))
+        reference = torch.softmax(scores, dim=-1) @ leaves[2]
+        references = torch.autograd.grad(reference, leaves, d_o[:1, :group].double())
+        got = (grads[0][:1, :group], grads[1][:1, :1], grads[2][:1, :1])
+        largest = [r.abs().max().item() for r in references]
+        # A gradient that is zero throughout (dQ and dK of one key, whose probabilities are all 1): over the
+        # largest value of the three instead.
+        return max((g.double() - r).abs().max().item() / (top if top > 0 else max(largest))
+                   for g, r, top in zip(got, references, largest))
+
+    return call, (o, d_o), error
 
 
 def cross_entropy_call(case: Case, torch, gen, dtype):  # pragma: no cover - needs a GPU
@@ -272,20 +317,26 @@ def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - 
     import contextlib
     import time
 
-    call, args, error_of = row_call(case, torch, torch.Generator(device="cuda").manual_seed(seed))
+    def inputs():  # the backward row runs its forward here: under the backend that its saved graph keeps
+        return row_call(case, torch, torch.Generator(device="cuda").manual_seed(seed))
+
     label, backend = case.call, contextlib.nullcontext
-    if case.row_id == ATTENTION_ROW:
+    if case.row_id in ATTENTION_ROWS:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         def backend():
             return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
         try:
             with backend():
+                call, args, error_of = inputs()
                 call(*args)
         except RuntimeError:  # no FlashAttention kernel for this problem: what PyTorch picks itself
             label = case.call.replace("FlashAttention backend", "its own choice of backend (FlashAttention "
                                       "takes no such problem)")
             backend = contextlib.nullcontext
+            call, args, error_of = inputs()
+    else:
+        call, args, error_of = inputs()
     with backend():
         error = error_of(call(*args))
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

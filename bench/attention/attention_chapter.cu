@@ -3,6 +3,7 @@
 // 16k tokens. cuDNN and the steps are sampled in turn at each size, as in the tensor-core chapter.
 #include "attention/attention_cudnn.hpp"
 #include "attention/attention_reference.hpp"
+#include "attention/attention_sizes.hpp"
 #include "attention/attention_steps.hpp"
 #include "core/bf16.hpp"
 #include "core/chapter.hpp"
@@ -23,6 +24,10 @@ namespace {
 
 namespace at = attention;
 namespace tc = tensor_core_gemm;
+using at::problem_of;
+using at::problem_size;
+using at::size_key;
+using at::size_text;
 
 //! The main shape, causal and not: every step is measured there.
 constexpr at::Problem main_problems[] = {{4, 16, 16, 4096, 128, false}, {4, 16, 16, 4096, 128, true}};
@@ -39,39 +44,6 @@ constexpr int sweep_max_log2 = 14;
 //! Rows compared with the double reference at each size, spread over every batch, head and position (and the last).
 constexpr std::int64_t checked_rows = 256;
 constexpr std::size_t guard_bytes = 256;  //!< after O and after the log-sum-exp: must stay poisoned
-
-//! The registry's n of a problem: causal * 10^18 + head_dim * 10^15 + batch * 10^12 + heads * 10^9 + kv_heads * 10^6
-//! + seq (a key; the size's `shape` is batch, heads, seq, head_dim, its problem text says the rest).
-std::int64_t size_key(const at::Problem& p)
-{
-    constexpr std::int64_t e3 = 1000, e6 = e3 * e3, e9 = e6 * e3, e12 = e9 * e3, e15 = e12 * e3, e18 = e15 * e3;
-    return (p.causal ? e18 : 0) + p.head_dim * e15 + p.batch * e12 + p.heads * e9 + p.kv_heads * e6 + p.seq;
-}
-
-at::Problem problem_of(std::int64_t key)
-{
-    const auto digits = [&](int at_power) {
-        std::int64_t scale = 1;
-        for (int i = 0; i < at_power; ++i) {
-            scale *= 10;
-        }
-        return static_cast<int>(key / scale % 1000);
-    };
-    return {digits(12), digits(9), digits(6), static_cast<int>(key % 1000000), digits(15), key >= 1000000000000000000};
-}
-
-//! "4 x 16 x 4096, head dim 128, causal": the page cites it as 4x16x4096x128/causal (or /non-causal).
-std::string size_text(const at::Problem& p)
-{
-    const std::string kv = p.kv_heads == p.heads ? "" : " (" + std::to_string(p.kv_heads) + " K/V heads)";
-    return std::to_string(p.batch) + " x " + std::to_string(p.heads) + kv + " x " + std::to_string(p.seq) +
-           ", head dim " + std::to_string(p.head_dim) + (p.causal ? ", causal" : ", non-causal");
-}
-
-ProblemSize problem_size(const at::Problem& p)
-{
-    return {size_key(p), size_text(p), {p.batch, p.heads, p.seq, p.head_dim}};
-}
 
 //! The bf16 bits of the inputs and the values the GPU reads (a prefix of each serves every size).
 struct Inputs {

@@ -113,31 +113,9 @@ std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpa::pick(const void*
         return {};
     }
     // A plan that built but does not run here is left out of the pick (and of run()).
-    std::vector<GraphPlan> runnable;
-    std::string refused;
-    for (const GraphPlan& candidate : p->candidates) {
-        if (execute(*p, candidate.index, d_q, d_k, d_v, d_o, d_lse, stream) == cudaSuccess) {
-            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
-            runnable.push_back(candidate);
-        } else {
-            refused = candidate.name + ": " + last_status_;
-        }
-    }
-    if (runnable.empty()) {
-        last_status_ = "no plan ran (" + refused + ")";
-        return {};
-    }
-    p->candidates = std::move(runnable);
-    std::vector<std::function<cudaError_t()>> launches;
-    std::vector<std::string> names;
-    for (const GraphPlan& candidate : p->candidates) {
-        launches.push_back([=, this] { return execute(*p, candidate.index, d_q, d_k, d_v, d_o, d_lse, stream); });
-        names.push_back(candidate.name);
-    }
-    const PickTimes times = pick_fastest(launches, rule, d_flush, flush_bytes, stream);
-    p->kept = times.kept;
-    last_status_ = api_->error_string(CUDNN_STATUS_SUCCESS);
-    return {picked_candidates(names, times), times.kept};
+    return pick_graph_plan(*p, *api_, last_status_, rule, d_flush, flush_bytes, stream, [=, this](std::int64_t index) {
+        return execute(*p, index, d_q, d_k, d_v, d_o, d_lse, stream);
+    });
 }
 
 cudaError_t CudnnSdpa::run(const void* d_q, const void* d_k, const void* d_v, void* d_o, float* d_lse,

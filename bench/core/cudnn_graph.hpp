@@ -7,12 +7,14 @@
 #include "core/cudnn_calls.hpp"
 #include "core/cudnn_library.hpp"
 #include "core/device_buffer.hpp"
+#include "core/pick.hpp"
 
 #include <cudnn_frontend.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -173,6 +175,45 @@ Plan* kept_graph_plan(std::map<Key, std::unique_ptr<Plan>>& plans, const Key& ke
         describe_current_exception(status, last_status);
     }
     return nullptr;
+}
+
+//! @brief Picks a graph baseline's fastest plan of one problem: the plans of `plan.candidates` that run here
+//!        (`execute(index)`, cudaSuccess), timed in turn as `rule` says (core/pick.hpp, L2 flushed by writing
+//!        `d_flush` before each sample); `plan.candidates` becomes those, `plan.kept` the fastest's place among them.
+//! @return every plan that ran (its engine's name) with its medians, and the index of the one kept; none where no
+//!         plan ran, with why in `last_status`
+//! @throws CudaError when a CUDA call fails
+template <class Plan, class Execute>
+std::pair<std::vector<PickedCandidate>, std::size_t> pick_graph_plan(Plan& plan, const CudnnCalls& api,
+                                                                     std::string& last_status, const PickRule& rule,
+                                                                     void* d_flush, std::size_t flush_bytes,
+                                                                     cudaStream_t stream, Execute execute)
+{
+    std::vector<GraphPlan> runnable;
+    std::string refused;
+    for (const GraphPlan& candidate : plan.candidates) {
+        if (execute(candidate.index) == cudaSuccess) {
+            STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
+            runnable.push_back(candidate);
+        } else {
+            refused = candidate.name + ": " + last_status;
+        }
+    }
+    if (runnable.empty()) {
+        last_status = "no plan ran (" + refused + ")";
+        return {};
+    }
+    plan.candidates = std::move(runnable);
+    std::vector<std::function<cudaError_t()>> launches;
+    std::vector<std::string> names;
+    for (const GraphPlan& candidate : plan.candidates) {
+        launches.push_back([=] { return execute(candidate.index); });
+        names.push_back(candidate.name);
+    }
+    const PickTimes times = pick_fastest(launches, rule, d_flush, flush_bytes, stream);
+    plan.kept = times.kept;
+    last_status = api.error_string(CUDNN_STATUS_SUCCESS);
+    return {picked_candidates(names, times), times.kept};
 }
 
 //! @brief Runs a graph baseline's plan on `stream`: `execute()` returns the frontend's error_t, `step` names it.

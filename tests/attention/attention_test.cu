@@ -6,6 +6,7 @@
 #include "core/bf16.hpp"
 #include "core/device_buffer.hpp"
 #include "support/gpu_test_support.hpp"
+#include "support/guarded_buffer.hpp"
 #include "support/large_problem.hpp"
 
 #include "../../snippets/attention/09_three_consumer_groups.cuh"
@@ -33,7 +34,7 @@ using stepwise::testing::expect_refuses_a_workspace_one_byte_short;
 using stepwise::testing::launch_with_poisoned_workspace;
 using stepwise::testing::under_sanitizer;
 
-constexpr std::size_t guard_bytes = 256;  //!< poisoned bytes after each buffer
+using stepwise::testing::Guarded;
 constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 
 //! Every step multiplies whole tiles of P by V on the tensor cores. Under the causal mask a row's P is 0 at the keys it
@@ -96,41 +97,6 @@ std::size_t index_of(const Problem& p, int head, int row, int col)
 {
     return (static_cast<std::size_t>(head) * p.seq + row) * p.head_dim + col;
 }
-
-//! Device bytes followed by `guard_bytes` of poison (0xFF: NaN in bf16 and fp32) that a step must leave alone.
-class Guarded {
-public:
-    //! `bytes` bytes, poisoned as well (an output).
-    explicit Guarded(std::size_t bytes) : buffer_(bytes + guard_bytes), bytes_(bytes) { buffer_.fill_bytes(0xFF, 0); }
-    //! A copy of `content` (an input).
-    explicit Guarded(const std::vector<unsigned char>& content) : Guarded(content.size())
-    {
-        STEPWISE_CUDA_CHECK(cudaMemcpy(buffer_.data(), content.data(), bytes_, cudaMemcpyHostToDevice));
-    }
-    template <class T>
-    T* as() const
-    {
-        return reinterpret_cast<T*>(buffer_.data());
-    }
-    //! The bytes it holds, after checking that the guard after them is still poisoned.
-    std::vector<unsigned char> read(const char* what) const
-    {
-        std::vector<unsigned char> held(bytes_ + guard_bytes);
-        STEPWISE_CUDA_CHECK(cudaMemcpy(held.data(), buffer_.data(), held.size(), cudaMemcpyDeviceToHost));
-        for (std::size_t i = bytes_; i < held.size(); ++i) {
-            if (held[i] != 0xFF) {
-                ADD_FAILURE() << "wrote past " << what << ", at byte " << i - bytes_ << " after it";
-                break;
-            }
-        }
-        held.resize(bytes_);
-        return held;
-    }
-
-private:
-    DeviceBuffer<unsigned char> buffer_;
-    std::size_t bytes_;
-};
 
 //! What a run found: O ([batch, heads, seq, head_dim]) and lse ([batch, heads, seq]) as floats.
 struct StepRun {

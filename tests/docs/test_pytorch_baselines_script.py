@@ -36,7 +36,11 @@ def registry() -> dict:
                                                              "fp32", epsilon=1e-5)]},
         {"id": "pytorch_rms_norm_backward", "sizes": [size(32, "4097 x 4095 RMSNorm bf16", (4097, 4095), "bf16",
                                                            epsilon=1e-5)]}]}
-    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}, logits, backward]}
+    heads_backward = {"id": "heads_backward", "steps": [], "pytorch": [{"id": "pytorch_sdpa_backward_bf16", "sizes": [
+        size(41, "4 x 32 (8 K/V heads) x 4096, head dim 128, causal", (4, 32, 4096, 128), "bf16", kv_heads=8,
+             causal=True)]}]}
+    return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}, logits, backward,
+                         heads_backward]}
 
 
 def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
@@ -48,7 +52,8 @@ def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
     assert got[2].call == "torch.native_layer_norm(x, (cols,), gamma, beta, 1e-5)" and got[2].epsilon == 1e-5
     assert got[2].problem == "65536 x 128 LayerNorm bf16"
     assert [c.chapter for c in pb.cases(registry())] == (["rows_cols"] * 2 + ["norms"] * 2 + ["heads"] * 2
-                                                         + ["logits"] + ["backward"] * 2)  # every chapter with rows
+                                                         + ["logits"] + ["backward"] * 2
+                                                         + ["heads_backward"])  # every chapter with rows
 
 
 def test_attention_takes_its_heads_and_mask_from_the_registry():
@@ -80,6 +85,17 @@ def test_the_norms_backward_passes_are_timed_alone_from_the_forwards_saved_graph
     assert (rms.row_id, rms.shape, rms.dtype) == ("pytorch_rms_norm_backward", (4097, 4095), "bf16")
     assert "autograd.grad(y, (x, gamma), dy)" in rms.call and "rms_norm(x, (cols,), gamma, 1e-5)" in rms.call
     assert set(pb.NORM_BACKWARD_ROWS) <= set(pb.CALLS)
+
+
+def test_attention_backward_is_timed_alone_with_its_heads_and_mask():
+    (case,) = pb.cases(registry(), ["heads_backward"])
+    assert (case.row_id, case.shape, case.kv_heads, case.causal, case.dtype) == (
+        "pytorch_sdpa_backward_bf16", (4, 32, 4096, 128), 8, True, "bf16")
+    assert "autograd.grad(o, (q, k, v), do)" in case.call and "the backward pass alone" in case.call
+    reg = registry()
+    reg["chapters"][-1]["pytorch"][0]["sizes"][0]["shape"] = [4096, 128]
+    with pytest.raises(pb.InputError, match="is not batch, heads, seq, head_dim"):
+        pb.cases(reg, ["heads_backward"])
 
 
 @pytest.mark.parametrize("chapters, needle", [

@@ -1,0 +1,45 @@
+// The attention chapters' sizes (forward and backward): the registry's key of a problem and its text.
+#pragma once
+
+#include "attention/attention_reference.hpp"
+#include "core/chapter.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace stepwise::attention {
+
+//! The registry's n of a problem: causal * 10^18 + head_dim * 10^15 + batch * 10^12 + heads * 10^9 + kv_heads * 10^6
+//! + seq (a key; the size's `shape` is batch, heads, seq, head_dim, its problem text says the rest).
+inline std::int64_t size_key(const Problem& p)
+{
+    constexpr std::int64_t e3 = 1000, e6 = e3 * e3, e9 = e6 * e3, e12 = e9 * e3, e15 = e12 * e3, e18 = e15 * e3;
+    return (p.causal ? e18 : 0) + p.head_dim * e15 + p.batch * e12 + p.heads * e9 + p.kv_heads * e6 + p.seq;
+}
+
+inline Problem problem_of(std::int64_t key)
+{
+    const auto digits = [&](int at_power) {
+        std::int64_t scale = 1;
+        for (int i = 0; i < at_power; ++i) {
+            scale *= 10;
+        }
+        return static_cast<int>(key / scale % 1000);
+    };
+    return {digits(12), digits(9), digits(6), static_cast<int>(key % 1000000), digits(15), key >= 1000000000000000000};
+}
+
+//! "4 x 16 x 4096, head dim 128, causal": the page cites it as 4x16x4096x128/causal (or /non-causal).
+inline std::string size_text(const Problem& p)
+{
+    const std::string kv = p.kv_heads == p.heads ? "" : " (" + std::to_string(p.kv_heads) + " K/V heads)";
+    return std::to_string(p.batch) + " x " + std::to_string(p.heads) + kv + " x " + std::to_string(p.seq) +
+           ", head dim " + std::to_string(p.head_dim) + (p.causal ? ", causal" : ", non-causal");
+}
+
+inline ProblemSize problem_size(const Problem& p)
+{
+    return {size_key(p), size_text(p), {p.batch, p.heads, p.seq, p.head_dim}};
+}
+
+}  // namespace stepwise::attention

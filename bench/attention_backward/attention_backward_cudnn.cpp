@@ -1,0 +1,170 @@
+#include "attention_backward/attention_backward_cudnn.hpp"
+
+#include "core/cudnn_library.hpp"
+
+#include <string>
+
+#if STEPWISE_CUDNN_HEADER && STEPWISE_CUDNN_FRONTEND
+#ifndef NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
+#error "cudnn-frontend must open cuDNN at run time (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): nothing links libcudnn"
+#endif
+#include "core/cuda_check.hpp"
+#include "core/cudnn_calls.hpp"
+#include "core/cudnn_graph.hpp"
+#include "core/device_buffer.hpp"
+
+#include <cudnn_frontend.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#endif
+
+namespace stepwise::attention_backward {
+
+#if STEPWISE_CUDNN_HEADER && STEPWISE_CUDNN_FRONTEND
+
+namespace fe = cudnn_frontend;
+using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+//! One problem's graph (built, with every execution plan that built), its tensors, a workspace for the largest plan,
+//! and the plan that run() executes (pick()'s, else the heuristics' first).
+struct CudnnSdpaBackward::Plan {
+    fe::graph::Graph graph;
+    Tensor q, k, v, o, lse, d_o, dq, dk, dv;
+    std::vector<GraphPlan> candidates;
+    std::size_t kept = 0;
+    DeviceBuffer<unsigned char> workspace;
+};
+
+//! The handle, the cuDNN functions the baseline calls itself (core/cudnn_calls.hpp) and the kept plans (destroyed
+//! before the handle).
+struct CudnnSdpaBackward::Api : CudnnCalls {
+    //! By batch, heads, kv_heads, seq, head_dim, causal and the scale's bits.
+    std::map<std::tuple<int, int, int, int, int, bool, std::uint32_t>, std::unique_ptr<Plan>> plans;
+};
+
+CudnnSdpaBackward::CudnnSdpaBackward() : api_(std::make_unique<Api>()) { reason_ = open_for_graphs(*api_, version_); }
+
+CudnnSdpaBackward::~CudnnSdpaBackward() = default;
+
+CudnnSdpaBackward::Plan* CudnnSdpaBackward::plan(const Problem& pr, float scale, cudaError_t& status)
+{
+    std::uint32_t scale_bits = 0;
+    std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
+    const auto describe = [&](Plan& p, int sm_version, std::int64_t& workspace_bytes) {
+        fe::graph::Graph& g = p.graph;
+        g.set_io_data_type(fe::DataType_t::BFLOAT16)
+            .set_intermediate_data_type(fe::DataType_t::FLOAT)
+            .set_compute_data_type(fe::DataType_t::FLOAT)
+            .set_sm_version(sm_version);
+        const std::int64_t b = pr.batch, h = pr.heads, hk = pr.kv_heads, s = pr.seq, d = pr.head_dim;
+        const auto bshd = [&](const char* name, std::int64_t heads) {
+            return g.tensor(fe::graph::Tensor_attributes()
+                                .set_name(name)
+                                .set_dim({b, heads, s, d})
+                                .set_stride({heads * s * d, s * d, d, 1}));
+        };
+        p.q = bshd("Q", h);
+        p.k = bshd("K", hk);
+        p.v = bshd("V", hk);
+        p.o = bshd("O", h);
+        p.d_o = bshd("dO", h);
+        p.lse = g.tensor(fe::graph::Tensor_attributes()
+                             .set_name("Stats")
+                             .set_dim({b, h, s, 1})
+                             .set_stride({h * s, s, 1, 1})
+                             .set_data_type(fe::DataType_t::FLOAT));
+        auto [dq, dk, dv] = g.sdpa_backward(p.q, p.k, p.v, p.o, p.d_o, p.lse,
+                                            fe::graph::SDPA_backward_attributes()
+                                                .set_name("sdpa_backward")
+                                                .set_attn_scale(scale)
+                                                .set_causal_mask(pr.causal));
+        dq->set_output(true).set_dim({b, h, s, d}).set_stride({h * s * d, s * d, d, 1});
+        dk->set_output(true).set_dim({b, hk, s, d}).set_stride({hk * s * d, s * d, d, 1});
+        dv->set_output(true).set_dim({b, hk, s, d}).set_stride({hk * s * d, s * d, d, 1});
+        p.dq = dq;
+        p.dk = dk;
+        p.dv = dv;
+        return build_every_graph_plan(g, api_->handle, p.candidates, workspace_bytes);
+    };
+    return kept_graph_plan(api_->plans,
+                           std::make_tuple(pr.batch, pr.heads, pr.kv_heads, pr.seq, pr.head_dim, pr.causal, scale_bits),
+                           *api_, reason_, last_status_, status, describe);
+}
+
+cudaError_t CudnnSdpaBackward::execute(Plan& p, std::int64_t plan_index, const BackwardTensors& t, cudaStream_t stream)
+{
+    return execute_graph(*api_, stream, "execute_plan_at_index", last_status_, [&] {
+        std::unordered_map<Tensor, void*> pack = {{p.q, const_cast<void*>(t.q)},
+                                                  {p.k, const_cast<void*>(t.k)},
+                                                  {p.v, const_cast<void*>(t.v)},
+                                                  {p.o, const_cast<void*>(t.o)},
+                                                  {p.lse, const_cast<float*>(t.lse)},
+                                                  {p.d_o, const_cast<void*>(t.d_o)},
+                                                  {p.dq, t.dq},
+                                                  {p.dk, t.dk},
+                                                  {p.dv, t.dv}};
+        return p.graph.execute_plan_at_index(api_->handle, pack, p.workspace.data(), plan_index);
+    });
+}
+
+std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpaBackward::pick(const BackwardTensors& t,
+                                                                             const Problem& pr, float scale,
+                                                                             const PickRule& rule, void* d_flush,
+                                                                             std::size_t flush_bytes,
+                                                                             cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(pr, scale, status);
+    if (p == nullptr) {
+        return {};
+    }
+    // A plan that built but does not run here is left out of the pick (and of run()).
+    return pick_graph_plan(*p, *api_, last_status_, rule, d_flush, flush_bytes, stream, [=, this](std::int64_t index) {
+        return execute(*p, index, t, stream);
+    });
+}
+
+cudaError_t CudnnSdpaBackward::run(const BackwardTensors& t, const Problem& pr, float scale, cudaStream_t stream)
+{
+    cudaError_t status = cudaSuccess;
+    Plan* p = plan(pr, scale, status);
+    if (p == nullptr) {
+        return status;
+    }
+    return execute(*p, p->candidates[p->kept].index, t, stream);
+}
+
+#else  // built without cudnn.h or without cudnn-frontend's headers
+
+struct CudnnSdpaBackward::Api {};
+struct CudnnSdpaBackward::Plan {};
+
+CudnnSdpaBackward::CudnnSdpaBackward()
+    : reason_("the build found no cudnn.h or no cudnn_frontend.h (see the normalization baseline)")
+{
+}
+CudnnSdpaBackward::~CudnnSdpaBackward() = default;
+
+std::pair<std::vector<PickedCandidate>, std::size_t> CudnnSdpaBackward::pick(const BackwardTensors&, const Problem&,
+                                                                             float, const PickRule&, void*,
+                                                                             std::size_t, cudaStream_t)
+{
+    last_status_ = reason_;
+    return {};
+}
+
+cudaError_t CudnnSdpaBackward::run(const BackwardTensors&, const Problem&, float, cudaStream_t)
+{
+    last_status_ = reason_;
+    return cudaErrorNotSupported;
+}
+
+#endif
+
+}  // namespace stepwise::attention_backward

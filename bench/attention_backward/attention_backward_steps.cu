@@ -1,0 +1,66 @@
+#include "attention_backward/attention_backward_steps.hpp"
+
+#include "core/cuda_check.hpp"
+
+#include "../../snippets/attention_backward/01_products_through_global_memory.cuh"
+#include "../../snippets/attention_backward/02_fused_key_tiles.cuh"
+
+namespace stepwise::attention_backward {
+namespace {
+
+//! A step's launcher, which takes the step's own `Shape`, called with the chapter's Problem.
+template <typename Shape,
+          cudaError_t (*Launcher)(void*, std::size_t&, const bf16*, const bf16*, const bf16*, const bf16*,
+                                  const float*, const bf16*, bf16*, bf16*, bf16*, const Shape&, float, cudaStream_t)>
+cudaError_t on_problem(void* d_temp_storage, std::size_t& temp_storage_bytes, const bf16* d_q, const bf16* d_k,
+                       const bf16* d_v, const bf16* d_o, const float* d_lse, const bf16* d_do, bf16* d_dq, bf16* d_dk,
+                       bf16* d_dv, const Problem& p, float scale, cudaStream_t stream)
+{
+    const Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
+    return Launcher(d_temp_storage, temp_storage_bytes, d_q, d_k, d_v, d_o, d_lse, d_do, d_dq, d_dk, d_dv, shape, scale,
+                    stream);
+}
+
+}  // namespace
+
+const std::vector<Step>& steps()
+{
+    namespace pg = products_through_global_memory;
+    namespace fk = fused_key_tiles;
+    const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads);
+    static const std::vector<Step> all = {
+        {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
+          "snippets/attention_backward/01_products_through_global_memory.cuh",
+          "stepwise::attention_backward::products_through_global_memory"},
+         pg::requirement,
+         pg::requirement_met,
+         on_problem<pg::Shape, pg::attention_backward>,
+         true,
+         {kernel_entry("row_dot_kernel<128>", pg::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", pg::row_dot_kernel<64>, dot),
+          kernel_entry("probabilities_kernel<128>", pg::probabilities_kernel<128>, gemm),
+          kernel_entry("probabilities_kernel<64>", pg::probabilities_kernel<64>, gemm),
+          kernel_entry("score_gradients_kernel<128>", pg::score_gradients_kernel<128>, gemm),
+          kernel_entry("score_gradients_kernel<64>", pg::score_gradients_kernel<64>, gemm),
+          kernel_entry("key_gradient_kernel<128>", pg::key_gradient_kernel<128>, gemm),
+          kernel_entry("key_gradient_kernel<64>", pg::key_gradient_kernel<64>, gemm),
+          kernel_entry("query_gradient_kernel<128>", pg::query_gradient_kernel<128>, gemm),
+          kernel_entry("query_gradient_kernel<64>", pg::query_gradient_kernel<64>, gemm)}},
+        {{"02_fused_key_tiles", "One fused kernel in FlashAttention-2's order: P and dS in shared memory",
+          "snippets/attention_backward/02_fused_key_tiles.cuh", "stepwise::attention_backward::fused_key_tiles"},
+         fk::requirement,
+         fk::requirement_met,
+         on_problem<fk::Shape, fk::attention_backward>,
+         false,
+         {kernel_entry("row_dot_kernel<128>", fk::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", fk::row_dot_kernel<64>, dot),
+          kernel_entry("key_tile_kernel<128>", fk::key_tile_kernel<128>, fused, fk::Layout<128>::bytes),
+          kernel_entry("key_tile_kernel<64>", fk::key_tile_kernel<64>, fused, fk::Layout<64>::bytes),
+          kernel_entry("convert_dq_kernel", fk::convert_dq_kernel, convert)}},
+    };
+    return all;
+}
+
+std::string unsupported_reason(const Step& step) { return stepwise::unsupported_reason(step.needs, step.needs_met()); }
+
+}  // namespace stepwise::attention_backward
