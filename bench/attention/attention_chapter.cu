@@ -36,14 +36,8 @@ constexpr at::Problem main_problems[] = {{4, 16, 16, 4096, 128, false}, {4, 16, 
 constexpr at::Problem other_problems[] = {{8, 16, 16, 2048, 64, false},  {16, 32, 32, 1024, 128, false},
                                           {4, 32, 8, 4096, 128, false},  {16, 16, 16, 1000, 128, false},
                                           {4, 16, 16, 4095, 128, false}};
-//! The sweep: 16k tokens (batch x seq) of 16 heads of 128, sequences of 512 to 16384 (FlashAttention-3's sizes;
-//! 4 x 16 x 4096, 2 x 16 x 8192 and 1 x 16 x 16384 are the chapter's bar's).
-constexpr int sweep_tokens = 16384;
-constexpr int sweep_min_log2 = 9;
-constexpr int sweep_max_log2 = 14;
 //! Rows compared with the double reference at each size, spread over every batch, head and position (and the last).
 constexpr std::int64_t checked_rows = 256;
-constexpr std::size_t guard_bytes = 256;  //!< after O and after the log-sum-exp: must stay poisoned
 
 //! The bf16 bits of the inputs and the values the GPU reads (a prefix of each serves every size).
 struct Inputs {
@@ -118,20 +112,11 @@ public:
         // step 8's code at head dim 128).
         const std::vector<std::string> sweep_rows = {steps[steps.size() - 3].id, steps[steps.size() - 2].id,
                                                      steps.back().id, "cudnn_sdpa_bf16", "tensor_peak"};
-        Sweep sweep{{}, sweep_rows, 0, 1, 2, "sequence length (16 heads of 128, 16k tokens: batch x seq)"};
-        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
-            sweep.sizes.push_back(problem_size({sweep_tokens >> k, 16, 16, 1 << k, 128, false}));
-        }
-        add_sweep(entry_, std::move(sweep));
+        add_sweep(entry_, at::sequence_sweep(sweep_rows));
         entry_.headline = Headline{size_key(main_problems[0]), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
         // PyTorch's scaled_dot_product_attention beside the final step, at each of its sizes.
-        PytorchRow pytorch{"pytorch_sdpa_bf16", {}};
-        for (const ProblemSize& size : entry_.steps.back().sizes) {
-            const at::Problem p = problem_of(size.n);
-            pytorch.sizes.push_back(pytorch_size(size, "bf16", {{"kv_heads", p.kv_heads}, {"causal", p.causal}}));
-        }
-        entry_.pytorch = {pytorch};
+        entry_.pytorch = {at::pytorch_row("pytorch_sdpa_bf16", entry_.steps.back().sizes)};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
@@ -196,16 +181,12 @@ private:
         const at::Tolerance tolerance = at::tolerance(p);
         // O and the log-sum-exp are poisoned before the checking call; the guards after them must stay so.
         const auto validate = [&](const std::function<cudaError_t()>& launch) {
-            d_o.fill_bytes(0xFF, stream);
-            d_lse.fill_bytes(0xFF, stream);
+            d_o.fill_bytes(poison_byte, stream);
+            d_lse.fill_bytes(poison_byte, stream);
             STEPWISE_CUDA_CHECK(launch());
             STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
             const std::vector<unsigned char> o_bytes = d_o.download(), lse_bytes = d_lse.download();
-            const auto poisoned = [](const std::vector<unsigned char>& b, std::size_t from) {
-                return std::all_of(b.begin() + static_cast<std::ptrdiff_t>(from), b.end(),
-                                   [](unsigned char c) { return c == 0xFF; });
-            };
-            const bool guards_kept = poisoned(o_bytes, q_count * 2) && poisoned(lse_bytes, rows * sizeof(float));
+            const bool guards_kept = guard_kept(o_bytes, q_count * 2) && guard_kept(lse_bytes, rows * sizeof(float));
             at::Comparison c;
             std::vector<std::uint16_t> row_bits(static_cast<std::size_t>(p.head_dim));
             for (std::size_t i = 0; i < reference.rows.size(); ++i) {
@@ -224,24 +205,27 @@ private:
                               {{"max_rel", c.max_error}, {"max_lse_error", c.max_lse_error}}};  // max_rel: of the head's largest |v|
         };
 
-        // cuDNN and the steps are sampled in turn (see the timing mode), then each is validated.
-        std::vector<Sampler::TimedCall> calls;
-        const auto library_call = [&] { return cudnn.run(q, k, v, o, lse, p, scale, stream); };
-        // cuDNN's plan is picked first, with L2 flushed before every sample as the rows are timed (no candidate: cuDNN
-        // refused the problem, and last_status() says why).
-        std::pair<std::vector<PickedCandidate>, std::size_t> cudnn_pick;
+        // cuDNN and the steps are sampled in turn (see the timing mode), then each is validated. cuDNN's plan is picked
+        // first, with L2 flushed before every sample as the rows are timed (no candidate: cuDNN refused the problem,
+        // and last_status() says why).
+        std::optional<PickedLibraryCall> library;
         if (cudnn.available() && measured_at(entry_, "cudnn_sdpa_bf16", key)) {
             DeviceBuffer<unsigned char>& flush = context.sampler.l2_flush();
-            cudnn_pick = cudnn.pick(q, k, v, o, lse, p, scale, library_pick_rule, flush.data(), flush.size(), stream);
-            if (cudnn_pick.first.empty()) {
+            auto [candidates, picked] =
+                cudnn.pick(q, k, v, o, lse, p, scale, library_pick_rule, flush.data(), flush.size(), stream);
+            if (candidates.empty()) {
                 chapter["unsupported"].push_back(
                     {{"id", "cudnn_sdpa_bf16"}, {"reason", "at " + size_text(p) + ": " + cudnn.last_status()}});
             } else {
-                calls.push_back({"cudnn_sdpa_bf16 at " + problem_text(entry_, key), library_call});
+                library = PickedLibraryCall{&entry_.baselines[0],
+                                            {"cudnn_sdpa_bf16 at " + problem_text(entry_, key),
+                                             [&] { return cudnn.run(q, k, v, o, lse, p, scale, stream); }},
+                                            cudnn.version(),
+                                            std::move(candidates),
+                                            picked};
             }
         }
-        const bool library_measured = !cudnn_pick.first.empty();
-        std::vector<const at::Step*> timed_steps;
+        std::vector<std::pair<std::string, Sampler::TimedCall>> step_calls;
         std::vector<DeviceBuffer<unsigned char>> workspaces;
         workspaces.reserve(at::steps().size());
         for (const at::Step& step : at::steps()) {
@@ -251,30 +235,14 @@ private:
             std::size_t temp_bytes = 0;
             STEPWISE_CUDA_CHECK(step.attention(nullptr, temp_bytes, q, k, v, o, lse, p, scale, stream));
             workspaces.emplace_back(temp_bytes);
-            timed_steps.push_back(&step);
-            calls.push_back({std::string(step.id) + " at " + problem_text(entry_, key),
-                             [&, temp = workspaces.back().data(), temp_bytes, attention = step.attention]() mutable {
-                                 return attention(temp, temp_bytes, q, k, v, o, lse, p, scale, stream);
-                             }});
+            step_calls.push_back(
+                {step.id,
+                 {std::string(step.id) + " at " + problem_text(entry_, key),
+                  [&, temp = workspaces.back().data(), temp_bytes, attention = step.attention]() mutable {
+                      return attention(temp, temp_bytes, q, k, v, o, lse, p, scale, stream);
+                  }}});
         }
-        const std::vector<RowTiming> timings = context.sampler.time_in_turn(calls, mode, [] {});
-        std::size_t next = 0;
-        if (library_measured) {
-            nlohmann::json row = timing_row(timings[next++], key, mode.id, std::nullopt, flops);
-            add_reference_fields(row, entry_.baselines[0]);
-            row["library"] = cudnn.version();
-            add_pick(row, cudnn_pick.first, cudnn_pick.second, library_pick_rule);
-            add_validation(row, validate(library_call));  // held to the same tolerance as the steps
-            chapter["baselines"].push_back(row);
-        }
-        for (const at::Step* step : timed_steps) {
-            const StepEntry& registry_step = find_step(entry_, step->id);
-            nlohmann::json row = timing_row(timings[next], key, mode.id, std::nullopt, flops);
-            add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
-            add_validation(row, validate(calls[next].launch));
-            chapter["steps"].push_back(row);
-            ++next;
-        }
+        add_rows_sampled_in_turn(chapter, context, entry_, mode, key, flops, library, step_calls, validate);
     }
 };
 

@@ -58,20 +58,12 @@ CudnnSdpa::Plan* CudnnSdpa::plan(const Problem& pr, float scale, cudaError_t& st
     std::memcpy(&scale_bits, &scale, sizeof(scale_bits));
     const auto describe = [&](Plan& p, int sm_version, std::int64_t& workspace_bytes) {
         fe::graph::Graph& g = p.graph;
-        g.set_io_data_type(fe::DataType_t::BFLOAT16)
-            .set_intermediate_data_type(fe::DataType_t::FLOAT)
-            .set_compute_data_type(fe::DataType_t::FLOAT)
-            .set_sm_version(sm_version);
+        set_types(g, fe::DataType_t::BFLOAT16, sm_version);
         const std::int64_t b = pr.batch, h = pr.heads, hk = pr.kv_heads, s = pr.seq, d = pr.head_dim;
-        const auto bshd = [&](const char* name, std::int64_t heads) {
-            return g.tensor(fe::graph::Tensor_attributes()
-                                .set_name(name)
-                                .set_dim({b, heads, s, d})
-                                .set_stride({heads * s * d, s * d, d, 1}));
-        };
-        p.q = bshd("Q", h);
-        p.k = bshd("K", hk);
-        p.v = bshd("V", hk);
+        const auto bhsd = [&](const char* name, std::int64_t heads) { return bhsd_tensor(g, name, b, heads, s, d); };
+        p.q = bhsd("Q", h);
+        p.k = bhsd("K", hk);
+        p.v = bhsd("V", hk);
         auto [o, lse] = g.sdpa(p.q, p.k, p.v,
                                fe::graph::SDPA_attributes()
                                    .set_name("sdpa")

@@ -1,4 +1,5 @@
-// The attention chapters' sizes (forward and backward): the registry's key of a problem and its text.
+// The attention chapters' sizes (forward and backward): the registry's key of a problem and its text, the sweep of
+// sequence lengths and PyTorch's row at the final step's sizes.
 #pragma once
 
 #include "attention/attention_reference.hpp"
@@ -6,6 +7,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace stepwise::attention {
 
@@ -40,6 +43,33 @@ inline std::string size_text(const Problem& p)
 inline ProblemSize problem_size(const Problem& p)
 {
     return {size_key(p), size_text(p), {p.batch, p.heads, p.seq, p.head_dim}};
+}
+
+//! The sweep: 16k tokens (batch x seq) of 16 heads of 128, sequences of 512 to 16384 (FlashAttention-3's sizes;
+//! 4 x 16 x 4096, 2 x 16 x 8192 and 1 x 16 x 16384 are the chapters' bar's).
+inline constexpr int sweep_tokens = 16384;
+inline constexpr int sweep_min_log2 = 9;
+inline constexpr int sweep_max_log2 = 14;
+
+//! @brief The sweep of `rows` (steps, the library, the ceiling) over those sequence lengths.
+inline Sweep sequence_sweep(std::vector<std::string> rows)
+{
+    Sweep sweep{{}, std::move(rows), 0, 1, 2, "sequence length (16 heads of 128, 16k tokens: batch x seq)"};
+    for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
+        sweep.sizes.push_back(problem_size({sweep_tokens >> k, 16, 16, 1 << k, 128, false}));
+    }
+    return sweep;
+}
+
+//! @brief PyTorch's row `id` at each of `sizes` (the final step's), with their K/V heads and mask.
+inline PytorchRow pytorch_row(std::string id, const std::vector<ProblemSize>& sizes)
+{
+    PytorchRow row{std::move(id), {}};
+    for (const ProblemSize& size : sizes) {
+        const Problem p = problem_of(size.n);
+        row.sizes.push_back(pytorch_size(size, "bf16", {{"kv_heads", p.kv_heads}, {"causal", p.causal}}));
+    }
+    return row;
 }
 
 }  // namespace stepwise::attention

@@ -42,15 +42,9 @@ constexpr at::Problem other_problems[] = {{8, 16, 16, 2048, 64, false}, {16, 32,
                                           {4, 32, 8, 4096, 128, false}, {16, 16, 16, 1000, 128, false},
                                           {4, 16, 16, 4095, 128, false}, {64, 16, 16, 63, 128, false},
                                           {16, 16, 16, 1, 128, false}};
-//! The sweep: 16k tokens (batch x seq) of 16 heads of 128, sequences of 512 to 16384 (4 x 16 x 4096, 2 x 16 x 8192
-//! and 1 x 16 x 16384 are the chapter's bar's).
-constexpr int sweep_tokens = 16384;
-constexpr int sweep_min_log2 = 9;
-constexpr int sweep_max_log2 = 14;
 //! Rows of dQ, and rows of dK and dV, compared with the double reference at each size, spread over every batch, head
 //! and position (and the last).
 constexpr std::int64_t checked_rows = 256;
-constexpr std::size_t guard_bytes = 256;  //!< after each gradient: must stay poisoned
 //! The backward pass's work, counted as FlashAttention's papers count it: 2.5 times the forward's (five products of
 //! the forward's size against two).
 constexpr double backward_work = 2.5;
@@ -158,20 +152,11 @@ public:
         }
         sweep_rows.push_back("cudnn_sdpa_backward_bf16");
         sweep_rows.push_back("tensor_peak");
-        Sweep sweep{{}, sweep_rows, 0, 1, 2, "sequence length (16 heads of 128, 16k tokens: batch x seq)"};
-        for (int k = sweep_min_log2; k <= sweep_max_log2; ++k) {
-            sweep.sizes.push_back(problem_size({sweep_tokens >> k, 16, 16, 1 << k, 128, false}));
-        }
-        add_sweep(entry_, std::move(sweep));
+        add_sweep(entry_, at::sequence_sweep(sweep_rows));
         entry_.headline = Headline{size_key(main_problems[0]), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
         // PyTorch's backward pass beside the final step, at each of its sizes.
-        PytorchRow pytorch{"pytorch_sdpa_backward_bf16", {}};
-        for (const ProblemSize& size : entry_.steps.back().sizes) {
-            const at::Problem p = problem_of(size.n);
-            pytorch.sizes.push_back(pytorch_size(size, "bf16", {{"kv_heads", p.kv_heads}, {"causal", p.causal}}));
-        }
-        entry_.pytorch = {pytorch};
+        entry_.pytorch = {at::pytorch_row("pytorch_sdpa_backward_bf16", entry_.steps.back().sizes)};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,
@@ -263,18 +248,14 @@ private:
         // dQ, dK and dV are poisoned before the checking call; the guards after them must stay so.
         const auto validate = [&](const std::function<cudaError_t()>& launch) {
             for (DeviceBuffer<unsigned char>* out : {&d_dq, &d_dk, &d_dv}) {
-                out->fill_bytes(0xFF, stream);
+                out->fill_bytes(poison_byte, stream);
             }
             STEPWISE_CUDA_CHECK(launch());
             STEPWISE_CUDA_CHECK(cudaStreamSynchronize(stream));
             const std::vector<unsigned char> dq_bytes = d_dq.download(), dk_bytes = d_dk.download(),
                                              dv_bytes = d_dv.download();
-            const auto poisoned = [](const std::vector<unsigned char>& b, std::size_t from) {
-                return std::all_of(b.begin() + static_cast<std::ptrdiff_t>(from), b.end(),
-                                   [](unsigned char c) { return c == 0xFF; });
-            };
-            const bool guards_kept = poisoned(dq_bytes, q_count * 2) && poisoned(dk_bytes, kv_count * 2) &&
-                                     poisoned(dv_bytes, kv_count * 2);
+            const bool guards_kept = guard_kept(dq_bytes, q_count * 2) && guard_kept(dk_bytes, kv_count * 2) &&
+                                     guard_kept(dv_bytes, kv_count * 2);
             ab::Comparison c_dq, c_dk, c_dv;
             const auto compare = [&](const std::vector<unsigned char>& bytes, std::int64_t id,
                                      const ab::Gradient& expected, ab::Comparison& c) {
@@ -301,22 +282,25 @@ private:
         };
 
         // cuDNN and the steps are sampled in turn (see the timing mode), then each is validated.
-        std::vector<Sampler::TimedCall> calls;
         const ab::BackwardTensors tensors{q, k, v, o, d_lse.data(), d_out, dq, dk, dv};
-        const auto library_call = [&] { return cudnn.run(tensors, p, scale, stream); };
-        std::pair<std::vector<PickedCandidate>, std::size_t> cudnn_pick;
+        std::optional<PickedLibraryCall> library;
         if (cudnn.available() && measured_at(entry_, "cudnn_sdpa_backward_bf16", key)) {
             DeviceBuffer<unsigned char>& flush = context.sampler.l2_flush();
-            cudnn_pick = cudnn.pick(tensors, p, scale, library_pick_rule, flush.data(), flush.size(), stream);
-            if (cudnn_pick.first.empty()) {
+            auto [candidates, picked] =
+                cudnn.pick(tensors, p, scale, library_pick_rule, flush.data(), flush.size(), stream);
+            if (candidates.empty()) {
                 chapter["unsupported"].push_back({{"id", "cudnn_sdpa_backward_bf16"},
                                                   {"reason", "at " + size_text(p) + ": " + cudnn.last_status()}});
             } else {
-                calls.push_back({"cudnn_sdpa_backward_bf16 at " + problem_text(entry_, key), library_call});
+                library = PickedLibraryCall{&entry_.baselines[0],
+                                            {"cudnn_sdpa_backward_bf16 at " + problem_text(entry_, key),
+                                             [&] { return cudnn.run(tensors, p, scale, stream); }},
+                                            cudnn.version(),
+                                            std::move(candidates),
+                                            picked};
             }
         }
-        const bool library_measured = !cudnn_pick.first.empty();
-        std::vector<const ab::Step*> timed_steps;
+        std::vector<std::pair<std::string, Sampler::TimedCall>> step_calls;
         std::vector<DeviceBuffer<unsigned char>> workspaces;
         workspaces.reserve(ab::steps().size());
         for (const ab::Step& step : ab::steps()) {
@@ -327,31 +311,14 @@ private:
             STEPWISE_CUDA_CHECK(step.backward(nullptr, temp_bytes, q, k, v, o, d_lse.data(), d_out, dq, dk, dv, p, scale,
                                               stream));
             workspaces.emplace_back(std::max<std::size_t>(temp_bytes, 1));
-            timed_steps.push_back(&step);
-            calls.push_back({std::string(step.id) + " at " + problem_text(entry_, key),
-                             [&, temp = workspaces.back().data(), temp_bytes, backward = step.backward]() mutable {
-                                 return backward(temp, temp_bytes, q, k, v, o, d_lse.data(), d_out, dq, dk, dv, p,
-                                                 scale, stream);
-                             }});
+            step_calls.push_back(
+                {step.id,
+                 {std::string(step.id) + " at " + problem_text(entry_, key),
+                  [&, temp = workspaces.back().data(), temp_bytes, backward = step.backward]() mutable {
+                      return backward(temp, temp_bytes, q, k, v, o, d_lse.data(), d_out, dq, dk, dv, p, scale, stream);
+                  }}});
         }
-        const std::vector<RowTiming> timings = context.sampler.time_in_turn(calls, mode, [] {});
-        std::size_t next = 0;
-        if (library_measured) {
-            nlohmann::json row = timing_row(timings[next++], key, mode.id, std::nullopt, flops);
-            add_reference_fields(row, entry_.baselines[0]);
-            row["library"] = cudnn.version();
-            add_pick(row, cudnn_pick.first, cudnn_pick.second, library_pick_rule);
-            add_validation(row, validate(library_call));  // held to the same tolerance as the steps
-            chapter["baselines"].push_back(row);
-        }
-        for (const ab::Step* step : timed_steps) {
-            const StepEntry& registry_step = find_step(entry_, step->id);
-            nlohmann::json row = timing_row(timings[next], key, mode.id, std::nullopt, flops);
-            add_step_fields(row, registry_step, context.tests_of(entry_, registry_step));
-            add_validation(row, validate(calls[next].launch));
-            chapter["steps"].push_back(row);
-            ++next;
-        }
+        add_rows_sampled_in_turn(chapter, context, entry_, mode, key, flops, library, step_calls, validate);
     }
 };
 

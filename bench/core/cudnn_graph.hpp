@@ -33,6 +33,30 @@ inline bool graph_step_failed(const char* step, cudnn_frontend::error_t e, std::
     return true;
 }
 
+//! @brief Sets `graph`'s types as every graph baseline here has them: `io` in and out, fp32 inside, and the GPU's
+//!        SM version (`sm_version`, major * 10 + minor).
+inline cudnn_frontend::graph::Graph& set_types(cudnn_frontend::graph::Graph& graph, cudnn_frontend::DataType_t io,
+                                               int sm_version)
+{
+    return graph.set_io_data_type(io)
+        .set_intermediate_data_type(cudnn_frontend::DataType_t::FLOAT)
+        .set_compute_data_type(cudnn_frontend::DataType_t::FLOAT)
+        .set_sm_version(sm_version);
+}
+
+//! @brief A tensor of `graph` named `name`, [batch, heads, seq, head_dim] and packed in that order (the attention
+//!        baselines' Q, K, V, O and their gradients).
+inline std::shared_ptr<cudnn_frontend::graph::Tensor_attributes> bhsd_tensor(cudnn_frontend::graph::Graph& graph,
+                                                                            const char* name, std::int64_t batch,
+                                                                            std::int64_t heads, std::int64_t seq,
+                                                                            std::int64_t head_dim)
+{
+    return graph.tensor(cudnn_frontend::graph::Tensor_attributes()
+                            .set_name(name)
+                            .set_dim({batch, heads, seq, head_dim})
+                            .set_stride({heads * seq * head_dim, seq * head_dim, head_dim, 1}));
+}
+
 //! @brief Validates `graph`, builds its operation graph on `handle`, asks the heuristics (A, then the fallback list)
 //!        for its execution plans and checks that cuDNN supports one of them.
 //! @return empty where it could, else "<step>: <the frontend's message's first line>"

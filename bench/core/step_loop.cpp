@@ -120,4 +120,42 @@ std::vector<int> checked_rows(int num_rows, int num_cols, std::int64_t values)
     return out;
 }
 
+bool guard_kept(const std::vector<unsigned char>& bytes, std::size_t from)
+{
+    return from <= bytes.size() && std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.end(),
+                                               [](unsigned char b) { return b == poison_byte; });
+}
+
+void add_rows_sampled_in_turn(nlohmann::json& out, MeasureContext& context, const ChapterEntry& chapter,
+                              const TimingMode& mode, std::int64_t n, std::optional<std::int64_t> flops,
+                              const std::optional<PickedLibraryCall>& library,
+                              const std::vector<std::pair<std::string, Sampler::TimedCall>>& steps,
+                              const std::function<Validation(const std::function<cudaError_t()>&)>& validate)
+{
+    std::vector<Sampler::TimedCall> calls;
+    if (library) {
+        calls.push_back(library->call);
+    }
+    for (const auto& step : steps) {
+        calls.push_back(step.second);
+    }
+    const std::vector<RowTiming> timings = context.sampler.time_in_turn(calls, mode, [] {});
+    std::size_t next = 0;
+    if (library) {
+        nlohmann::json row = timing_row(timings[next++], n, mode.id, std::nullopt, flops);
+        add_reference_fields(row, *library->baseline);
+        row["library"] = library->version;
+        add_pick(row, library->candidates, library->picked, library_pick_rule);
+        add_validation(row, validate(library->call.launch));
+        out["baselines"].push_back(row);
+    }
+    for (const auto& [id, call] : steps) {
+        const StepEntry& registry_step = find_step(chapter, id);
+        nlohmann::json row = timing_row(timings[next++], n, mode.id, std::nullopt, flops);
+        add_step_fields(row, registry_step, context.tests_of(chapter, registry_step));
+        add_validation(row, validate(call.launch));
+        out["steps"].push_back(row);
+    }
+}
+
 }  // namespace stepwise

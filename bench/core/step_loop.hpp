@@ -7,6 +7,8 @@
 #include "core/chapter.hpp"
 #include "core/cuda_check.hpp"
 #include "core/device_buffer.hpp"
+#include "core/pick.hpp"
+#include "core/sampler.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -18,6 +20,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stepwise {
@@ -118,6 +121,33 @@ void add_step_rows_with_workspace(nlohmann::json& out, MeasureContext& context, 
 //!        "ceilings" or "baselines". A ceiling is named "ceiling <id>" in messages, a baseline by its id.
 void add_reference_rows(nlohmann::json& out, const std::string& list, MeasureContext& context,
                         const ChapterEntry& chapter, const ReferenceEntry& reference, const TimedRow& row);
+
+//! The byte a check fills an output and the guard after it with before the checked launch (a NaN in every float type).
+inline constexpr unsigned char poison_byte = 0xFF;
+//! Bytes after each checked output that the launch must leave poisoned.
+inline constexpr std::size_t guard_bytes = 256;
+
+//! @brief Whether every byte of `bytes` from `from` on is still poison_byte: the guard after an output, untouched.
+bool guard_kept(const std::vector<unsigned char>& bytes, std::size_t from);
+
+//! @brief A library's call at one size with the plan picked for it (pick_fastest() under library_pick_rule).
+struct PickedLibraryCall {
+    const ReferenceEntry* baseline = nullptr;  //!< its registry entry
+    Sampler::TimedCall call;                   //!< named "<id> at <size>" in progress lines
+    std::string version;                       //!< the library's version: the row's `library`
+    std::vector<PickedCandidate> candidates;   //!< the plans tried
+    std::size_t picked = 0;                    //!< the one kept
+};
+
+//! @brief One size's library call (if any) and its steps' calls sampled in turn (Sampler::time_in_turn() in timing
+//!        mode `mode`: a drift of the clocks falls on all of them alike), then each checked once by `validate` of its
+//!        launch: the library's row appended to `out["baselines"]` (held to the steps' tolerance), each step's to
+//!        `out["steps"]`. `steps` pairs a registry step's id with its call.
+void add_rows_sampled_in_turn(nlohmann::json& out, MeasureContext& context, const ChapterEntry& chapter,
+                              const TimingMode& mode, std::int64_t n, std::optional<std::int64_t> flops,
+                              const std::optional<PickedLibraryCall>& library,
+                              const std::vector<std::pair<std::string, Sampler::TimedCall>>& steps,
+                              const std::function<Validation(const std::function<cudaError_t()>&)>& validate);
 
 //! @brief The rows of a `num_rows` x `num_cols` matrix that a row-wise check compares with its reference: every row
 //!        while they hold at most `values` values, else about `values` values of evenly spaced rows, the first

@@ -121,7 +121,6 @@ public:
         const std::vector<float> logits =
             cross_entropy::random_logits(static_cast<std::size_t>(most_values), context.seed);
         const std::vector<std::uint16_t> logits_bf16 = to_bf16(logits);
-        constexpr std::size_t guard_bytes = 256;  // after the gradient: must stay poisoned
         constexpr int ignore_index = cross_entropy::default_ignore_index;
         DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most_values) * sizeof(float));
         DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most_values) * sizeof(float) + guard_bytes);
@@ -165,8 +164,8 @@ public:
             const auto checked = [&](const std::function<cudaError_t()>& launch) {
                 TimedRow row{launch, key, moved};
                 row.prepare_check = [&] {
-                    d_out.fill_bytes(0xFF, context.stream);
-                    d_loss.fill_bytes(0xFF, context.stream);
+                    d_out.fill_bytes(poison_byte, context.stream);
+                    d_loss.fill_bytes(poison_byte, context.stream);
                 };
                 row.check = [&, bytes] {
                     if (!expected_loss) {
@@ -176,8 +175,7 @@ public:
                     STEPWISE_CUDA_CHECK(cudaMemcpy(&loss, d_loss.data(), sizeof(float), cudaMemcpyDeviceToHost));
                     std::vector<unsigned char> out(bytes + guard_bytes);
                     STEPWISE_CUDA_CHECK(cudaMemcpy(out.data(), d_out.data(), out.size(), cudaMemcpyDeviceToHost));
-                    const bool guard_kept = std::all_of(out.begin() + static_cast<std::ptrdiff_t>(bytes), out.end(),
-                                                        [](unsigned char b) { return b == 0xFF; });
+                    const bool guards_kept = guard_kept(out, bytes);
                     cross_entropy::Comparison c;
                     std::vector<double> expected(static_cast<std::size_t>(shape.cols));
                     for (const int r : rows) {
@@ -192,11 +190,11 @@ public:
                     }
                     const bool loss_ok = cross_entropy::loss_matches(loss, *expected_loss, loss_t);
                     const double loss_error = std::abs(loss - *expected_loss) / (std::abs(*expected_loss) + 1.0);
-                    const bool passed = c.passed() && loss_ok && guard_kept;
+                    const bool passed = c.passed() && loss_ok && guards_kept;
                     return Validation{passed,
                                       "loss " + std::to_string(loss) + " against " + std::to_string(*expected_loss) +
                                           (loss_ok ? "" : " (beyond tolerance)") + "; " + c.describe(grad_t) +
-                                          (guard_kept ? "" : "; wrote past the gradient"),
+                                          (guards_kept ? "" : "; wrote past the gradient"),
                                       // max_rel: the larger of the loss's error over |loss| + 1 and the
                                       // gradient's largest error over its scale, dloss / tokens not ignored.
                                       {{"max_rel", std::max(loss_error, c.max_error_over_scale)},

@@ -120,7 +120,6 @@ public:
             normalization::random_values(static_cast<std::size_t>(most.cols), context.seed + 2, -0.5f, 0.5f);
         const std::vector<float> x_bf16 = round_to_bf16(x), gamma_bf16 = round_to_bf16(gamma),
                                  beta_bf16 = round_to_bf16(beta);
-        constexpr std::size_t guard_bytes = 256;  // after each output: must stay poisoned
         const std::size_t stats_bytes = static_cast<std::size_t>(most.rows) * sizeof(float);
         DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most.values) * sizeof(float));
         DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most.values) * sizeof(float) + guard_bytes);
@@ -170,18 +169,14 @@ public:
             const auto checked = [&](const std::function<cudaError_t()>& launch) {
                 TimedRow row{launch, key, moved};
                 row.prepare_check = [&] {
-                    d_out.fill_bytes(0xFF, context.stream);
-                    d_mean.fill_bytes(0xFF, context.stream);
-                    d_rstd.fill_bytes(0xFF, context.stream);
+                    d_out.fill_bytes(poison_byte, context.stream);
+                    d_mean.fill_bytes(poison_byte, context.stream);
+                    d_rstd.fill_bytes(poison_byte, context.stream);
                 };
                 row.check = [&, bytes, row_bytes] {
                     std::vector<unsigned char> out(bytes + guard_bytes);
                     STEPWISE_CUDA_CHECK(cudaMemcpy(out.data(), d_out.data(), out.size(), cudaMemcpyDeviceToHost));
-                    const auto poisoned = [](const std::vector<unsigned char>& v, std::size_t from) {
-                        return std::all_of(v.begin() + static_cast<std::ptrdiff_t>(from), v.end(),
-                                           [](unsigned char b) { return b == 0xFF; });
-                    };
-                    bool guard_kept = poisoned(out, bytes);
+                    bool guards_kept = guard_kept(out, bytes);
                     std::vector<float> means, rstds;
                     if (layer) {
                         const std::size_t used = static_cast<std::size_t>(shape.rows) * sizeof(float);
@@ -189,7 +184,7 @@ public:
                             std::vector<unsigned char> held(used + guard_bytes);
                             STEPWISE_CUDA_CHECK(cudaMemcpy(held.data(), (stats == &means ? d_mean : d_rstd).data(),
                                                            held.size(), cudaMemcpyDeviceToHost));
-                            guard_kept = guard_kept && poisoned(held, used);
+                            guards_kept = guards_kept && guard_kept(held, used);
                             *stats = widen(held.data(), static_cast<std::size_t>(shape.rows), false);
                         }
                     }
@@ -204,8 +199,8 @@ public:
                                                    expected.data() + i * shape.cols, expected_stats[i], shape.cols,
                                                    epsilon, rows[i], tolerance, c);
                     }
-                    const bool passed = c.passed() && guard_kept;
-                    return Validation{passed, c.describe(tolerance) + (guard_kept ? "" : "; wrote past an output"),
+                    const bool passed = c.passed() && guards_kept;
+                    return Validation{passed, c.describe(tolerance) + (guards_kept ? "" : "; wrote past an output"),
                                       {{"max_rel", c.max_relative}, {"max_stats_error", c.max_statistics_error}}};
                 };
                 return row;

@@ -113,7 +113,6 @@ public:
             v = 1.0f + 0.5f * u(gen);
         }
         const std::vector<float> x_bf16 = round_to_bf16(x), dy_bf16 = round_to_bf16(dy);
-        constexpr std::size_t guard_bytes = 256;  // after each output: must stay poisoned
         const std::size_t most_bytes = static_cast<std::size_t>(most.values) * sizeof(float);
         // x and dx hold one and a half of the largest x: the copy ceiling copies that much from one to the other.
         const std::size_t ceiling_bytes = most_bytes / 2 * 3;
@@ -185,21 +184,17 @@ public:
             const auto checked = [&](const std::function<cudaError_t()>& launch) {
                 TimedRow row{launch, key, moved_bytes(shape)};
                 row.prepare_check = [&] {
-                    d_dx.fill_bytes(0xFF, context.stream);
-                    d_dgamma.fill_bytes(0xFF, context.stream);
-                    d_dbeta.fill_bytes(0xFF, context.stream);
+                    d_dx.fill_bytes(poison_byte, context.stream);
+                    d_dgamma.fill_bytes(poison_byte, context.stream);
+                    d_dbeta.fill_bytes(poison_byte, context.stream);
                 };
                 row.check = [&, bytes] {
-                    const auto poisoned = [](const std::vector<unsigned char>& v, std::size_t from) {
-                        return std::all_of(v.begin() + static_cast<std::ptrdiff_t>(from), v.end(),
-                                           [](unsigned char b) { return b == 0xFF; });
-                    };
                     std::vector<unsigned char> dx(bytes + guard_bytes), dg(cols * 4 + guard_bytes), db(dg.size());
                     STEPWISE_CUDA_CHECK(cudaMemcpy(dx.data(), d_dx.data(), dx.size(), cudaMemcpyDeviceToHost));
                     STEPWISE_CUDA_CHECK(cudaMemcpy(dg.data(), d_dgamma.data(), dg.size(), cudaMemcpyDeviceToHost));
                     STEPWISE_CUDA_CHECK(cudaMemcpy(db.data(), d_dbeta.data(), db.size(), cudaMemcpyDeviceToHost));
-                    const bool guard_kept = poisoned(dx, bytes) && poisoned(dg, cols * 4) &&
-                                            poisoned(db, layer ? cols * 4 : 0);
+                    const bool guards_kept = guard_kept(dx, bytes) && guard_kept(dg, cols * 4) &&
+                                            guard_kept(db, layer ? cols * 4 : 0);
                     normalization_backward::Comparison c;
                     for (std::size_t i = 0; i < rows.size(); ++i) {
                         const std::size_t first = static_cast<std::size_t>(rows[i]) * cols;
@@ -221,10 +216,10 @@ public:
                                                                            magnitude_b.data(), shape.cols,
                                                                            parameter_tol, p);
                     }
-                    const bool passed = c.passed() && p.passed() && guard_kept;
+                    const bool passed = c.passed() && p.passed() && guards_kept;
                     return Validation{passed,
                                       "dx: " + c.describe(dx_tol) + "; parameters: " + p.describe(parameter_tol) +
-                                          (guard_kept ? "" : "; wrote past an output"),
+                                          (guards_kept ? "" : "; wrote past an output"),
                                       {{"max_rel", std::max(dx_error, p.max_relative)},
                                        {"max_dx_error", dx_error},
                                        {"max_parameter_error", p.max_relative}}};

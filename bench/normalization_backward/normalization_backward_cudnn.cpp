@@ -54,10 +54,7 @@ CudnnNormBackward::Plan* CudnnNormBackward::plan(bool layer_norm, int num_rows, 
     const auto describe = [&](Plan& p, int sm_version, std::int64_t& workspace_bytes) {
         fe::graph::Graph& g = p.graph;
         const fe::DataType_t io = bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::FLOAT;
-        g.set_io_data_type(io)
-            .set_intermediate_data_type(fe::DataType_t::FLOAT)
-            .set_compute_data_type(fe::DataType_t::FLOAT)
-            .set_sm_version(sm_version);
+        set_types(g, io, sm_version);
         const std::int64_t rows = num_rows, cols = num_cols;
         const auto matrix = [&](const char* name) {
             return g.tensor(fe::graph::Tensor_attributes()

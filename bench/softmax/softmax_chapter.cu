@@ -94,7 +94,6 @@ public:
         // One input for every size: each uses a prefix of it (in bf16, rounded).
         const std::vector<float> logits = softmax::random_logits(static_cast<std::size_t>(most_values), context.seed);
         const std::vector<std::uint16_t> logits_bf16 = to_bf16(logits);
-        constexpr std::size_t guard_bytes = 256;  // after the output: must stay poisoned
         DeviceBuffer<unsigned char> d_in(static_cast<std::size_t>(most_values) * sizeof(float));
         DeviceBuffer<unsigned char> d_out(static_cast<std::size_t>(most_values) * sizeof(float) + guard_bytes);
 
@@ -129,12 +128,11 @@ public:
             // A row: timed, then a fresh call on poisoned outputs compared with the reference at the checked rows.
             const auto checked = [&](const std::function<cudaError_t()>& launch) {
                 TimedRow row{launch, key, moved};
-                row.prepare_check = [&] { d_out.fill_bytes(0xFF, context.stream); };
+                row.prepare_check = [&] { d_out.fill_bytes(poison_byte, context.stream); };
                 row.check = [&, bytes] {
                     std::vector<unsigned char> out(bytes + guard_bytes);
                     STEPWISE_CUDA_CHECK(cudaMemcpy(out.data(), d_out.data(), out.size(), cudaMemcpyDeviceToHost));
-                    const bool guard_kept = std::all_of(out.begin() + static_cast<std::ptrdiff_t>(bytes), out.end(),
-                                                        [](unsigned char b) { return b == 0xFF; });
+                    const bool guards_kept = guard_kept(out, bytes);
                     softmax::Comparison c;
                     for (std::size_t i = 0; i < rows.size(); ++i) {
                         const std::size_t first = static_cast<std::size_t>(rows[i]) * shape.cols;
@@ -143,9 +141,9 @@ public:
                         softmax::compare_row(got.data(), expected.data() + i * shape.cols, shape.cols, rows[i],
                                              tolerance, c);
                     }
-                    const bool passed = c.passed(tolerance) && guard_kept;
+                    const bool passed = c.passed(tolerance) && guards_kept;
                     return Validation{passed,
-                                      c.describe(tolerance) + (guard_kept ? "" : "; wrote past the output"),
+                                      c.describe(tolerance) + (guards_kept ? "" : "; wrote past the output"),
                                       {{"max_rel", c.max_relative}, {"max_row_sum_error", c.max_row_sum_error}}};
                 };
                 return row;
