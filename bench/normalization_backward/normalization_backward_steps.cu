@@ -4,6 +4,7 @@
 #include "../../snippets/normalization_backward/02_column_partials.cuh"
 #include "../../snippets/normalization_backward/03_row_in_registers.cuh"
 #include "../../snippets/normalization_backward/04_parameter_sums_in_the_row_pass.cuh"
+#include "../../snippets/normalization_backward/05_next_row_in_flight.cuh"
 
 #include <string>
 
@@ -60,27 +61,39 @@ std::vector<KernelEntry> row_in_registers_kernels()
             kernel_entry("add_partials_kernel", s::add_partials_kernel, column)};
 }
 
-//! Step 4's kernels: the row pass that also adds the parameters' terms (three sizes of registers), the partial
-//! sums' adder, and step 3's and step 2's kernels for the longer rows.
+//! The kernels of a step launched as step 4 is, from namespace `ns`: its row pass at three sizes of registers, step
+//! 3's and step 2's kernels for the longer rows, and the partial sums' adder (steps 4 and 5 differ in the row pass).
+#define STEPWISE_ROW_PASS_STEP_KERNELS(ns)                                                                            \
+    namespace s = ns;                                                                                                  \
+    const dim3 row(s::max_row_threads), streamed(s::streamed_row_threads), tile(s::tile_columns, s::tile_warps),    \
+        add(s::add_columns, s::add_warps);                                                                             \
+    constexpr int few = s::short_values_per_thread, some = s::middle_values_per_thread,                               \
+                  many = s::long_values_per_thread;                                                                   \
+    return {kernel_entry("row_pass_kernel<float, 4>", s::row_pass_kernel<float, few>, row),                         \
+            kernel_entry("row_pass_kernel<" + b + ", 4>", s::row_pass_kernel<bf16, few>, row),                      \
+            kernel_entry("row_pass_kernel<float, 8>", s::row_pass_kernel<float, some>, row),                        \
+            kernel_entry("row_pass_kernel<" + b + ", 8>", s::row_pass_kernel<bf16, some>, row),                     \
+            kernel_entry("row_pass_kernel<float, 16>", s::row_pass_kernel<float, many>, row),                       \
+            kernel_entry("row_pass_kernel<" + b + ", 16>", s::row_pass_kernel<bf16, many>, row),                    \
+            kernel_entry("dx_streamed_row_kernel<float>", s::dx_streamed_row_kernel<float>, streamed),              \
+            kernel_entry("dx_streamed_row_kernel<" + b + ">", s::dx_streamed_row_kernel<bf16>, streamed),           \
+            kernel_entry("partials_kernel<float>", s::partials_kernel<float>, tile),                                \
+            kernel_entry("partials_kernel<" + b + ">", s::partials_kernel<bf16>, tile),                             \
+            kernel_entry("add_partials_kernel", s::add_partials_kernel, add)}
+
+//! Step 4's kernels: the row pass that also adds the parameters' terms.
 std::vector<KernelEntry> parameter_sums_in_the_row_pass_kernels()
 {
-    namespace s = parameter_sums_in_the_row_pass;
-    const dim3 row(s::max_row_threads), streamed(s::streamed_row_threads), tile(s::tile_columns, s::tile_warps),
-        add(s::add_columns, s::add_warps);
-    constexpr int few = s::short_values_per_thread, some = s::middle_values_per_thread,
-                  many = s::long_values_per_thread;
-    return {kernel_entry("row_pass_kernel<float, 4>", s::row_pass_kernel<float, few>, row),
-            kernel_entry("row_pass_kernel<" + b + ", 4>", s::row_pass_kernel<bf16, few>, row),
-            kernel_entry("row_pass_kernel<float, 8>", s::row_pass_kernel<float, some>, row),
-            kernel_entry("row_pass_kernel<" + b + ", 8>", s::row_pass_kernel<bf16, some>, row),
-            kernel_entry("row_pass_kernel<float, 16>", s::row_pass_kernel<float, many>, row),
-            kernel_entry("row_pass_kernel<" + b + ", 16>", s::row_pass_kernel<bf16, many>, row),
-            kernel_entry("dx_streamed_row_kernel<float>", s::dx_streamed_row_kernel<float>, streamed),
-            kernel_entry("dx_streamed_row_kernel<" + b + ">", s::dx_streamed_row_kernel<bf16>, streamed),
-            kernel_entry("partials_kernel<float>", s::partials_kernel<float>, tile),
-            kernel_entry("partials_kernel<" + b + ">", s::partials_kernel<bf16>, tile),
-            kernel_entry("add_partials_kernel", s::add_partials_kernel, add)};
+    STEPWISE_ROW_PASS_STEP_KERNELS(parameter_sums_in_the_row_pass);
 }
+
+//! Step 5's kernels: the row pass that loads the block's next row early.
+std::vector<KernelEntry> next_row_in_flight_kernels()
+{
+    STEPWISE_ROW_PASS_STEP_KERNELS(next_row_in_flight);
+}
+
+#undef STEPWISE_ROW_PASS_STEP_KERNELS
 
 }  // namespace
 
@@ -116,6 +129,14 @@ const std::vector<Step>& steps()
          parameter_sums_in_the_row_pass::layer_norm_backward<bf16>,
          parameter_sums_in_the_row_pass::rms_norm_backward<bf16>,
          parameter_sums_in_the_row_pass_kernels()},
+        {{"05_next_row_in_flight", "Each block's next row loaded while it reduces the current one",
+          "snippets/normalization_backward/05_next_row_in_flight.cuh",
+          "stepwise::normalization_backward::next_row_in_flight"},
+         next_row_in_flight::layer_norm_backward<float>,
+         next_row_in_flight::rms_norm_backward<float>,
+         next_row_in_flight::layer_norm_backward<bf16>,
+         next_row_in_flight::rms_norm_backward<bf16>,
+         next_row_in_flight_kernels()},
     };
     return all;
 }

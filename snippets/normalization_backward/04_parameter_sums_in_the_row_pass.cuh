@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(max_row_threads, 1)
             }
         }
     }
-    for (int row = static_cast<int>(blockIdx.x); row < num_rows; row += static_cast<int>(gridDim.x)) {
+    // 64-bit: the last rows of a matrix of some 2^31 rows plus gridDim.x would pass INT_MAX
+    for (std::int64_t row = blockIdx.x; row < num_rows; row += gridDim.x) {
         const std::size_t first = static_cast<std::size_t>(row) * num_cols;
         const float center = with_beta ? d_mean[row] : 0.0f, rstd = d_rstd[row];
         float g[values_per_thread], xhat[values_per_thread];
