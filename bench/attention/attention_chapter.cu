@@ -125,19 +125,12 @@ public:
         chapter["unsupported"] = nlohmann::json::array();
         const std::vector<std::string> runnable =
             runnable_steps(at::steps(), step_ids, at::unsupported_reason, chapter["unsupported"]);
-        const std::string peak_reason = tc::unsupported_reason(tc::steps().back());
-        if (!peak_reason.empty()) {
-            chapter["unsupported"].push_back({{"id", "tensor_peak"}, {"reason", peak_reason}});
-        }
+        const std::string peak_reason = tc::tensor_peak_unsupported(chapter["unsupported"]);
         at::CudnnSdpa cudnn;
         if (!cudnn.available()) {
             chapter["unsupported"].push_back({{"id", "cudnn_sdpa_bf16"}, {"reason", cudnn.reason()}});
         }
-        std::size_t most_q = 0, most_kv = 0;
-        for (const std::int64_t key : all_sizes(entry_)) {
-            most_q = std::max(most_q, at::q_elements(problem_of(key)));
-            most_kv = std::max(most_kv, at::kv_elements(problem_of(key)));
-        }
+        const auto [most_q, most_kv] = at::largest_elements(all_sizes(entry_));
         Inputs in{at::random_inputs(most_q, context.seed), at::random_inputs(most_kv, context.seed + 1),
                   at::random_inputs(most_kv, context.seed + 2), {}, {}, {}};
         in.q_bits = to_bf16(in.q);

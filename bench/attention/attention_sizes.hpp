@@ -5,6 +5,8 @@
 #include "attention/attention_reference.hpp"
 #include "core/chapter.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -43,6 +45,18 @@ inline std::string size_text(const Problem& p)
 inline ProblemSize problem_size(const Problem& p)
 {
     return {size_key(p), size_text(p), {p.batch, p.heads, p.seq, p.head_dim}};
+}
+
+//! @brief The most query elements and the most K/V elements of any of the problems of `keys`: what buffers shared by
+//!        every size must hold.
+inline std::pair<std::size_t, std::size_t> largest_elements(const std::vector<std::int64_t>& keys)
+{
+    std::size_t most_q = 0, most_kv = 0;
+    for (const std::int64_t key : keys) {
+        most_q = std::max(most_q, q_elements(problem_of(key)));
+        most_kv = std::max(most_kv, kv_elements(problem_of(key)));
+    }
+    return {most_q, most_kv};
 }
 
 //! The sweep: 16k tokens (batch x seq) of 16 heads of 128, sequences of 512 to 16384 (FlashAttention-3's sizes;

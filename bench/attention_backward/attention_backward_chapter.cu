@@ -165,10 +165,7 @@ public:
         chapter["unsupported"] = nlohmann::json::array();
         const std::vector<std::string> runnable =
             runnable_steps(ab::steps(), step_ids, ab::unsupported_reason, chapter["unsupported"]);
-        const std::string peak_reason = tc::unsupported_reason(tc::steps().back());
-        if (!peak_reason.empty()) {
-            chapter["unsupported"].push_back({{"id", "tensor_peak"}, {"reason", peak_reason}});
-        }
+        const std::string peak_reason = tc::tensor_peak_unsupported(chapter["unsupported"]);
         ab::CudnnSdpaBackward cudnn;
         if (!cudnn.available()) {
             chapter["unsupported"].push_back({{"id", "cudnn_sdpa_backward_bf16"}, {"reason", cudnn.reason()}});
@@ -181,11 +178,7 @@ public:
                 throw std::runtime_error("attention_backward: no forward step runs here to give O (" + reason + ")");
             }
         }
-        std::size_t most_q = 0, most_kv = 0;
-        for (const std::int64_t key : all_sizes(entry_)) {
-            most_q = std::max(most_q, at::q_elements(problem_of(key)));
-            most_kv = std::max(most_kv, at::kv_elements(problem_of(key)));
-        }
+        const auto [most_q, most_kv] = at::largest_elements(all_sizes(entry_));
         Inputs in{at::random_inputs(most_q, context.seed), at::random_inputs(most_kv, context.seed + 1),
                   at::random_inputs(most_kv, context.seed + 2), at::random_inputs(most_q, context.seed + 3),
                   {}, {}, {}, {}};

@@ -187,10 +187,7 @@ public:
         // What this GPU cannot run is left out, and listed with the reason, once.
         const std::vector<std::string> runnable =
             runnable_steps(tc::steps(), step_ids, tc::unsupported_reason, chapter["unsupported"]);
-        const std::string peak_reason = tc::unsupported_reason(tc::steps().back());
-        if (!peak_reason.empty()) {
-            chapter["unsupported"].push_back({{"id", "tensor_peak"}, {"reason", peak_reason}});
-        }
+        const std::string peak_reason = tc::tensor_peak_unsupported(chapter["unsupported"]);
         const std::string cutlass_reason = tc::cutlass_unavailable_reason();
         if (!cutlass_reason.empty()) {
             chapter["unsupported"].push_back({{"id", "cutlass_gemm_bf16"}, {"reason", cutlass_reason}});

@@ -211,6 +211,15 @@ const std::vector<Step>& steps()
 
 std::string unsupported_reason(const Step& step) { return stepwise::unsupported_reason(step.needs, step.needs_met()); }
 
+std::string tensor_peak_unsupported(nlohmann::json& unsupported)
+{
+    std::string reason = unsupported_reason(steps().back());
+    if (!reason.empty()) {
+        unsupported.push_back({{"id", "tensor_peak"}, {"reason", reason}});
+    }
+    return reason;
+}
+
 CublasGemmBf16::CublasGemmBf16() { check_cublas(cublasCreate(&handle_), "cublasCreate"); }
 
 CublasGemmBf16::~CublasGemmBf16() { cublasDestroy(handle_); }

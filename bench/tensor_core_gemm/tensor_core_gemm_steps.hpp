@@ -9,6 +9,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 #include <vector>
 
@@ -43,6 +45,11 @@ const std::vector<Step>& steps();
 //! @brief Why the current GPU cannot run `step` ("needs sm_90a: ..."), or empty when it can.
 //! @throws CudaError when the device cannot be queried
 std::string unsupported_reason(const Step& step);
+
+//! @brief Why the current GPU cannot run the tensor-core peak (tensor_peak(): the final step's instructions), also
+//!        listed in `unsupported` as the row "tensor_peak"; empty where it can.
+//! @throws CudaError when the device cannot be queried
+std::string tensor_peak_unsupported(nlohmann::json& unsupported);
 
 //! @brief The library baseline: cuBLAS on the same operation, `cublasGemmEx` with bf16 A, B and C, compute type
 //!        32F (fp32 accumulation), default algorithm. Row-major C is column-major C^T = B^T A^T: B is passed
