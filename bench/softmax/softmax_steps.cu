@@ -9,6 +9,7 @@
 #include "../../snippets/softmax/07_cluster_split.cuh"
 #include "../../snippets/softmax/08_bf16.cuh"
 #include "../../snippets/softmax/09_any_row_alignment.cuh"
+#include "../../snippets/softmax/10_edge_loads_together.cuh"
 
 #include <string>
 
@@ -75,37 +76,45 @@ std::vector<KernelEntry> step_8_kernels_in_##ns(const std::string& suffix)      
 
 STEPWISE_STEP_8_KERNELS(bf16_in_out)
 STEPWISE_STEP_8_KERNELS(any_row_alignment)
+STEPWISE_STEP_8_KERNELS(edge_loads_together)
 #undef STEPWISE_STEP_8_KERNELS
 
-//! Step 9's kernels: step 8's, and those that read rows through their 16-byte windows (`Windowed`), which rows at
-//! any alignment take.
-std::vector<KernelEntry> any_row_alignment_kernels()
-{
-    namespace s = any_row_alignment;
-    using bf16 = __nv_bfloat16;
-    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);
-    const dim3 cluster(s::cluster_block_threads);
-    const std::string b = "__nv_bfloat16";
-    std::vector<KernelEntry> out = step_8_kernels_in_any_row_alignment(", false");
-    std::vector<KernelEntry> windowed = {
-        kernel_entry("cluster_rows_kernel<float, 4, 32, true>", s::cluster_rows_kernel<float, 4, 32, true>, cluster,
-                     configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),
-        kernel_entry("cluster_rows_kernel<" + b + ", 8, 32, true>", s::cluster_rows_kernel<bf16, 8, 32, true>, cluster,
-                     configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),
-        kernel_entry("cluster_rows_kernel<" + b + ", 8, 64, true>", s::cluster_rows_kernel<bf16, 8, 64, true>, cluster,
-                     configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),
-        kernel_entry("softmax_rows_kernel<float, 4, 8, true>", s::softmax_rows_kernel<float, 4, 8, true>, rows16),
-        kernel_entry("softmax_rows_kernel<float, 4, 16, true>", s::softmax_rows_kernel<float, 4, 16, true>, rows16),
-        kernel_entry("softmax_rows_kernel<float, 4, 32, true>", s::softmax_rows_kernel<float, 4, 32, true>, rows32),
-        kernel_entry("softmax_rows_kernel<" + b + ", 8, 16, true>", s::softmax_rows_kernel<bf16, 8, 16, true>, rows16),
-        kernel_entry("softmax_rows_kernel<" + b + ", 8, 32, true>", s::softmax_rows_kernel<bf16, 8, 32, true>, rows32),
-        kernel_entry("split_partials_kernel<float, 4, true>", s::split_partials_kernel<float, 4, true>, split),
-        kernel_entry("split_partials_kernel<" + b + ", 8, true>", s::split_partials_kernel<bf16, 8, true>, split),
-        kernel_entry("split_store_kernel<float, 4, true>", s::split_store_kernel<float, 4, true>, split),
-        kernel_entry("split_store_kernel<" + b + ", 8, true>", s::split_store_kernel<bf16, 8, true>, split)};
-    out.insert(out.end(), windowed.begin(), windowed.end());
-    return out;
+//! Step 9's kernels in namespace `ns` (steps 9 and 10): step 8's, and those that read rows through their 16-byte
+//! windows (`Windowed`), which rows at any alignment take.
+#define STEPWISE_STEP_9_KERNELS(ns)                                                                                   \
+std::vector<KernelEntry> step_9_kernels_in_##ns()                                                                     \
+{                                                                                                                     \
+    namespace s = ns;                                                                                                 \
+    using bf16 = __nv_bfloat16;                                                                                       \
+    const dim3 rows16(s::short_rows_block), rows32(s::max_block_threads<32>), split(s::split_block_threads);          \
+    const dim3 cluster(s::cluster_block_threads);                                                                     \
+    const std::string b = "__nv_bfloat16";                                                                            \
+    std::vector<KernelEntry> out = step_8_kernels_in_##ns(", false");                                                 \
+    std::vector<KernelEntry> windowed = {                                                                             \
+        kernel_entry("cluster_rows_kernel<float, 4, 32, true>", s::cluster_rows_kernel<float, 4, 32, true>, cluster,  \
+                     configured_shared_bytes(s::cluster_config<float, 4, 32>, s::cluster_block_threads)),             \
+        kernel_entry("cluster_rows_kernel<" + b + ", 8, 32, true>", s::cluster_rows_kernel<bf16, 8, 32, true>,        \
+                     cluster, configured_shared_bytes(s::cluster_config<bf16, 8, 32>, s::cluster_block_threads)),     \
+        kernel_entry("cluster_rows_kernel<" + b + ", 8, 64, true>", s::cluster_rows_kernel<bf16, 8, 64, true>,        \
+                     cluster, configured_shared_bytes(s::cluster_config<bf16, 8, 64>, s::cluster_block_threads)),     \
+        kernel_entry("softmax_rows_kernel<float, 4, 8, true>", s::softmax_rows_kernel<float, 4, 8, true>, rows16),    \
+        kernel_entry("softmax_rows_kernel<float, 4, 16, true>", s::softmax_rows_kernel<float, 4, 16, true>, rows16),  \
+        kernel_entry("softmax_rows_kernel<float, 4, 32, true>", s::softmax_rows_kernel<float, 4, 32, true>, rows32),  \
+        kernel_entry("softmax_rows_kernel<" + b + ", 8, 16, true>", s::softmax_rows_kernel<bf16, 8, 16, true>,        \
+                     rows16),                                                                                         \
+        kernel_entry("softmax_rows_kernel<" + b + ", 8, 32, true>", s::softmax_rows_kernel<bf16, 8, 32, true>,        \
+                     rows32),                                                                                         \
+        kernel_entry("split_partials_kernel<float, 4, true>", s::split_partials_kernel<float, 4, true>, split),       \
+        kernel_entry("split_partials_kernel<" + b + ", 8, true>", s::split_partials_kernel<bf16, 8, true>, split),    \
+        kernel_entry("split_store_kernel<float, 4, true>", s::split_store_kernel<float, 4, true>, split),             \
+        kernel_entry("split_store_kernel<" + b + ", 8, true>", s::split_store_kernel<bf16, 8, true>, split)};         \
+    out.insert(out.end(), windowed.begin(), windowed.end());                                                          \
+    return out;                                                                                                       \
 }
+
+STEPWISE_STEP_9_KERNELS(any_row_alignment)
+STEPWISE_STEP_9_KERNELS(edge_loads_together)
+#undef STEPWISE_STEP_9_KERNELS
 
 }  // namespace
 
@@ -161,7 +170,12 @@ const std::vector<Step>& steps()
           "snippets/softmax/09_any_row_alignment.cuh", "stepwise::softmax::any_row_alignment"},
          any_row_alignment::softmax,
          any_row_alignment::softmax,
-         any_row_alignment_kernels()},
+         step_9_kernels_in_any_row_alignment()},
+        {{"10_edge_loads_together", "The loads at a row's end issued together",
+          "snippets/softmax/10_edge_loads_together.cuh", "stepwise::softmax::edge_loads_together"},
+         edge_loads_together::softmax,
+         edge_loads_together::softmax,
+         step_9_kernels_in_edge_loads_together()},
     };
     return all;
 }
