@@ -10,6 +10,7 @@
 #include "../../snippets/softmax/08_bf16.cuh"
 #include "../../snippets/softmax/09_any_row_alignment.cuh"
 #include "../../snippets/softmax/10_edge_loads_together.cuh"
+#include "../../snippets/softmax/11_three_cluster_blocks_an_sm.cuh"
 
 #include <string>
 
@@ -77,9 +78,10 @@ std::vector<KernelEntry> step_8_kernels_in_##ns(const std::string& suffix)      
 STEPWISE_STEP_8_KERNELS(bf16_in_out)
 STEPWISE_STEP_8_KERNELS(any_row_alignment)
 STEPWISE_STEP_8_KERNELS(edge_loads_together)
+STEPWISE_STEP_8_KERNELS(three_cluster_blocks_an_sm)
 #undef STEPWISE_STEP_8_KERNELS
 
-//! Step 9's kernels in namespace `ns` (steps 9 and 10): step 8's, and those that read rows through their 16-byte
+//! Step 9's kernels in namespace `ns` (steps 9 to 11): step 8's, and those that read rows through their 16-byte
 //! windows (`Windowed`), which rows at any alignment take.
 #define STEPWISE_STEP_9_KERNELS(ns)                                                                                   \
 std::vector<KernelEntry> step_9_kernels_in_##ns()                                                                     \
@@ -114,6 +116,7 @@ std::vector<KernelEntry> step_9_kernels_in_##ns()                               
 
 STEPWISE_STEP_9_KERNELS(any_row_alignment)
 STEPWISE_STEP_9_KERNELS(edge_loads_together)
+STEPWISE_STEP_9_KERNELS(three_cluster_blocks_an_sm)
 #undef STEPWISE_STEP_9_KERNELS
 
 }  // namespace
@@ -176,6 +179,11 @@ const std::vector<Step>& steps()
          edge_loads_together::softmax,
          edge_loads_together::softmax,
          step_9_kernels_in_edge_loads_together()},
+        {{"11_three_cluster_blocks_an_sm", "The cluster kernel compiled for three blocks an SM",
+          "snippets/softmax/11_three_cluster_blocks_an_sm.cuh", "stepwise::softmax::three_cluster_blocks_an_sm"},
+         three_cluster_blocks_an_sm::softmax,
+         three_cluster_blocks_an_sm::softmax,
+         step_9_kernels_in_three_cluster_blocks_an_sm()},
     };
     return all;
 }
