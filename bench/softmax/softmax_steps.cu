@@ -11,6 +11,7 @@
 #include "../../snippets/softmax/09_any_row_alignment.cuh"
 #include "../../snippets/softmax/10_edge_loads_together.cuh"
 #include "../../snippets/softmax/11_three_cluster_blocks_an_sm.cuh"
+#include "../../snippets/softmax/12_one_load_copy_a_row.cuh"
 
 #include <string>
 
@@ -79,9 +80,10 @@ STEPWISE_STEP_8_KERNELS(bf16_in_out)
 STEPWISE_STEP_8_KERNELS(any_row_alignment)
 STEPWISE_STEP_8_KERNELS(edge_loads_together)
 STEPWISE_STEP_8_KERNELS(three_cluster_blocks_an_sm)
+STEPWISE_STEP_8_KERNELS(one_load_copy_a_row)
 #undef STEPWISE_STEP_8_KERNELS
 
-//! Step 9's kernels in namespace `ns` (steps 9 to 11): step 8's, and those that read rows through their 16-byte
+//! Step 9's kernels in namespace `ns` (steps 9 to 12): step 8's, and those that read rows through their 16-byte
 //! windows (`Windowed`), which rows at any alignment take.
 #define STEPWISE_STEP_9_KERNELS(ns)                                                                                   \
 std::vector<KernelEntry> step_9_kernels_in_##ns()                                                                     \
@@ -117,6 +119,7 @@ std::vector<KernelEntry> step_9_kernels_in_##ns()                               
 STEPWISE_STEP_9_KERNELS(any_row_alignment)
 STEPWISE_STEP_9_KERNELS(edge_loads_together)
 STEPWISE_STEP_9_KERNELS(three_cluster_blocks_an_sm)
+STEPWISE_STEP_9_KERNELS(one_load_copy_a_row)
 #undef STEPWISE_STEP_9_KERNELS
 
 }  // namespace
@@ -184,6 +187,11 @@ const std::vector<Step>& steps()
          three_cluster_blocks_an_sm::softmax,
          three_cluster_blocks_an_sm::softmax,
          step_9_kernels_in_three_cluster_blocks_an_sm()},
+        {{"12_one_load_copy_a_row", "The threads of a row take one copy of the load loop",
+          "snippets/softmax/12_one_load_copy_a_row.cuh", "stepwise::softmax::one_load_copy_a_row"},
+         one_load_copy_a_row::softmax,
+         one_load_copy_a_row::softmax,
+         step_9_kernels_in_one_load_copy_a_row()},
     };
     return all;
 }
