@@ -13,6 +13,7 @@
 #include "../../snippets/normalization/11_parameters_with_the_row.cuh"
 #include "../../snippets/normalization/12_any_row_alignment.cuh"
 #include "../../snippets/normalization/13_shifted_parameters.cuh"
+#include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
 
 #include <string>
 
@@ -112,7 +113,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Steps 12's and 13's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! Steps 12's to 14's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
 //! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
 //! are windowed). `Name` is the traits of the step of namespace `ns`.
 #define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
@@ -126,6 +127,7 @@ struct WithTheRowStep {
     };
 STEPWISE_WINDOWED_STEP(AnyRowStep, any_row_alignment)
 STEPWISE_WINDOWED_STEP(ShiftedParametersStep, shifted_parameters)
+STEPWISE_WINDOWED_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -251,6 +253,7 @@ void add_##ns##_kernels(std::vector<KernelEntry>& out, const std::string& type) 
 
 STEPWISE_WINDOWED_KERNELS(any_row_alignment, AnyRowStep)
 STEPWISE_WINDOWED_KERNELS(shifted_parameters, ShiftedParametersStep)
+STEPWISE_WINDOWED_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -283,27 +286,32 @@ std::vector<KernelEntry> any_row_kernels()
     return out;
 }
 
-//! Step 13's: step 12's, and the kernel that writes the shifted copies of gamma (and beta).
-std::vector<KernelEntry> shifted_parameters_kernels()
-{
-    namespace s = shifted_parameters;
-    std::vector<KernelEntry> out;
-    add_typed_step_kernels<ShiftedParametersStep, float>(out, "float");
-    add_shifted_parameters_kernels<float>(out, "float");
-    add_typed_step_kernels<ShiftedParametersStep, __nv_bfloat16>(out, "__nv_bfloat16");
-    add_shifted_parameters_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
-    const dim3 shift(s::shift_block_threads);
-    for (const bool with_beta : {true, false}) {
-        const std::string beta = with_beta ? "true" : "false";
-        out.push_back(kernel_entry("shift_parameters_kernel<float, " + beta + ", 4>",
-                                   with_beta ? s::shift_parameters_kernel<float, true, 4>
-                                             : s::shift_parameters_kernel<float, false, 4>, shift));
-        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, " + beta + ", 8>",
-                                   with_beta ? s::shift_parameters_kernel<__nv_bfloat16, true, 8>
-                                             : s::shift_parameters_kernel<__nv_bfloat16, false, 8>, shift));
-    }
-    return out;
+//! Steps 13's and 14's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
+//! copies of gamma (and beta).
+#define STEPWISE_SHIFTED_PARAMETERS_KERNELS(ns, Step)                                                                 \
+std::vector<KernelEntry> ns##_kernels()                                                                               \
+{                                                                                                                     \
+    namespace s = ns;                                                                                                 \
+    std::vector<KernelEntry> out;                                                                                     \
+    add_typed_step_kernels<Step, float>(out, "float");                                                                \
+    add_##ns##_kernels<float>(out, "float");                                                                          \
+    add_typed_step_kernels<Step, __nv_bfloat16>(out, "__nv_bfloat16");                                                \
+    add_##ns##_kernels<__nv_bfloat16>(out, "__nv_bfloat16");                                                          \
+    const dim3 shift(s::shift_block_threads);                                                                         \
+    for (const bool with_beta : {true, false}) {                                                                      \
+        const std::string beta = with_beta ? "true" : "false";                                                        \
+        out.push_back(kernel_entry("shift_parameters_kernel<float, " + beta + ", 4>",                                 \
+                                   with_beta ? s::shift_parameters_kernel<float, true, 4>                             \
+                                             : s::shift_parameters_kernel<float, false, 4>, shift));                  \
+        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, " + beta + ", 8>",                         \
+                                   with_beta ? s::shift_parameters_kernel<__nv_bfloat16, true, 8>                     \
+                                             : s::shift_parameters_kernel<__nv_bfloat16, false, 8>, shift));          \
+    }                                                                                                                 \
+    return out;                                                                                                       \
 }
+STEPWISE_SHIFTED_PARAMETERS_KERNELS(shifted_parameters, ShiftedParametersStep)
+STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
+#undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
 }  // namespace
 
@@ -431,6 +439,14 @@ const std::vector<Step>& steps()
          shifted_parameters::layer_norm,
          shifted_parameters::rms_norm,
          shifted_parameters_kernels(),
+         true},
+        {{"14_one_alignment_a_cluster", "Every row of a cluster at one alignment, its shifted parameters in shared memory",
+          "snippets/normalization/14_one_alignment_a_cluster.cuh", "stepwise::normalization::one_alignment_a_cluster"},
+         one_alignment_a_cluster::layer_norm,
+         one_alignment_a_cluster::rms_norm,
+         one_alignment_a_cluster::layer_norm,
+         one_alignment_a_cluster::rms_norm,
+         one_alignment_a_cluster_kernels(),
          true},
     };
     return all;

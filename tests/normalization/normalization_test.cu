@@ -10,6 +10,7 @@
 #include "../../snippets/normalization/11_parameters_with_the_row.cuh"
 #include "../../snippets/normalization/12_any_row_alignment.cuh"
 #include "../../snippets/normalization/13_shifted_parameters.cuh"
+#include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
 
 #include <gtest/gtest.h>
 
@@ -450,6 +451,41 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
     }
 }
 
+//! The clusters of the windowed cluster path, for every number the GPU could hold at once: at least one, no more
+//! than the rows or the GPU holds (or one period of them), fewer than a period lost, and every row of a cluster
+//! (`clusters` apart) equally far past a 16-byte boundary, at every misalignment of the matrix. No GPU needed.
+template <typename T>
+void expect_one_head_a_cluster()
+{
+    namespace s = one_alignment_a_cluster;
+    constexpr int w = 16 / sizeof(T);
+    for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
+        const int period = s::head_period<T>(cols);
+        for (int rows = 1; rows <= 40; ++rows) {
+            for (int active = 1; active <= rows; ++active) {
+                const int clusters = s::windowed_clusters<T>(active, rows, cols);
+                SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + ", " + std::to_string(active) +
+                             " clusters at once: " + std::to_string(clusters));
+                ASSERT_GE(clusters, 1);
+                ASSERT_LE(clusters, std::max(active, std::min(period, rows)));
+                ASSERT_GT(clusters, active - period);
+                for (int offset = 0; offset < w; ++offset) {
+                    for (int row = clusters; row < rows; ++row) {
+                        const auto head = [&](int r) { return (offset + std::int64_t{r} * cols) % w; };
+                        ASSERT_EQ(head(row), head(row - clusters)) << "offset " << offset << ", row " << row;
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST(NormalizationFinalStep, EveryRowOfAWindowedClusterHasOneHead)
+{
+    expect_one_head_a_cluster<float>();
+    expect_one_head_a_cluster<bf16>();
+}
+
 //! Input and output misaligned alike (a window for both), 16 bytes apart (the same), differently (one value an
 //! access), and in place, at rows of the rows kernel, the cluster path and the split path; gamma and beta at other
 //! misalignments than x's.
@@ -533,6 +569,7 @@ STEPWISE_VALUES_A_THREAD_STEP(ValuesPerThreadStep, bf16_in_out, "10_values_per_t
 STEPWISE_VALUES_A_THREAD_STEP(WithTheRowStep, parameters_with_the_row, "11_parameters_with_the_row")
 STEPWISE_VALUES_A_THREAD_STEP(AnyRowStep, any_row_alignment, "12_any_row_alignment")
 STEPWISE_VALUES_A_THREAD_STEP(ShiftedParametersStep, shifted_parameters, "13_shifted_parameters")
+STEPWISE_VALUES_A_THREAD_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster, "14_one_alignment_a_cluster")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -589,6 +626,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<WithTheRowStep>();
     expect_values_a_thread<AnyRowStep>();
     expect_values_a_thread<ShiftedParametersStep>();
+    expect_values_a_thread<OneAlignmentAClusterStep>();
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -611,12 +649,13 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<WithTheRowStep>();
     expect_bf16_rows_with_the_other_memory<AnyRowStep>();
     expect_bf16_rows_with_the_other_memory<ShiftedParametersStep>();
+    expect_bf16_rows_with_the_other_memory<OneAlignmentAClusterStep>();
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = shifted_parameters;
+    namespace s = one_alignment_a_cluster;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -746,7 +785,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::shifted_parameters;
+    namespace nm = stepwise::normalization::one_alignment_a_cluster;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
