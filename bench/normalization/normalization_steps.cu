@@ -14,6 +14,7 @@
 #include "../../snippets/normalization/12_any_row_alignment.cuh"
 #include "../../snippets/normalization/13_shifted_parameters.cuh"
 #include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
+#include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
 
 #include <string>
 
@@ -113,7 +114,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Steps 12's to 14's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! Steps 12's to 15's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
 //! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
 //! are windowed). `Name` is the traits of the step of namespace `ns`.
 #define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
@@ -128,6 +129,7 @@ struct WithTheRowStep {
 STEPWISE_WINDOWED_STEP(AnyRowStep, any_row_alignment)
 STEPWISE_WINDOWED_STEP(ShiftedParametersStep, shifted_parameters)
 STEPWISE_WINDOWED_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster)
+STEPWISE_WINDOWED_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -254,6 +256,7 @@ void add_##ns##_kernels(std::vector<KernelEntry>& out, const std::string& type) 
 STEPWISE_WINDOWED_KERNELS(any_row_alignment, AnyRowStep)
 STEPWISE_WINDOWED_KERNELS(shifted_parameters, ShiftedParametersStep)
 STEPWISE_WINDOWED_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
+STEPWISE_WINDOWED_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -286,7 +289,7 @@ std::vector<KernelEntry> any_row_kernels()
     return out;
 }
 
-//! Steps 13's and 14's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
+//! Steps 13's to 15's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
 //! copies of gamma (and beta).
 #define STEPWISE_SHIFTED_PARAMETERS_KERNELS(ns, Step)                                                                 \
 std::vector<KernelEntry> ns##_kernels()                                                                               \
@@ -311,6 +314,7 @@ std::vector<KernelEntry> ns##_kernels()                                         
 }
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(shifted_parameters, ShiftedParametersStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
+STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
 }  // namespace
@@ -447,6 +451,14 @@ const std::vector<Step>& steps()
          one_alignment_a_cluster::layer_norm,
          one_alignment_a_cluster::rms_norm,
          one_alignment_a_cluster_kernels(),
+         true},
+        {{"15_one_load_copy_a_thread", "A thread whose window chunks all lie inside the row loads them unchecked",
+          "snippets/normalization/15_one_load_copy_a_thread.cuh", "stepwise::normalization::one_load_copy_a_thread"},
+         one_load_copy_a_thread::layer_norm,
+         one_load_copy_a_thread::rms_norm,
+         one_load_copy_a_thread::layer_norm,
+         one_load_copy_a_thread::rms_norm,
+         one_load_copy_a_thread_kernels(),
          true},
     };
     return all;
