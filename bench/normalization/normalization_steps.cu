@@ -15,6 +15,7 @@
 #include "../../snippets/normalization/13_shifted_parameters.cuh"
 #include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
 #include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
+#include "../../snippets/normalization/16_bounded_window_registers.cuh"
 
 #include <string>
 
@@ -114,7 +115,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Steps 12's to 15's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! Steps 12's to 16's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
 //! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
 //! are windowed). `Name` is the traits of the step of namespace `ns`.
 #define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
@@ -130,6 +131,7 @@ STEPWISE_WINDOWED_STEP(AnyRowStep, any_row_alignment)
 STEPWISE_WINDOWED_STEP(ShiftedParametersStep, shifted_parameters)
 STEPWISE_WINDOWED_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster)
 STEPWISE_WINDOWED_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread)
+STEPWISE_WINDOWED_STEP(BoundedWindowRegistersStep, bounded_window_registers)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -257,6 +259,7 @@ STEPWISE_WINDOWED_KERNELS(any_row_alignment, AnyRowStep)
 STEPWISE_WINDOWED_KERNELS(shifted_parameters, ShiftedParametersStep)
 STEPWISE_WINDOWED_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
 STEPWISE_WINDOWED_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
+STEPWISE_WINDOWED_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -289,7 +292,7 @@ std::vector<KernelEntry> any_row_kernels()
     return out;
 }
 
-//! Steps 13's to 15's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
+//! Steps 13's to 16's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
 //! copies of gamma (and beta).
 #define STEPWISE_SHIFTED_PARAMETERS_KERNELS(ns, Step)                                                                 \
 std::vector<KernelEntry> ns##_kernels()                                                                               \
@@ -315,6 +318,7 @@ std::vector<KernelEntry> ns##_kernels()                                         
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(shifted_parameters, ShiftedParametersStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
+STEPWISE_SHIFTED_PARAMETERS_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
 }  // namespace
@@ -459,6 +463,15 @@ const std::vector<Step>& steps()
          one_load_copy_a_thread::layer_norm,
          one_load_copy_a_thread::rms_norm,
          one_load_copy_a_thread_kernels(),
+         true},
+        {{"16_bounded_window_registers",
+          "The windowed rows kernels of bf16 rows of 32 values a thread held to their aligned twins' registers",
+          "snippets/normalization/16_bounded_window_registers.cuh", "stepwise::normalization::bounded_window_registers"},
+         bounded_window_registers::layer_norm,
+         bounded_window_registers::rms_norm,
+         bounded_window_registers::layer_norm,
+         bounded_window_registers::rms_norm,
+         bounded_window_registers_kernels(),
          true},
     };
     return all;

@@ -12,6 +12,7 @@
 #include "../../snippets/normalization/13_shifted_parameters.cuh"
 #include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
 #include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
+#include "../../snippets/normalization/16_bounded_window_registers.cuh"
 
 #include <gtest/gtest.h>
 
@@ -458,7 +459,7 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
 template <typename T>
 void expect_one_head_a_cluster()
 {
-    namespace s = one_load_copy_a_thread;
+    namespace s = bounded_window_registers;
     constexpr int w = 16 / sizeof(T);
     for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
         const int period = s::head_period<T>(cols);
@@ -572,6 +573,7 @@ STEPWISE_VALUES_A_THREAD_STEP(AnyRowStep, any_row_alignment, "12_any_row_alignme
 STEPWISE_VALUES_A_THREAD_STEP(ShiftedParametersStep, shifted_parameters, "13_shifted_parameters")
 STEPWISE_VALUES_A_THREAD_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster, "14_one_alignment_a_cluster")
 STEPWISE_VALUES_A_THREAD_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread, "15_one_load_copy_a_thread")
+STEPWISE_VALUES_A_THREAD_STEP(BoundedWindowRegistersStep, bounded_window_registers, "16_bounded_window_registers")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -630,6 +632,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<ShiftedParametersStep>();
     expect_values_a_thread<OneAlignmentAClusterStep>();
     expect_values_a_thread<OneLoadCopyAThreadStep>();
+    expect_values_a_thread<BoundedWindowRegistersStep>();
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -654,12 +657,13 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<ShiftedParametersStep>();
     expect_bf16_rows_with_the_other_memory<OneAlignmentAClusterStep>();
     expect_bf16_rows_with_the_other_memory<OneLoadCopyAThreadStep>();
+    expect_bf16_rows_with_the_other_memory<BoundedWindowRegistersStep>();
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = one_load_copy_a_thread;
+    namespace s = bounded_window_registers;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -789,7 +793,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::one_load_copy_a_thread;
+    namespace nm = stepwise::normalization::bounded_window_registers;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
