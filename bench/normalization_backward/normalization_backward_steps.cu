@@ -5,6 +5,7 @@
 #include "../../snippets/normalization_backward/03_row_in_registers.cuh"
 #include "../../snippets/normalization_backward/04_parameter_sums_in_the_row_pass.cuh"
 #include "../../snippets/normalization_backward/05_next_row_in_flight.cuh"
+#include "../../snippets/normalization_backward/06_sixteen_byte_accesses.cuh"
 
 #include <string>
 
@@ -93,6 +94,27 @@ std::vector<KernelEntry> next_row_in_flight_kernels()
     STEPWISE_ROW_PASS_STEP_KERNELS(next_row_in_flight);
 }
 
+//! Step 6's kernels: step 5's, and the row pass and the longer rows' dx pass of 16-byte accesses.
+std::vector<KernelEntry> sixteen_byte_accesses_kernels()
+{
+    std::vector<KernelEntry> kernels = []() -> std::vector<KernelEntry> {
+        STEPWISE_ROW_PASS_STEP_KERNELS(sixteen_byte_accesses);
+    }();
+    namespace s = sixteen_byte_accesses;
+    const dim3 row(s::max_row_threads), streamed(s::streamed_row_threads);
+    for (KernelEntry entry :
+         {kernel_entry("wide_row_pass_kernel<float, 1>", s::wide_row_pass_kernel<float, 1>, row),
+          kernel_entry("wide_row_pass_kernel<float, 2>", s::wide_row_pass_kernel<float, 2>, row),
+          kernel_entry("wide_row_pass_kernel<float, 4>", s::wide_row_pass_kernel<float, 4>, row),
+          kernel_entry("wide_row_pass_kernel<" + b + ", 1>", s::wide_row_pass_kernel<bf16, 1>, row),
+          kernel_entry("wide_row_pass_kernel<" + b + ", 2>", s::wide_row_pass_kernel<bf16, 2>, row),
+          kernel_entry("wide_dx_streamed_row_kernel<float>", s::wide_dx_streamed_row_kernel<float>, streamed),
+          kernel_entry("wide_dx_streamed_row_kernel<" + b + ">", s::wide_dx_streamed_row_kernel<bf16>, streamed)}) {
+        kernels.push_back(entry);
+    }
+    return kernels;
+}
+
 #undef STEPWISE_ROW_PASS_STEP_KERNELS
 
 }  // namespace
@@ -137,6 +159,14 @@ const std::vector<Step>& steps()
          next_row_in_flight::layer_norm_backward<bf16>,
          next_row_in_flight::rms_norm_backward<bf16>,
          next_row_in_flight_kernels()},
+        {{"06_sixteen_byte_accesses", "x, dy and dx read and written 16 bytes at a time",
+          "snippets/normalization_backward/06_sixteen_byte_accesses.cuh",
+          "stepwise::normalization_backward::sixteen_byte_accesses"},
+         sixteen_byte_accesses::layer_norm_backward<float>,
+         sixteen_byte_accesses::rms_norm_backward<float>,
+         sixteen_byte_accesses::layer_norm_backward<bf16>,
+         sixteen_byte_accesses::rms_norm_backward<bf16>,
+         sixteen_byte_accesses_kernels()},
     };
     return all;
 }

@@ -89,49 +89,59 @@ struct StepRun {
     std::vector<float> dx, dgamma, dbeta;
 };
 
+//! How many elements past a 16-byte boundary x, dy, dx and gamma start (0: on it, as cudaMalloc gives them).
+struct Offsets {
+    int x = 0, dy = 0, dx = 0, gamma = 0;
+};
+
 //! Runs `step` on `p` into poisoned outputs, each followed by a poisoned guard, with a poisoned workspace; checks the
-//! guards and that the inputs were kept.
-StepRun run_step(const Step& step, const Problem& p)
+//! guards and that the inputs were kept. x, dy, dx and gamma start `offsets` elements into their buffers.
+StepRun run_step(const Step& step, const Problem& p, Offsets offsets = {})
 {
     const std::size_t n = p.x.size(), cols = p.gamma.size();
     const std::vector<unsigned char> x_bytes = narrow(p.x, p.is_bf16), dy_bytes = narrow(p.dy, p.is_bf16);
     const std::size_t element = p.is_bf16 ? 2 : 4;
-    DeviceBuffer<unsigned char> d_x(x_bytes.size()), d_dy(dy_bytes.size());
-    DeviceBuffer<unsigned char> d_dx((n + guard_floats) * element);
-    DeviceBuffer<float> d_gamma(cols), d_mean(p.mean.size()), d_rstd(p.rstd.size());
+    const std::size_t x_at = offsets.x * element, dy_at = offsets.dy * element, dx_at = offsets.dx * element;
+    DeviceBuffer<unsigned char> d_x_buffer(x_at + x_bytes.size()), d_dy_buffer(dy_at + dy_bytes.size());
+    DeviceBuffer<unsigned char> d_dx_buffer(dx_at + (n + guard_floats) * element);
+    DeviceBuffer<float> d_gamma_buffer(offsets.gamma + cols), d_mean(p.mean.size()), d_rstd(p.rstd.size());
     DeviceBuffer<float> d_dgamma(cols + guard_floats), d_dbeta(cols + guard_floats);
-    STEPWISE_CUDA_CHECK(cudaMemcpy(d_x.data(), x_bytes.data(), x_bytes.size(), cudaMemcpyHostToDevice));
-    STEPWISE_CUDA_CHECK(cudaMemcpy(d_dy.data(), dy_bytes.data(), dy_bytes.size(), cudaMemcpyHostToDevice));
-    d_gamma.upload(p.gamma);
+    unsigned char* const d_x = d_x_buffer.data() + x_at;
+    unsigned char* const d_dy = d_dy_buffer.data() + dy_at;
+    unsigned char* const d_dx = d_dx_buffer.data() + dx_at;
+    float* const d_gamma = d_gamma_buffer.data() + offsets.gamma;
+    STEPWISE_CUDA_CHECK(cudaMemcpy(d_x, x_bytes.data(), x_bytes.size(), cudaMemcpyHostToDevice));
+    STEPWISE_CUDA_CHECK(cudaMemcpy(d_dy, dy_bytes.data(), dy_bytes.size(), cudaMemcpyHostToDevice));
+    STEPWISE_CUDA_CHECK(cudaMemcpy(d_gamma, p.gamma.data(), cols * sizeof(float), cudaMemcpyHostToDevice));
     d_mean.upload(p.mean);
     d_rstd.upload(p.rstd);
-    d_dx.fill_bytes(0xFF, 0);
+    d_dx_buffer.fill_bytes(0xFF, 0);
     d_dgamma.fill_bytes(0xFF, 0);
     d_dbeta.fill_bytes(0xFF, 0);
     const int rows = p.shape.rows, n_cols = p.shape.cols;
     const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
         if (p.is_bf16) {
-            const auto* x = reinterpret_cast<const bf16*>(d_x.data());
-            const auto* dy = reinterpret_cast<const bf16*>(d_dy.data());
-            auto* dx = reinterpret_cast<bf16*>(d_dx.data());
-            return p.layer_norm ? step.layer_norm_bf16(d_temp, temp_bytes, x, dy, d_gamma.data(), d_mean.data(),
+            const auto* x = reinterpret_cast<const bf16*>(d_x);
+            const auto* dy = reinterpret_cast<const bf16*>(d_dy);
+            auto* dx = reinterpret_cast<bf16*>(d_dx);
+            return p.layer_norm ? step.layer_norm_bf16(d_temp, temp_bytes, x, dy, d_gamma, d_mean.data(),
                                                        d_rstd.data(), dx, d_dgamma.data(), d_dbeta.data(), rows,
                                                        n_cols, 0)
-                                : step.rms_norm_bf16(d_temp, temp_bytes, x, dy, d_gamma.data(), d_rstd.data(), dx,
+                                : step.rms_norm_bf16(d_temp, temp_bytes, x, dy, d_gamma, d_rstd.data(), dx,
                                                      d_dgamma.data(), rows, n_cols, 0);
         }
-        const auto* x = reinterpret_cast<const float*>(d_x.data());
-        const auto* dy = reinterpret_cast<const float*>(d_dy.data());
-        auto* dx = reinterpret_cast<float*>(d_dx.data());
-        return p.layer_norm ? step.layer_norm_fp32(d_temp, temp_bytes, x, dy, d_gamma.data(), d_mean.data(),
-                                                   d_rstd.data(), dx, d_dgamma.data(), d_dbeta.data(), rows, n_cols, 0)
-                            : step.rms_norm_fp32(d_temp, temp_bytes, x, dy, d_gamma.data(), d_rstd.data(), dx,
+        const auto* x = reinterpret_cast<const float*>(d_x);
+        const auto* dy = reinterpret_cast<const float*>(d_dy);
+        auto* dx = reinterpret_cast<float*>(d_dx);
+        return p.layer_norm ? step.layer_norm_fp32(d_temp, temp_bytes, x, dy, d_gamma, d_mean.data(), d_rstd.data(),
+                                                   dx, d_dgamma.data(), d_dbeta.data(), rows, n_cols, 0)
+                            : step.rms_norm_fp32(d_temp, temp_bytes, x, dy, d_gamma, d_rstd.data(), dx,
                                                  d_dgamma.data(), rows, n_cols, 0);
     };
     StepRun r;
     r.launch = launch_with_poisoned_workspace(call);
     std::vector<unsigned char> dx_bytes((n + guard_floats) * element);
-    STEPWISE_CUDA_CHECK(cudaMemcpy(dx_bytes.data(), d_dx.data(), dx_bytes.size(), cudaMemcpyDeviceToHost));
+    STEPWISE_CUDA_CHECK(cudaMemcpy(dx_bytes.data(), d_dx, dx_bytes.size(), cudaMemcpyDeviceToHost));
     for (std::size_t i = n * element; i < dx_bytes.size(); ++i) {
         if (dx_bytes[i] != 0xFF) {
             ADD_FAILURE() << "wrote past dx, at byte " << i - n * element << " after it";
@@ -155,9 +165,9 @@ StepRun run_step(const Step& step, const Problem& p)
     r.dgamma = download_guarded(d_dgamma, "dgamma", true);
     r.dbeta = download_guarded(d_dbeta, "dbeta", p.layer_norm);  // RMSNorm: nothing of dbeta written
     std::vector<unsigned char> kept(x_bytes.size());
-    STEPWISE_CUDA_CHECK(cudaMemcpy(kept.data(), d_x.data(), kept.size(), cudaMemcpyDeviceToHost));
+    STEPWISE_CUDA_CHECK(cudaMemcpy(kept.data(), d_x, kept.size(), cudaMemcpyDeviceToHost));
     EXPECT_TRUE(kept == x_bytes) << "the step changed x";
-    STEPWISE_CUDA_CHECK(cudaMemcpy(kept.data(), d_dy.data(), kept.size(), cudaMemcpyDeviceToHost));
+    STEPWISE_CUDA_CHECK(cudaMemcpy(kept.data(), d_dy, kept.size(), cudaMemcpyDeviceToHost));
     EXPECT_TRUE(kept == dy_bytes) << "the step changed dy";
     return r;
 }
@@ -256,6 +266,25 @@ TEST_P(NormBackwardStepTest, TheSameBitsOnEveryRun)
                     std::memcmp(again.dbeta.data(), first.dbeta.data(), first.dbeta.size() * sizeof(float)) == 0 &&
                     std::memcmp(again.dx.data(), first.dx.data(), first.dx.size() * sizeof(float)) == 0)
             << "run " << run;
+    }
+}
+
+//! Rows whose length is a multiple of 8 values, with x, dy, dx or gamma in turn a few elements past a 16-byte boundary
+//! (the others on it): every row off a boundary, where rows on one may be read 16 bytes at a time.
+TEST_P(NormBackwardStepTest, RowsOffSixteenByteBoundaries)
+{
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Shape shape : {Shape{37, 1000}, Shape{9, 4096}, Shape{3, 16384}, Shape{2, 32768}}) {
+        for (const bool is_bf16 : {false, true}) {
+            for (const Offsets offsets : {Offsets{1, 0, 0, 0}, Offsets{0, 3, 0, 0}, Offsets{0, 0, 2, 0},
+                                          Offsets{0, 0, 0, 1}, Offsets{5, 5, 5, 2}}) {
+                const Problem p = random_problem(shape, is_bf16, shape.rows % 2 == 1, seed + shape.cols);
+                const StepRun r = run_step(GetParam(), p, offsets);
+                ASSERT_EQ(r.launch, cudaSuccess) << shape.rows << " x " << shape.cols;
+                expect_matches_reference(p, r);
+            }
+        }
     }
 }
 
