@@ -6,6 +6,7 @@
 #include "../../snippets/normalization_backward/04_parameter_sums_in_the_row_pass.cuh"
 #include "../../snippets/normalization_backward/05_next_row_in_flight.cuh"
 #include "../../snippets/normalization_backward/06_sixteen_byte_accesses.cuh"
+#include "../../snippets/normalization_backward/07_long_rows_over_a_cluster.cuh"
 
 #include <string>
 
@@ -94,27 +95,44 @@ std::vector<KernelEntry> next_row_in_flight_kernels()
     STEPWISE_ROW_PASS_STEP_KERNELS(next_row_in_flight);
 }
 
-//! Step 6's kernels: step 5's, and the row pass and the longer rows' dx pass of 16-byte accesses.
+//! The kernels of a step launched as step 6 is, from namespace `ns`: step 5's, and the row pass and the longer rows'
+//! dx pass of 16-byte accesses.
+#define STEPWISE_WIDE_STEP_KERNELS(ns)                                                                                \
+    std::vector<KernelEntry> kernels = []() -> std::vector<KernelEntry> { STEPWISE_ROW_PASS_STEP_KERNELS(ns); }();  \
+    namespace w = ns;                                                                                                  \
+    const dim3 wide_row(w::max_row_threads), wide_streamed(w::streamed_row_threads);                                  \
+    for (KernelEntry entry :                                                                                           \
+         {kernel_entry("wide_row_pass_kernel<float, 1>", w::wide_row_pass_kernel<float, 1>, wide_row),                \
+          kernel_entry("wide_row_pass_kernel<float, 2>", w::wide_row_pass_kernel<float, 2>, wide_row),                \
+          kernel_entry("wide_row_pass_kernel<float, 4>", w::wide_row_pass_kernel<float, 4>, wide_row),                \
+          kernel_entry("wide_row_pass_kernel<" + b + ", 1>", w::wide_row_pass_kernel<bf16, 1>, wide_row),             \
+          kernel_entry("wide_row_pass_kernel<" + b + ", 2>", w::wide_row_pass_kernel<bf16, 2>, wide_row),             \
+          kernel_entry("wide_dx_streamed_row_kernel<float>", w::wide_dx_streamed_row_kernel<float>, wide_streamed),   \
+          kernel_entry("wide_dx_streamed_row_kernel<" + b + ">", w::wide_dx_streamed_row_kernel<bf16>,                \
+                       wide_streamed)}) {                                                                              \
+        kernels.push_back(entry);                                                                                      \
+    }
+
+//! Step 6's kernels: step 5's, and those of 16-byte accesses.
 std::vector<KernelEntry> sixteen_byte_accesses_kernels()
 {
-    std::vector<KernelEntry> kernels = []() -> std::vector<KernelEntry> {
-        STEPWISE_ROW_PASS_STEP_KERNELS(sixteen_byte_accesses);
-    }();
-    namespace s = sixteen_byte_accesses;
-    const dim3 row(s::max_row_threads), streamed(s::streamed_row_threads);
-    for (KernelEntry entry :
-         {kernel_entry("wide_row_pass_kernel<float, 1>", s::wide_row_pass_kernel<float, 1>, row),
-          kernel_entry("wide_row_pass_kernel<float, 2>", s::wide_row_pass_kernel<float, 2>, row),
-          kernel_entry("wide_row_pass_kernel<float, 4>", s::wide_row_pass_kernel<float, 4>, row),
-          kernel_entry("wide_row_pass_kernel<" + b + ", 1>", s::wide_row_pass_kernel<bf16, 1>, row),
-          kernel_entry("wide_row_pass_kernel<" + b + ", 2>", s::wide_row_pass_kernel<bf16, 2>, row),
-          kernel_entry("wide_dx_streamed_row_kernel<float>", s::wide_dx_streamed_row_kernel<float>, streamed),
-          kernel_entry("wide_dx_streamed_row_kernel<" + b + ">", s::wide_dx_streamed_row_kernel<bf16>, streamed)}) {
-        kernels.push_back(entry);
-    }
+    STEPWISE_WIDE_STEP_KERNELS(sixteen_byte_accesses);
     return kernels;
 }
 
+//! Step 7's kernels: step 6's, and the row pass of rows split over a cluster.
+std::vector<KernelEntry> long_rows_over_a_cluster_kernels()
+{
+    STEPWISE_WIDE_STEP_KERNELS(long_rows_over_a_cluster);
+    namespace c = long_rows_over_a_cluster;
+    const dim3 cluster_row(c::max_row_threads);
+    kernels.push_back(kernel_entry("cluster_row_pass_kernel<float, 4>", c::cluster_row_pass_kernel<float, 4>, cluster_row));
+    kernels.push_back(
+        kernel_entry("cluster_row_pass_kernel<" + b + ", 2>", c::cluster_row_pass_kernel<bf16, 2>, cluster_row));
+    return kernels;
+}
+
+#undef STEPWISE_WIDE_STEP_KERNELS
 #undef STEPWISE_ROW_PASS_STEP_KERNELS
 
 }  // namespace
@@ -167,6 +185,14 @@ const std::vector<Step>& steps()
          sixteen_byte_accesses::layer_norm_backward<bf16>,
          sixteen_byte_accesses::rms_norm_backward<bf16>,
          sixteen_byte_accesses_kernels()},
+        {{"07_long_rows_over_a_cluster", "Rows longer than a block holds split over a cluster and read once",
+          "snippets/normalization_backward/07_long_rows_over_a_cluster.cuh",
+          "stepwise::normalization_backward::long_rows_over_a_cluster"},
+         long_rows_over_a_cluster::layer_norm_backward<float>,
+         long_rows_over_a_cluster::rms_norm_backward<float>,
+         long_rows_over_a_cluster::layer_norm_backward<bf16>,
+         long_rows_over_a_cluster::rms_norm_backward<bf16>,
+         long_rows_over_a_cluster_kernels()},
     };
     return all;
 }

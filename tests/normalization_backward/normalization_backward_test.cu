@@ -33,10 +33,11 @@ struct Shape {
 
 //! A value, a few, rows of a block's worth and more, vocabularies' widths (multiples of nothing: 50257), long rows;
 //! many short rows and many rows of a thousand (dgamma and dbeta sum 100000 and 1000 rows); either side of the
-//! lengths where a step changes how it holds a row (1024, 4096 and 16384 values: steps 3 and 4's registers).
+//! lengths where a step changes how it holds a row (1024, 4096 and 16384 values: steps 3 and 4's registers; 131072:
+//! step 7's clusters), and a row of 8 x 5001 values that leaves a cluster's last block a part of a slice.
 const std::vector<Shape> shapes = {{1, 1},     {7, 3},     {100000, 3}, {37, 1000}, {33, 513},  {1000, 1000},
                                    {6, 1025},  {5, 4097},  {9, 8191},   {2, 16384}, {3, 16385}, {4, 32768},
-                                   {3, 50257}, {2, 131072}};
+                                   {5, 40008}, {3, 50257}, {2, 131072}, {2, 131080}};
 //! Shapes left out under compute-sanitizer (slow there).
 const std::vector<Shape> large_shapes = {{4096, 4096}};
 
@@ -235,7 +236,7 @@ TEST_P(NormBackwardStepTest, RmsNormMatchesTheReferenceInBf16) { expect_every_sh
 TEST_P(NormBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatTerm)
 {
     for (const bool layer_norm : {true, false}) {
-        for (const int cols : {3, 1000, 5000}) {
+        for (const int cols : {3, 1000, 5000, 40008}) {
             Problem p = random_problem({6, cols}, false, layer_norm, fresh_seed());
             p.x[static_cast<std::size_t>(1) * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
             p.mean[1] = p.rstd[1] = std::numeric_limits<float>::quiet_NaN();  // as the forward saves a NaN row's
@@ -257,15 +258,18 @@ TEST_P(NormBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatT
 
 TEST_P(NormBackwardStepTest, TheSameBitsOnEveryRun)
 {
-    const Problem p = random_problem({2048, 1000}, true, true, fresh_seed());
-    const StepRun first = run_step(GetParam(), p);
-    ASSERT_EQ(first.launch, cudaSuccess);
-    for (int run = 0; run < 2; ++run) {
-        const StepRun again = run_step(GetParam(), p);
-        EXPECT_TRUE(std::memcmp(again.dgamma.data(), first.dgamma.data(), first.dgamma.size() * sizeof(float)) == 0 &&
-                    std::memcmp(again.dbeta.data(), first.dbeta.data(), first.dbeta.size() * sizeof(float)) == 0 &&
-                    std::memcmp(again.dx.data(), first.dx.data(), first.dx.size() * sizeof(float)) == 0)
-            << "run " << run;
+    for (const Shape shape : {Shape{2048, 1000}, Shape{64, 32768}}) {
+        const Problem p = random_problem(shape, true, true, fresh_seed());
+        const StepRun first = run_step(GetParam(), p);
+        ASSERT_EQ(first.launch, cudaSuccess);
+        for (int run = 0; run < 2; ++run) {
+            const StepRun again = run_step(GetParam(), p);
+            EXPECT_TRUE(
+                std::memcmp(again.dgamma.data(), first.dgamma.data(), first.dgamma.size() * sizeof(float)) == 0 &&
+                std::memcmp(again.dbeta.data(), first.dbeta.data(), first.dbeta.size() * sizeof(float)) == 0 &&
+                std::memcmp(again.dx.data(), first.dx.data(), first.dx.size() * sizeof(float)) == 0)
+                << shape.rows << " x " << shape.cols << ", run " << run;
+        }
     }
 }
 
