@@ -295,9 +295,83 @@ __device__ __forceinline__ void load_row_chunks(const T* d_x, const T* d_dy, std
     }
 }
 
+//! @brief One chunk's terms of a row (x and dy at columns `col` to `col` + its values): g = dy gamma and g xhat added
+//!        into the thread's two sums, dy xhat and dy into the chunk's column sums in shared memory (`dgamma_sums` and
+//!        `dbeta_sums` point at the chunk's first four; no other thread adds to them).
+template <typename T>
+__device__ __forceinline__ void add_chunk_terms(const uint4& x, const uint4& dy, const float* d_gamma, int col,
+                                                float center, float rstd, bool with_beta, float4* dgamma_sums,
+                                                float4* dbeta_sums, float& sum_g, float& sum_g_xhat)
+{
+    constexpr int width = chunk_values<T>;
+    float gamma[width], dgamma_terms[width], dbeta_terms[width];
+    load_floats(d_gamma, col, gamma);
+#pragma unroll
+    for (int i = 0; i < width; ++i) {
+        const float dy_value = chunk_value<T>(dy, i), g = dy_value * gamma[i];
+        const float xhat = normalized(chunk_value<T>(x, i), center, rstd);
+        sum_g += g;
+        sum_g_xhat += g * xhat;
+        dgamma_terms[i] = dy_value * xhat;
+        dbeta_terms[i] = dy_value;
+    }
+#pragma unroll
+    for (int f = 0; f < width; f += float_chunk) {
+        float4& dgamma_sum = dgamma_sums[f / float_chunk];
+        dgamma_sum = make_float4(dgamma_sum.x + dgamma_terms[f], dgamma_sum.y + dgamma_terms[f + 1],
+                                 dgamma_sum.z + dgamma_terms[f + 2], dgamma_sum.w + dgamma_terms[f + 3]);
+        if (with_beta) {
+            float4& dbeta_sum = dbeta_sums[f / float_chunk];
+            dbeta_sum = make_float4(dbeta_sum.x + dbeta_terms[f], dbeta_sum.y + dbeta_terms[f + 1],
+                                    dbeta_sum.z + dbeta_terms[f + 2], dbeta_sum.w + dbeta_terms[f + 3]);
+        }
+    }
+}
+
+//! @brief One chunk of dx, from the chunk's x and dy (g and xhat as add_chunk_terms() computes them, the same bits) and
+//!        the row's means, stored at `d_dx_chunk`.
+template <typename T>
+__device__ __forceinline__ void store_dx_chunk(const uint4& x, const uint4& dy, const float* d_gamma, int col,
+                                               float center, float rstd, float mean_g, float mean_g_xhat,
+                                               T* d_dx_chunk)
+{
+    constexpr int width = chunk_values<T>;
+    float gamma[width], dx[width];
+    load_floats(d_gamma, col, gamma);
+#pragma unroll
+    for (int i = 0; i < width; ++i) {
+        const float g = chunk_value<T>(dy, i) * gamma[i];
+        const float xhat = normalized(chunk_value<T>(x, i), center, rstd);
+        dx[i] = rstd * (g - mean_g - xhat * mean_g_xhat);
+    }
+    *reinterpret_cast<uint4*>(d_dx_chunk) = to_chunk<T>(dx);
+}
+
+//! @brief A chunk's column sums from shared memory into the partial sums at `d_dgamma_partial` (and
+//!        `d_dbeta_partial`), value by value: the workspace is only 4-byte aligned.
+template <typename T>
+__device__ __forceinline__ void store_chunk_partials(const float4* dgamma_sums, const float4* dbeta_sums,
+                                                     bool with_beta, float* d_dgamma_partial, float* d_dbeta_partial)
+{
+#pragma unroll
+    for (int f = 0; f < chunk_values<T>; f += float_chunk) {
+        const float4 dgamma = dgamma_sums[f / float_chunk];
+        d_dgamma_partial[f] = dgamma.x;
+        d_dgamma_partial[f + 1] = dgamma.y;
+        d_dgamma_partial[f + 2] = dgamma.z;
+        d_dgamma_partial[f + 3] = dgamma.w;
+        if (with_beta) {
+            const float4 dbeta = dbeta_sums[f / float_chunk];
+            d_dbeta_partial[f] = dbeta.x;
+            d_dbeta_partial[f + 1] = dbeta.y;
+            d_dbeta_partial[f + 2] = dbeta.z;
+            d_dbeta_partial[f + 3] = dbeta.w;
+        }
+    }
+}
+
 //! @brief Step 5's row pass with 16-byte accesses: `chunks` chunks of x and dy a thread, gamma read four floats at a
-//!        time, the thread's column sums (four floats an access in shared memory) and its partial sums written four
-//!        at a time. Every row starts on a 16-byte boundary (`num_cols` a multiple of the chunk's values; x, dy, dx and
+//!        time, the thread's column sums four floats an access in shared memory. Every row starts on a 16-byte boundary (`num_cols` a multiple of the chunk's values; x, dy, dx and
 //!        gamma 16-byte aligned). The next row is loaded before the current one is reduced where two rows fit the
 //!        registers (`chunks` up to early_chunks); else the row is loaded at its turn. `d_mean` nullptr: RMSNorm.
 template <typename T, int chunks>
@@ -344,28 +418,8 @@ __global__ void __launch_bounds__(max_row_threads, 1)
         for (int k = 0; k < chunks; ++k) {
             const int j = first_column(k);
             if (j < num_cols) {
-                float gamma[width], dgamma_terms[width], dbeta_terms[width];
-                load_floats(d_gamma, j, gamma);
-#pragma unroll
-                for (int i = 0; i < width; ++i) {
-                    const float dy_value = chunk_value<T>(dy[k], i), g = dy_value * gamma[i];
-                    const float xhat = normalized(chunk_value<T>(x[k], i), center, rstd);
-                    sum_g += g;
-                    sum_g_xhat += g * xhat;
-                    dgamma_terms[i] = dy_value * xhat;
-                    dbeta_terms[i] = dy_value;
-                }
-#pragma unroll
-                for (int f = 0; f < width; f += float_chunk) {  // this thread's columns alone: no other thread adds
-                    float4& dgamma_sum = dgamma_sums[(j + f) / float_chunk];
-                    dgamma_sum = make_float4(dgamma_sum.x + dgamma_terms[f], dgamma_sum.y + dgamma_terms[f + 1],
-                                             dgamma_sum.z + dgamma_terms[f + 2], dgamma_sum.w + dgamma_terms[f + 3]);
-                    if (with_beta) {
-                        float4& dbeta_sum = dbeta_sums[(j + f) / float_chunk];
-                        dbeta_sum = make_float4(dbeta_sum.x + dbeta_terms[f], dbeta_sum.y + dbeta_terms[f + 1],
-                                                dbeta_sum.z + dbeta_terms[f + 2], dbeta_sum.w + dbeta_terms[f + 3]);
-                    }
-                }
+                add_chunk_terms<T>(x[k], dy[k], d_gamma, j, center, rstd, with_beta, dgamma_sums + j / float_chunk,
+                                   dbeta_sums + j / float_chunk, sum_g, sum_g_xhat);
             }
         }
         block_sums(sum_g, sum_g_xhat);
@@ -374,15 +428,7 @@ __global__ void __launch_bounds__(max_row_threads, 1)
         for (int k = 0; k < chunks; ++k) {
             const int j = first_column(k);
             if (j < num_cols) {
-                float gamma[width], dx[width];
-                load_floats(d_gamma, j, gamma);
-#pragma unroll
-                for (int i = 0; i < width; ++i) {  // g and xhat as above (the same bits), from the registers
-                    const float g = chunk_value<T>(dy[k], i) * gamma[i];
-                    const float xhat = normalized(chunk_value<T>(x[k], i), center, rstd);
-                    dx[i] = rstd * (g - mean_g - xhat * mean_g_xhat);
-                }
-                *reinterpret_cast<uint4*>(d_dx + first + j) = to_chunk<T>(dx);
+                store_dx_chunk<T>(x[k], dy[k], d_gamma, j, center, rstd, mean_g, mean_g_xhat, d_dx + first + j);
             }
         }
         if constexpr (next_row_early) {
@@ -393,28 +439,15 @@ __global__ void __launch_bounds__(max_row_threads, 1)
             }
         }
     }
-    // The block's partial sums, written value by value: the workspace is only 4-byte aligned.
+    // The block's partial sums: one row of dgamma's and one of dbeta's.
+    float* d_dgamma_partials = d_partials + static_cast<std::size_t>(blockIdx.x) * num_cols;
+    float* d_dbeta_partials = d_partials + static_cast<std::size_t>(gridDim.x + blockIdx.x) * num_cols;
 #pragma unroll
     for (int k = 0; k < chunks; ++k) {
-#pragma unroll
-        for (int f = 0; f < width; f += float_chunk) {
-            const int j = first_column(k) + f;
-            if (j < num_cols) {
-                const float4 dgamma = dgamma_sums[j / float_chunk];
-                float* dgamma_partial = d_partials + static_cast<std::size_t>(blockIdx.x) * num_cols + j;
-                dgamma_partial[0] = dgamma.x;
-                dgamma_partial[1] = dgamma.y;
-                dgamma_partial[2] = dgamma.z;
-                dgamma_partial[3] = dgamma.w;
-                if (with_beta) {
-                    const float4 dbeta = dbeta_sums[j / float_chunk];
-                    float* dbeta_partial = d_partials + static_cast<std::size_t>(gridDim.x + blockIdx.x) * num_cols + j;
-                    dbeta_partial[0] = dbeta.x;
-                    dbeta_partial[1] = dbeta.y;
-                    dbeta_partial[2] = dbeta.z;
-                    dbeta_partial[3] = dbeta.w;
-                }
-            }
+        const int j = first_column(k);
+        if (j < num_cols) {
+            store_chunk_partials<T>(dgamma_sums + j / float_chunk, dbeta_sums + j / float_chunk, with_beta,
+                                    d_dgamma_partials + j, d_dbeta_partials + j);
         }
     }
 }
@@ -448,14 +481,7 @@ __global__ void __launch_bounds__(streamed_row_threads)
     for (int q = threadIdx.x; q < num_chunks; q += streamed_row_threads) {
         const int j = q * width;
         const uint4 x = load_chunk(d_x, first + j), dy = load_chunk(d_dy, first + j);
-        float gamma[width], dx[width];
-        load_floats(d_gamma, j, gamma);
-#pragma unroll
-        for (int i = 0; i < width; ++i) {
-            const float g = chunk_value<T>(dy, i) * gamma[i];
-            dx[i] = rstd * (g - mean_g - normalized(chunk_value<T>(x, i), center, rstd) * mean_g_xhat);
-        }
-        *reinterpret_cast<uint4*>(d_dx + first + j) = to_chunk<T>(dx);
+        store_dx_chunk<T>(x, dy, d_gamma, j, center, rstd, mean_g, mean_g_xhat, d_dx + first + j);
     }
 }
 
