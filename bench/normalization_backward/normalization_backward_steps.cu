@@ -7,6 +7,7 @@
 #include "../../snippets/normalization_backward/05_next_row_in_flight.cuh"
 #include "../../snippets/normalization_backward/06_sixteen_byte_accesses.cuh"
 #include "../../snippets/normalization_backward/07_long_rows_over_a_cluster.cuh"
+#include "../../snippets/normalization_backward/08_rstd_tested_once_a_row.cuh"
 
 #include <string>
 
@@ -120,18 +121,31 @@ std::vector<KernelEntry> sixteen_byte_accesses_kernels()
     return kernels;
 }
 
+//! The kernels of a step launched as step 7 is, from namespace `ns`: step 6's, and the row pass of rows split over a
+//! cluster.
+#define STEPWISE_CLUSTER_STEP_KERNELS(ns)                                                                             \
+    STEPWISE_WIDE_STEP_KERNELS(ns);                                                                                    \
+    const dim3 cluster_row(w::max_row_threads);                                                                        \
+    kernels.push_back(kernel_entry("cluster_row_pass_kernel<float, 4>", w::cluster_row_pass_kernel<float, 4>,        \
+                                   cluster_row));                                                                      \
+    kernels.push_back(kernel_entry("cluster_row_pass_kernel<" + b + ", 2>", w::cluster_row_pass_kernel<bf16, 2>,     \
+                                   cluster_row))
+
 //! Step 7's kernels: step 6's, and the row pass of rows split over a cluster.
 std::vector<KernelEntry> long_rows_over_a_cluster_kernels()
 {
-    STEPWISE_WIDE_STEP_KERNELS(long_rows_over_a_cluster);
-    namespace c = long_rows_over_a_cluster;
-    const dim3 cluster_row(c::max_row_threads);
-    kernels.push_back(kernel_entry("cluster_row_pass_kernel<float, 4>", c::cluster_row_pass_kernel<float, 4>, cluster_row));
-    kernels.push_back(
-        kernel_entry("cluster_row_pass_kernel<" + b + ", 2>", c::cluster_row_pass_kernel<bf16, 2>, cluster_row));
+    STEPWISE_CLUSTER_STEP_KERNELS(long_rows_over_a_cluster);
     return kernels;
 }
 
+//! Step 8's kernels: step 7's, whose chunks' arithmetic tests rstd once a row.
+std::vector<KernelEntry> rstd_tested_once_a_row_kernels()
+{
+    STEPWISE_CLUSTER_STEP_KERNELS(rstd_tested_once_a_row);
+    return kernels;
+}
+
+#undef STEPWISE_CLUSTER_STEP_KERNELS
 #undef STEPWISE_WIDE_STEP_KERNELS
 #undef STEPWISE_ROW_PASS_STEP_KERNELS
 
@@ -193,6 +207,14 @@ const std::vector<Step>& steps()
          long_rows_over_a_cluster::layer_norm_backward<bf16>,
          long_rows_over_a_cluster::rms_norm_backward<bf16>,
          long_rows_over_a_cluster_kernels()},
+        {{"08_rstd_tested_once_a_row", "Whether a row's rstd is infinite tested once a row, not at every value",
+          "snippets/normalization_backward/08_rstd_tested_once_a_row.cuh",
+          "stepwise::normalization_backward::rstd_tested_once_a_row"},
+         rstd_tested_once_a_row::layer_norm_backward<float>,
+         rstd_tested_once_a_row::rms_norm_backward<float>,
+         rstd_tested_once_a_row::layer_norm_backward<bf16>,
+         rstd_tested_once_a_row::rms_norm_backward<bf16>,
+         rstd_tested_once_a_row_kernels()},
     };
     return all;
 }

@@ -232,26 +232,28 @@ TEST_P(NormBackwardStepTest, RmsNormMatchesTheReferenceInBf16) { expect_every_sh
 
 //! A row with a NaN, saved by the forward with a NaN mean and rstd, makes its own row of dx NaN and dgamma NaN (its
 //! xhat is NaN at every column), not dbeta nor the other rows; a row of equal values saved with epsilon 0 (rstd
-//! infinite) has no xhat term, as the forward gave beta there.
+//! infinite; RMSNorm: a row of zeros) has no xhat term, as the forward gave beta there. In fp32 and bf16, at lengths
+//! that take each kind of kernel (value by value, 16-byte chunks, a cluster's slices).
 TEST_P(NormBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatTerm)
 {
-    for (const bool layer_norm : {true, false}) {
-        for (const int cols : {3, 1000, 5000, 40008}) {
-            Problem p = random_problem({6, cols}, false, layer_norm, fresh_seed());
-            p.x[static_cast<std::size_t>(1) * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
-            p.mean[1] = p.rstd[1] = std::numeric_limits<float>::quiet_NaN();  // as the forward saves a NaN row's
-            if (layer_norm) {
-                std::fill(p.x.begin() + 3 * cols, p.x.begin() + 4 * cols, 2.5f);  // equal values, epsilon 0
-                p.mean[3] = 2.5f;
+    for (const bool is_bf16 : {false, true}) {
+        for (const bool layer_norm : {true, false}) {
+            for (const int cols : {3, 1000, 5000, 40008}) {
+                Problem p = random_problem({6, cols}, is_bf16, layer_norm, fresh_seed());
+                p.x[static_cast<std::size_t>(1) * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
+                p.mean[1] = p.rstd[1] = std::numeric_limits<float>::quiet_NaN();  // as the forward saves a NaN row's
+                const float equal = layer_norm ? 2.5f : 0.0f;  // equal values, epsilon 0: rstd infinite
+                std::fill(p.x.begin() + 3 * cols, p.x.begin() + 4 * cols, equal);
+                p.mean[3] = equal;
                 p.rstd[3] = std::numeric_limits<float>::infinity();
+                const StepRun r = run_step(GetParam(), p);
+                ASSERT_EQ(r.launch, cudaSuccess) << cols;
+                for (int j = 0; j < cols; ++j) {
+                    ASSERT_TRUE(std::isnan(r.dx[static_cast<std::size_t>(cols) + j])) << "row 1 col " << j;
+                    ASSERT_FALSE(std::isnan(r.dx[j])) << "row 0 col " << j;
+                }
+                expect_matches_reference(p, r);
             }
-            const StepRun r = run_step(GetParam(), p);
-            ASSERT_EQ(r.launch, cudaSuccess) << cols;
-            for (int j = 0; j < cols; ++j) {
-                ASSERT_TRUE(std::isnan(r.dx[static_cast<std::size_t>(cols) + j])) << "row 1 col " << j;
-                ASSERT_FALSE(std::isnan(r.dx[j])) << "row 0 col " << j;
-            }
-            expect_matches_reference(p, r);
         }
     }
 }
