@@ -2,6 +2,7 @@
 
 #include "../../snippets/cross_entropy/01_separate_kernels.cuh"
 #include "../../snippets/cross_entropy/02_row_in_registers.cuh"
+#include "../../snippets/cross_entropy/03_exp_as_exp2.cuh"
 
 #include <string>
 
@@ -23,23 +24,30 @@ std::vector<KernelEntry> separate_kernels_kernels()
             kernel_entry("gradient_kernel<" + b + ">", s::gradient_kernel<bf16>, row)};
 }
 
-//! Step 2's kernels: the rows held in registers (a full block shown: the launcher sizes it to the row) and the longer
-//! rows' kernel, each with 16-byte accesses (4 fp32, 8 bf16) or one value at a time; the labels' count and the mean.
-std::vector<KernelEntry> row_in_registers_kernels()
-{
-    namespace s = row_in_registers;
-    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block);
-    return {kernel_entry("count_kernel", s::count_kernel, labels),
-            kernel_entry("rows_kernel<float, 4>", s::rows_kernel<float, 4>, rows),
-            kernel_entry("rows_kernel<float, 1>", s::rows_kernel<float, 1>, rows),
-            kernel_entry("rows_kernel<" + b + ", 8>", s::rows_kernel<bf16, 8>, rows),
-            kernel_entry("rows_kernel<" + b + ", 1>", s::rows_kernel<bf16, 1>, rows),
-            kernel_entry("long_rows_kernel<float, 4>", s::long_rows_kernel<float, 4>, longer),
-            kernel_entry("long_rows_kernel<float, 1>", s::long_rows_kernel<float, 1>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 8>", s::long_rows_kernel<bf16, 8>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 1>", s::long_rows_kernel<bf16, 1>, longer),
-            kernel_entry("mean_kernel", s::mean_kernel, labels)};
-}
+//! The kernels of a step launched as step 2 is, from namespace `ns`: the rows held in registers (a full block shown:
+//! the launcher sizes it to the row) and the longer rows' kernel, each with 16-byte accesses (4 fp32, 8 bf16) or one
+//! value at a time; the labels' count and the mean.
+#define STEPWISE_ROWS_STEP_KERNELS(ns)                                                                                \
+    namespace s = ns;                                                                                                  \
+    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block);                      \
+    return {kernel_entry("count_kernel", s::count_kernel, labels),                                                   \
+            kernel_entry("rows_kernel<float, 4>", s::rows_kernel<float, 4>, rows),                                   \
+            kernel_entry("rows_kernel<float, 1>", s::rows_kernel<float, 1>, rows),                                   \
+            kernel_entry("rows_kernel<" + b + ", 8>", s::rows_kernel<bf16, 8>, rows),                                \
+            kernel_entry("rows_kernel<" + b + ", 1>", s::rows_kernel<bf16, 1>, rows),                                \
+            kernel_entry("long_rows_kernel<float, 4>", s::long_rows_kernel<float, 4>, longer),                       \
+            kernel_entry("long_rows_kernel<float, 1>", s::long_rows_kernel<float, 1>, longer),                       \
+            kernel_entry("long_rows_kernel<" + b + ", 8>", s::long_rows_kernel<bf16, 8>, longer),                    \
+            kernel_entry("long_rows_kernel<" + b + ", 1>", s::long_rows_kernel<bf16, 1>, longer),                    \
+            kernel_entry("mean_kernel", s::mean_kernel, labels)}
+
+//! Step 2's kernels.
+std::vector<KernelEntry> row_in_registers_kernels() { STEPWISE_ROWS_STEP_KERNELS(row_in_registers); }
+
+//! Step 3's kernels: step 2's, whose exponentials are exp2f() of a scaled difference.
+std::vector<KernelEntry> exp_as_exp2_kernels() { STEPWISE_ROWS_STEP_KERNELS(exp_as_exp2); }
+
+#undef STEPWISE_ROWS_STEP_KERNELS
 
 }  // namespace
 
@@ -56,6 +64,11 @@ const std::vector<Step>& steps()
          row_in_registers::cross_entropy,
          row_in_registers::cross_entropy,
          row_in_registers_kernels()},
+        {{"03_exp_as_exp2", "Every exponential as exp2f() of a scaled difference, no test a value",
+          "snippets/cross_entropy/03_exp_as_exp2.cuh", "stepwise::cross_entropy::exp_as_exp2"},
+         exp_as_exp2::cross_entropy,
+         exp_as_exp2::cross_entropy,
+         exp_as_exp2_kernels()},
     };
     return all;
 }
