@@ -8,6 +8,7 @@
 #include "../../snippets/normalization_backward/06_sixteen_byte_accesses.cuh"
 #include "../../snippets/normalization_backward/07_long_rows_over_a_cluster.cuh"
 #include "../../snippets/normalization_backward/08_rstd_tested_once_a_row.cuh"
+#include "../../snippets/normalization_backward/09_one_barrier_a_row.cuh"
 
 #include <string>
 
@@ -145,6 +146,13 @@ std::vector<KernelEntry> rstd_tested_once_a_row_kernels()
     return kernels;
 }
 
+//! Step 9's kernels: step 8's, whose block sums take one barrier a row.
+std::vector<KernelEntry> one_barrier_a_row_kernels()
+{
+    STEPWISE_CLUSTER_STEP_KERNELS(one_barrier_a_row);
+    return kernels;
+}
+
 #undef STEPWISE_CLUSTER_STEP_KERNELS
 #undef STEPWISE_WIDE_STEP_KERNELS
 #undef STEPWISE_ROW_PASS_STEP_KERNELS
@@ -215,6 +223,14 @@ const std::vector<Step>& steps()
          rstd_tested_once_a_row::layer_norm_backward<bf16>,
          rstd_tested_once_a_row::rms_norm_backward<bf16>,
          rstd_tested_once_a_row_kernels()},
+        {{"09_one_barrier_a_row", "A row's sums over the block with one barrier and a warp's shuffles",
+          "snippets/normalization_backward/09_one_barrier_a_row.cuh",
+          "stepwise::normalization_backward::one_barrier_a_row"},
+         one_barrier_a_row::layer_norm_backward<float>,
+         one_barrier_a_row::rms_norm_backward<float>,
+         one_barrier_a_row::layer_norm_backward<bf16>,
+         one_barrier_a_row::rms_norm_backward<bf16>,
+         one_barrier_a_row_kernels()},
     };
     return all;
 }
