@@ -9,6 +9,7 @@
 #include "../../snippets/normalization_backward/07_long_rows_over_a_cluster.cuh"
 #include "../../snippets/normalization_backward/08_rstd_tested_once_a_row.cuh"
 #include "../../snippets/normalization_backward/09_one_barrier_a_row.cuh"
+#include "../../snippets/normalization_backward/10_short_rows_to_lane_groups.cuh"
 
 #include <string>
 
@@ -153,6 +154,16 @@ std::vector<KernelEntry> one_barrier_a_row_kernels()
     return kernels;
 }
 
+//! Step 10's kernels: step 9's, and the row pass of short rows, a row to a group of lanes.
+std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
+{
+    STEPWISE_CLUSTER_STEP_KERNELS(short_rows_to_lane_groups);
+    const dim3 short_rows(w::short_rows_threads);
+    kernels.push_back(kernel_entry("short_rows_kernel<float>", w::short_rows_kernel<float>, short_rows));
+    kernels.push_back(kernel_entry("short_rows_kernel<" + b + ">", w::short_rows_kernel<bf16>, short_rows));
+    return kernels;
+}
+
 #undef STEPWISE_CLUSTER_STEP_KERNELS
 #undef STEPWISE_WIDE_STEP_KERNELS
 #undef STEPWISE_ROW_PASS_STEP_KERNELS
@@ -231,6 +242,14 @@ const std::vector<Step>& steps()
          one_barrier_a_row::layer_norm_backward<bf16>,
          one_barrier_a_row::rms_norm_backward<bf16>,
          one_barrier_a_row_kernels()},
+        {{"10_short_rows_to_lane_groups", "A short row to a group of lanes, several rows a warp",
+          "snippets/normalization_backward/10_short_rows_to_lane_groups.cuh",
+          "stepwise::normalization_backward::short_rows_to_lane_groups"},
+         short_rows_to_lane_groups::layer_norm_backward<float>,
+         short_rows_to_lane_groups::rms_norm_backward<float>,
+         short_rows_to_lane_groups::layer_norm_backward<bf16>,
+         short_rows_to_lane_groups::rms_norm_backward<bf16>,
+         short_rows_to_lane_groups_kernels()},
     };
     return all;
 }

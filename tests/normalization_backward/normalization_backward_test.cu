@@ -35,9 +35,10 @@ struct Shape {
 //! many short rows and many rows of a thousand (dgamma and dbeta sum 100000 and 1000 rows); either side of the
 //! lengths where a step changes how it holds a row (1024, 4096 and 16384 values: steps 3 and 4's registers; 131072:
 //! step 7's clusters), and a row of 8 x 5001 values that leaves a cluster's last block a part of a slice.
-const std::vector<Shape> shapes = {{1, 1},     {7, 3},     {100000, 3}, {37, 1000}, {33, 513},  {1000, 1000},
-                                   {6, 1025},  {5, 4097},  {9, 8191},   {2, 16384}, {3, 16385}, {4, 32768},
-                                   {5, 40008}, {3, 50257}, {2, 131072}, {2, 131080}};
+const std::vector<Shape> shapes = {{1, 1},     {7, 3},     {100000, 3}, {3, 8},     {77, 24},   {1001, 128},
+                                   {513, 256}, {37, 1000}, {33, 513},   {1000, 1000}, {6, 1025}, {5, 4097},
+                                   {9, 8191},  {2, 16384}, {3, 16385},  {4, 32768}, {5, 40008}, {3, 50257},
+                                   {2, 131072}, {2, 131080}};
 //! Shapes left out under compute-sanitizer (slow there).
 const std::vector<Shape> large_shapes = {{4096, 4096}};
 
@@ -233,12 +234,12 @@ TEST_P(NormBackwardStepTest, RmsNormMatchesTheReferenceInBf16) { expect_every_sh
 //! A row with a NaN, saved by the forward with a NaN mean and rstd, makes its own row of dx NaN and dgamma NaN (its
 //! xhat is NaN at every column), not dbeta nor the other rows; a row of equal values saved with epsilon 0 (rstd
 //! infinite; RMSNorm: a row of zeros) has no xhat term, as the forward gave beta there. In fp32 and bf16, at lengths
-//! that take each kind of kernel (value by value, 16-byte chunks, a cluster's slices).
+//! that take each kind of kernel (value by value, a group of lanes, 16-byte chunks, a cluster's slices).
 TEST_P(NormBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatTerm)
 {
     for (const bool is_bf16 : {false, true}) {
         for (const bool layer_norm : {true, false}) {
-            for (const int cols : {3, 1000, 5000, 40008}) {
+            for (const int cols : {3, 128, 1000, 5000, 40008}) {
                 Problem p = random_problem({6, cols}, is_bf16, layer_norm, fresh_seed());
                 p.x[static_cast<std::size_t>(1) * cols + cols / 2] = std::numeric_limits<float>::quiet_NaN();
                 p.mean[1] = p.rstd[1] = std::numeric_limits<float>::quiet_NaN();  // as the forward saves a NaN row's
@@ -260,7 +261,7 @@ TEST_P(NormBackwardStepTest, ANaNRowStaysInItsDxAndDgammaAndEqualRowsHaveNoXhatT
 
 TEST_P(NormBackwardStepTest, TheSameBitsOnEveryRun)
 {
-    for (const Shape shape : {Shape{2048, 1000}, Shape{64, 32768}}) {
+    for (const Shape shape : {Shape{4099, 128}, Shape{2048, 1000}, Shape{64, 32768}}) {
         const Problem p = random_problem(shape, true, true, fresh_seed());
         const StepRun first = run_step(GetParam(), p);
         ASSERT_EQ(first.launch, cudaSuccess);
