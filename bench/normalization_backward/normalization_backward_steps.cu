@@ -10,6 +10,7 @@
 #include "../../snippets/normalization_backward/08_rstd_tested_once_a_row.cuh"
 #include "../../snippets/normalization_backward/09_one_barrier_a_row.cuh"
 #include "../../snippets/normalization_backward/10_short_rows_to_lane_groups.cuh"
+#include "../../snippets/normalization_backward/11_column_sums_in_registers.cuh"
 
 #include <string>
 
@@ -154,16 +155,29 @@ std::vector<KernelEntry> one_barrier_a_row_kernels()
     return kernels;
 }
 
+//! The kernels of a step launched as step 10 is, from namespace `ns`: step 9's, and the row pass of short rows, a row
+//! to a group of lanes.
+#define STEPWISE_SHORT_ROWS_STEP_KERNELS(ns)                                                                          \
+    STEPWISE_CLUSTER_STEP_KERNELS(ns);                                                                                 \
+    const dim3 short_rows(w::short_rows_threads);                                                                      \
+    kernels.push_back(kernel_entry("short_rows_kernel<float>", w::short_rows_kernel<float>, short_rows));             \
+    kernels.push_back(kernel_entry("short_rows_kernel<" + b + ">", w::short_rows_kernel<bf16>, short_rows))
+
 //! Step 10's kernels: step 9's, and the row pass of short rows, a row to a group of lanes.
 std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
 {
-    STEPWISE_CLUSTER_STEP_KERNELS(short_rows_to_lane_groups);
-    const dim3 short_rows(w::short_rows_threads);
-    kernels.push_back(kernel_entry("short_rows_kernel<float>", w::short_rows_kernel<float>, short_rows));
-    kernels.push_back(kernel_entry("short_rows_kernel<" + b + ">", w::short_rows_kernel<bf16>, short_rows));
+    STEPWISE_SHORT_ROWS_STEP_KERNELS(short_rows_to_lane_groups);
     return kernels;
 }
 
+//! Step 11's kernels: step 10's, whose row pass of one chunk a thread keeps its column sums in registers.
+std::vector<KernelEntry> column_sums_in_registers_kernels()
+{
+    STEPWISE_SHORT_ROWS_STEP_KERNELS(column_sums_in_registers);
+    return kernels;
+}
+
+#undef STEPWISE_SHORT_ROWS_STEP_KERNELS
 #undef STEPWISE_CLUSTER_STEP_KERNELS
 #undef STEPWISE_WIDE_STEP_KERNELS
 #undef STEPWISE_ROW_PASS_STEP_KERNELS
@@ -250,6 +264,14 @@ const std::vector<Step>& steps()
          short_rows_to_lane_groups::layer_norm_backward<bf16>,
          short_rows_to_lane_groups::rms_norm_backward<bf16>,
          short_rows_to_lane_groups_kernels()},
+        {{"11_column_sums_in_registers", "A thread of one chunk a row keeps its column sums in registers",
+          "snippets/normalization_backward/11_column_sums_in_registers.cuh",
+          "stepwise::normalization_backward::column_sums_in_registers"},
+         column_sums_in_registers::layer_norm_backward<float>,
+         column_sums_in_registers::rms_norm_backward<float>,
+         column_sums_in_registers::layer_norm_backward<bf16>,
+         column_sums_in_registers::rms_norm_backward<bf16>,
+         column_sums_in_registers_kernels()},
     };
     return all;
 }
