@@ -170,7 +170,7 @@ std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
     return kernels;
 }
 
-//! Step 11's kernels: step 10's, whose row pass of one chunk a thread keeps its column sums in registers.
+//! Step 11's kernels: step 10's, whose bf16 row pass of one chunk a thread keeps its column sums in registers.
 std::vector<KernelEntry> column_sums_in_registers_kernels()
 {
     STEPWISE_SHORT_ROWS_STEP_KERNELS(column_sums_in_registers);
@@ -264,7 +264,7 @@ const std::vector<Step>& steps()
          short_rows_to_lane_groups::layer_norm_backward<bf16>,
          short_rows_to_lane_groups::rms_norm_backward<bf16>,
          short_rows_to_lane_groups_kernels()},
-        {{"11_column_sums_in_registers", "A thread of one chunk a row keeps its column sums in registers",
+        {{"11_column_sums_in_registers", "A thread of one bf16 chunk a row keeps its column sums in registers",
           "snippets/normalization_backward/11_column_sums_in_registers.cuh",
           "stepwise::normalization_backward::column_sums_in_registers"},
          column_sums_in_registers::layer_norm_backward<float>,

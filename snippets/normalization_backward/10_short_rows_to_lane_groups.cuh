@@ -532,10 +532,10 @@ __host__ __device__ constexpr int group_lanes(int num_cols)
 }
 
 //! @brief Rows of up to warp_threads chunks on 16-byte boundaries, a row to a group of group_lanes() lanes, a chunk a
-//!        lane: the block's groups take rows `blockIdx.x` groups apart, the next row loaded before the current one is
-//!        reduced; a row's two sums by shuffles within its group; each lane's column sums in registers until the
-//!        block's rows are done, then added over its groups in shared memory into the block's row of `d_partials`.
-//!        The same parameters as wide_row_pass_kernel(); `d_mean` nullptr: RMSNorm.
+//!        lane: group g of block b takes rows b * groups + g, then every gridDim.x * groups rows after, the next
+//!        row loaded before the current one is reduced; a row's two sums by shuffles within its group; each lane's
+//!        column sums in registers until the block's rows are done, then added over its groups in shared memory into
+//!        the block's row of `d_partials`. The same parameters as wide_row_pass_kernel(); `d_mean` nullptr: RMSNorm.
 template <typename T>
 __global__ void __launch_bounds__(short_rows_threads, short_rows_min_blocks)
     short_rows_kernel(const T* d_x, const T* d_dy, const float* d_gamma, const float* d_mean, const float* d_rstd,

@@ -1,14 +1,14 @@
 //! @file 11_column_sums_in_registers.cuh
-//! @brief Normalization backward step 11 (beyond the sources): a thread of one chunk a row keeps its columns' sums of
-//!        dgamma and dbeta in registers, where it added them into shared memory at every row.
+//! @brief Normalization backward step 11 (beyond the sources): a thread of one bf16 chunk a row keeps its columns'
+//!        sums of dgamma and dbeta in registers, where it added them into shared memory at every row.
 //!
 //! Since step 4 the row pass adds each row's dy xhat and dy into the block's column sums in shared memory: for a
-//! chunk of 8 bf16 values, two 16-byte loads and two 16-byte stores of shared memory for dgamma and as many for dbeta,
-//! beside the chunk's two 16-byte loads of global memory, x and dy. A thread's chunks are at the same columns in
-//! every row its block takes, and where a thread has one chunk a row (rows of up to 1024 fp32 values or 4096 bf16
-//! values on 16-byte boundaries: 32768 x 1024 and 8192 x 4096) its columns' sums are one or two float4 of each
-//! parameter: they stay in its registers, as step 10's lanes keep theirs, until the block's last row, and the kernel
-//! takes no shared memory for them. Other rows take step 10's kernels unchanged.
+//! chunk of 8 bf16 values, two 16-byte reads and two 16-byte writes of shared memory for dgamma and as many for
+//! dbeta, beside the chunk's two 16-byte reads of global memory, x and dy. A thread's chunks are at the same columns
+//! in every row its block takes, and where a thread has one chunk of bf16 a row (rows of up to 4096 bf16 values on
+//! 16-byte boundaries: 32768 x 1024 and 8192 x 4096) its columns' sums are two float4 of each parameter: they stay in
+//! its registers, as step 10's lanes keep theirs, until the block's last row, and the kernel takes no shared memory
+//! for them. fp32 keeps step 10's kernels (sums_in_registers says why), and so do longer bf16 rows.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -432,10 +432,17 @@ __device__ __forceinline__ void store_chunk_partials(const float4* dgamma_sums, 
     }
 }
 
+//! @brief Whether the row pass of `chunks` chunks a thread of T keeps its columns' sums in registers: with one chunk
+//!        of bf16, whose 8 values cost two 16-byte reads and two writes of shared memory a parameter and row. fp32's
+//!        kernel of one chunk (4 values) keeps them in shared memory: in registers it took 54 where it has 48, and a
+//!        block of 256 threads fewer an SM (32768 x 1024 fp32 was 6 to 7 % slower on the H200).
+template <typename T, int chunks>
+constexpr bool sums_in_registers = chunks == 1 && sizeof(T) == 2;
+
 //! @brief Step 5's row pass with 16-byte accesses: `chunks` chunks of x and dy a thread, gamma read four floats at a
-//!        time, the thread's column sums four floats an access in shared memory, or in its registers where it has one
-//!        chunk (no dynamic shared memory then). Every row starts on a 16-byte boundary (`num_cols` a multiple of the
-//!        chunk's values; x, dy, dx and gamma 16-byte aligned). The next row is loaded before the current one is
+//!        time, the thread's column sums four floats an access in shared memory, or in its registers where
+//!        sums_in_registers (no dynamic shared memory then). Every row starts on a 16-byte boundary (`num_cols` a
+//!        multiple of the chunk's values; x, dy, dx and gamma 16-byte aligned). The next row is loaded before the current one is
 //!        reduced where two rows fit the registers (`chunks` up to early_chunks); else the row is loaded at its turn.
 //!        `d_mean` nullptr: RMSNorm.
 template <typename T, int chunks>
@@ -445,29 +452,28 @@ __global__ void __launch_bounds__(max_row_threads, 1)
 {
     constexpr int width = chunk_values<T>;
     constexpr bool next_row_early = chunks <= early_chunks;
-    constexpr bool sums_in_registers = chunks == 1;  // then the launch gives the kernel no dynamic shared memory
     extern __shared__ float4 chunk_sums[];  // dgamma's terms of the block's rows, four columns an entry, then dbeta's
-    float4 own_sums[2][width / float_chunk] = {};  // the thread's columns' dgamma and dbeta, with one chunk a row
+    float4 own_sums[2][width / float_chunk] = {};  // the thread's columns' dgamma and dbeta, where sums_in_registers
     const bool with_beta = d_mean != nullptr;
     const auto first_column = [](int k) {
         return (static_cast<int>(threadIdx.x) + k * static_cast<int>(blockDim.x)) * width;
     };
     // The sums of the columns from `j` on: the thread's own, or the block's in shared memory.
     const auto dgamma_sums_at = [&](int j) -> float4* {
-        if constexpr (sums_in_registers) {
+        if constexpr (sums_in_registers<T, chunks>) {
             return own_sums[0];
         } else {
             return chunk_sums + j / float_chunk;
         }
     };
     const auto dbeta_sums_at = [&](int j) -> float4* {
-        if constexpr (sums_in_registers) {
+        if constexpr (sums_in_registers<T, chunks>) {
             return own_sums[1];
         } else {
             return chunk_sums + num_cols / float_chunk + j / float_chunk;
         }
     };
-    if constexpr (!sums_in_registers) {
+    if constexpr (!sums_in_registers<T, chunks>) {
 #pragma unroll
         for (int k = 0; k < chunks; ++k) {
 #pragma unroll
@@ -549,10 +555,10 @@ __host__ __device__ constexpr int group_lanes(int num_cols)
 }
 
 //! @brief Rows of up to warp_threads chunks on 16-byte boundaries, a row to a group of group_lanes() lanes, a chunk a
-//!        lane: the block's groups take rows `blockIdx.x` groups apart, the next row loaded before the current one is
-//!        reduced; a row's two sums by shuffles within its group; each lane's column sums in registers until the
-//!        block's rows are done, then added over its groups in shared memory into the block's row of `d_partials`.
-//!        The same parameters as wide_row_pass_kernel(); `d_mean` nullptr: RMSNorm.
+//!        lane: group g of block b takes rows b * groups + g, then every gridDim.x * groups rows after, the next
+//!        row loaded before the current one is reduced; a row's two sums by shuffles within its group; each lane's
+//!        column sums in registers until the block's rows are done, then added over its groups in shared memory into
+//!        the block's row of `d_partials`. The same parameters as wide_row_pass_kernel(); `d_mean` nullptr: RMSNorm.
 template <typename T>
 __global__ void __launch_bounds__(short_rows_threads, short_rows_min_blocks)
     short_rows_kernel(const T* d_x, const T* d_dy, const float* d_gamma, const float* d_mean, const float* d_rstd,
@@ -1002,9 +1008,9 @@ cudaError_t backward(void* d_temp_storage, std::size_t& temp_storage_bytes, cons
     // The column sums in shared memory: the row's, or those of each group of lanes (the rows a block takes at once);
     // none where a thread has one chunk a row and keeps its columns' sums in registers.
     const int column_sum_rows = short_rows ? short_rows_threads / group_lanes<T>(num_cols) : 1;
-    const bool sums_in_registers = wide && !short_rows && values_per_thread == width;
+    const bool sums_in_the_threads = wide && !short_rows && values_per_thread == width && sums_in_registers<T, 1>;
     const std::size_t shared_bytes =
-        sums_in_registers ? 0 : static_cast<std::size_t>(column_sum_rows) * num_cols * sums * sizeof(float);
+        sums_in_the_threads ? 0 : static_cast<std::size_t>(column_sum_rows) * num_cols * sums * sizeof(float);
     int resident = 0;
     if (num_cols <= register_row_values) {
         const cudaError_t status = resident_blocks(row_pass, threads, shared_bytes, resident);
