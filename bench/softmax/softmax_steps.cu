@@ -12,6 +12,7 @@
 #include "../../snippets/softmax/10_edge_loads_together.cuh"
 #include "../../snippets/softmax/11_three_cluster_blocks_an_sm.cuh"
 #include "../../snippets/softmax/12_one_load_copy_a_row.cuh"
+#include "../../snippets/softmax/13_row_ends_peeled.cuh"
 
 #include <string>
 
@@ -120,6 +121,7 @@ STEPWISE_STEP_9_KERNELS(any_row_alignment)
 STEPWISE_STEP_9_KERNELS(edge_loads_together)
 STEPWISE_STEP_9_KERNELS(three_cluster_blocks_an_sm)
 STEPWISE_STEP_9_KERNELS(one_load_copy_a_row)
+STEPWISE_STEP_9_KERNELS(row_ends_peeled)
 #undef STEPWISE_STEP_9_KERNELS
 
 }  // namespace
@@ -192,6 +194,11 @@ const std::vector<Step>& steps()
          one_load_copy_a_row::softmax,
          one_load_copy_a_row::softmax,
          step_9_kernels_in_one_load_copy_a_row()},
+        {{"13_row_ends_peeled", "A row's ends held in the chunks its aligned body leaves free",
+          "snippets/softmax/13_row_ends_peeled.cuh", "stepwise::softmax::row_ends_peeled"},
+         row_ends_peeled::softmax,
+         row_ends_peeled::softmax,
+         step_9_kernels_in_row_ends_peeled()},
     };
     return all;
 }

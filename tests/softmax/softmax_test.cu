@@ -7,7 +7,7 @@
 #include "support/gpu_test_support.hpp"
 #include "support/large_problem.hpp"
 
-#include "../../snippets/softmax/12_one_load_copy_a_row.cuh"
+#include "../../snippets/softmax/13_row_ends_peeled.cuh"
 
 #include <gtest/gtest.h>
 
@@ -473,7 +473,7 @@ TEST(SoftmaxFinalStep, InputAndOutputAtDifferentMisalignments)
 TEST(SoftmaxFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = one_load_copy_a_row;
+    namespace s = row_ends_peeled;
     DeviceBuffer<unsigned char> d(1 << 22);
     const auto* odd_float = reinterpret_cast<const float*>(d.data() + 2);
     const auto* odd_bf16 = reinterpret_cast<const bf16*>(d.data() + 1);
@@ -513,7 +513,7 @@ TEST(SoftmaxUsage, TheFinalStepOnBf16Rows)
     std::memcpy(static_cast<void*>(h_in.data()), bits.data(), bits.size() * sizeof(std::uint16_t));
     std::vector<__nv_bfloat16> h_out(h_in.size());
     // example-begin softmax-usage
-    namespace sm = stepwise::softmax::one_load_copy_a_row;
+    namespace sm = stepwise::softmax::row_ends_peeled;
     const std::size_t bytes = h_in.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16* d_x = nullptr;  // any shape, 2-byte aligned; computed in place here
     ASSERT_EQ(cudaMalloc(&d_x, bytes), cudaSuccess);
