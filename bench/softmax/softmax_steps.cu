@@ -82,6 +82,7 @@ STEPWISE_STEP_8_KERNELS(any_row_alignment)
 STEPWISE_STEP_8_KERNELS(edge_loads_together)
 STEPWISE_STEP_8_KERNELS(three_cluster_blocks_an_sm)
 STEPWISE_STEP_8_KERNELS(one_load_copy_a_row)
+STEPWISE_STEP_8_KERNELS(row_ends_peeled)
 #undef STEPWISE_STEP_8_KERNELS
 
 //! Step 9's kernels in namespace `ns` (steps 9 to 12): step 8's, and those that read rows through their 16-byte
