@@ -458,19 +458,26 @@ struct Peel {
     int tail;  //!< values after the last whole chunk
 };
 
-//! @brief The peel of the row of `num_cols` values at `d_row`.
-template <typename T, int Width>
-__device__ __forceinline__ Peel peel_of(const T* d_row, int num_cols)
+//! @brief The peel of a row of `num_cols` values whose first value is `head` values past a 16-byte boundary.
+template <int Width>
+__host__ __device__ constexpr Peel peel_for(int head, int num_cols)
 {
-    const int head = head_of(d_row);
-    const int lead = min((Width - head) % Width, num_cols);
+    const int to_boundary = (Width - head) % Width;
+    const int lead = to_boundary < num_cols ? to_boundary : num_cols;
     const int body = (num_cols - lead) / Width;
     return {lead, body, num_cols - lead - body * Width};
 }
 
+//! @brief The peel of the row of `num_cols` values at `d_row`.
+template <typename T, int Width>
+__device__ __forceinline__ Peel peel_of(const T* d_row, int num_cols)
+{
+    return peel_for<Width>(head_of(d_row), num_cols);
+}
+
 //! @brief The row's value at position `k` of its ends (see Peel), or -1 past them.
 template <int Width>
-__device__ __forceinline__ std::int64_t end_value(const Peel& peel, int k)
+__host__ __device__ constexpr std::int64_t end_value(const Peel& peel, int k)
 {
     return k < peel.lead               ? k
            : k < peel.lead + peel.tail ? std::int64_t{peel.body} * Width + k
@@ -504,8 +511,8 @@ __device__ __forceinline__ void load_peeled_chunks(float (&x)[Values], const T* 
         for (int i = 0; i < Width; ++i) {
             x[a * Width + i] = values[i];
             if (!whole[a]) {
-                const std::int64_t j = row_valid && slot >= peel.body ? end_value<Width>(peel, (slot - peel.body) * Width + i)
-                                                                      : -1;
+                const int past_body = (slot - peel.body) * Width + i;
+                const std::int64_t j = row_valid && slot >= peel.body ? end_value<Width>(peel, past_body) : -1;
                 x[a * Width + i] = j >= 0 ? to_float(d_row[j]) : -INFINITY;
             }
         }
