@@ -111,7 +111,7 @@ __device__ __forceinline__ Partial merge(Partial a, Partial b)
 }
 
 //! @brief The merge of every thread's part of the block (a multiple of a warp); every thread gets it.
-__device__ Partial block_merge(Partial p, Partial* shared)
+__device__ inline Partial block_merge(Partial p, Partial* shared)
 {
     for (int offset = warp_threads / 2; offset > 0; offset /= 2) {
         p = merge(p, {__shfl_xor_sync(0xffffffffu, p.max, offset), __shfl_xor_sync(0xffffffffu, p.sum, offset)});
@@ -134,9 +134,11 @@ __device__ Partial block_merge(Partial p, Partial* shared)
     return shared[0];
 }
 
-//! @brief One block: the tokens whose label is not ignored, into `*count`.
-__global__ void __launch_bounds__(labels_block) count_kernel(const int* labels, int num_rows, int num_cols,
-                                                             int ignore_index, int* count)
+//! @brief One block: the tokens whose label is not ignored, into `*count`. Static, as mean_kernel(), and
+//!        block_merge() inline: each program file that includes this one has its own (the tests include it beside
+//!        the timing program).
+static __global__ void __launch_bounds__(labels_block)
+    count_kernel(const int* labels, int num_rows, int num_cols, int ignore_index, int* count)
 {
     __shared__ int counts[labels_block / warp_threads];
     int n = 0;
@@ -160,8 +162,8 @@ __global__ void __launch_bounds__(labels_block) count_kernel(const int* labels, 
 }
 
 //! @brief One block: the mean of the rows' losses (ignored rows hold 0) over `*count`, summed in a fixed order.
-__global__ void __launch_bounds__(labels_block) mean_kernel(const float* row_loss, int num_rows, const int* count,
-                                                            float* loss)
+static __global__ void __launch_bounds__(labels_block)
+    mean_kernel(const float* row_loss, int num_rows, const int* count, float* loss)
 {
     __shared__ float sums[labels_block];
     float sum = 0.0f;
