@@ -3,6 +3,7 @@
 #include "../../snippets/cross_entropy/01_separate_kernels.cuh"
 #include "../../snippets/cross_entropy/02_row_in_registers.cuh"
 #include "../../snippets/cross_entropy/03_exp_as_exp2.cuh"
+#include "../../snippets/cross_entropy/04_any_row_alignment.cuh"
 
 #include <string>
 
@@ -49,6 +50,27 @@ std::vector<KernelEntry> exp_as_exp2_kernels() { STEPWISE_ROWS_STEP_KERNELS(exp_
 
 #undef STEPWISE_ROWS_STEP_KERNELS
 
+//! Step 4's kernels: step 3's, each also as the instance that holds rows as their body and ends (`true`).
+std::vector<KernelEntry> any_row_alignment_kernels()
+{
+    namespace s = any_row_alignment;
+    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block);
+    return {kernel_entry("count_kernel", s::count_kernel, labels),
+            kernel_entry("rows_kernel<float, 4, false>", s::rows_kernel<float, 4, false>, rows),
+            kernel_entry("rows_kernel<float, 4, true>", s::rows_kernel<float, 4, true>, rows),
+            kernel_entry("rows_kernel<float, 1, false>", s::rows_kernel<float, 1, false>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8, false>", s::rows_kernel<bf16, 8, false>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8, true>", s::rows_kernel<bf16, 8, true>, rows),
+            kernel_entry("rows_kernel<" + b + ", 1, false>", s::rows_kernel<bf16, 1, false>, rows),
+            kernel_entry("long_rows_kernel<float, 4, false>", s::long_rows_kernel<float, 4, false>, longer),
+            kernel_entry("long_rows_kernel<float, 4, true>", s::long_rows_kernel<float, 4, true>, longer),
+            kernel_entry("long_rows_kernel<float, 1, false>", s::long_rows_kernel<float, 1, false>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8, false>", s::long_rows_kernel<bf16, 8, false>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8, true>", s::long_rows_kernel<bf16, 8, true>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 1, false>", s::long_rows_kernel<bf16, 1, false>, longer),
+            kernel_entry("mean_kernel", s::mean_kernel, labels)};
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -69,6 +91,11 @@ const std::vector<Step>& steps()
          exp_as_exp2::cross_entropy,
          exp_as_exp2::cross_entropy,
          exp_as_exp2_kernels()},
+        {{"04_any_row_alignment", "Rows off 16-byte boundaries as a body of whole chunks and two short ends",
+          "snippets/cross_entropy/04_any_row_alignment.cuh", "stepwise::cross_entropy::any_row_alignment"},
+         any_row_alignment::cross_entropy,
+         any_row_alignment::cross_entropy,
+         any_row_alignment_kernels()},
     };
     return all;
 }

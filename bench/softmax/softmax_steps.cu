@@ -12,6 +12,7 @@
 #include "../../snippets/softmax/10_edge_loads_together.cuh"
 #include "../../snippets/softmax/11_three_cluster_blocks_an_sm.cuh"
 #include "../../snippets/softmax/12_one_load_copy_a_row.cuh"
+#include "../../snippets/softmax/13_row_ends_peeled.cuh"
 
 #include <string>
 
@@ -81,6 +82,7 @@ STEPWISE_STEP_8_KERNELS(any_row_alignment)
 STEPWISE_STEP_8_KERNELS(edge_loads_together)
 STEPWISE_STEP_8_KERNELS(three_cluster_blocks_an_sm)
 STEPWISE_STEP_8_KERNELS(one_load_copy_a_row)
+STEPWISE_STEP_8_KERNELS(row_ends_peeled)
 #undef STEPWISE_STEP_8_KERNELS
 
 //! Step 9's kernels in namespace `ns` (steps 9 to 12): step 8's, and those that read rows through their 16-byte
@@ -120,6 +122,7 @@ STEPWISE_STEP_9_KERNELS(any_row_alignment)
 STEPWISE_STEP_9_KERNELS(edge_loads_together)
 STEPWISE_STEP_9_KERNELS(three_cluster_blocks_an_sm)
 STEPWISE_STEP_9_KERNELS(one_load_copy_a_row)
+STEPWISE_STEP_9_KERNELS(row_ends_peeled)
 #undef STEPWISE_STEP_9_KERNELS
 
 }  // namespace
@@ -192,6 +195,11 @@ const std::vector<Step>& steps()
          one_load_copy_a_row::softmax,
          one_load_copy_a_row::softmax,
          step_9_kernels_in_one_load_copy_a_row()},
+        {{"13_row_ends_peeled", "A row's ends held in the chunks its aligned body leaves free",
+          "snippets/softmax/13_row_ends_peeled.cuh", "stepwise::softmax::row_ends_peeled"},
+         row_ends_peeled::softmax,
+         row_ends_peeled::softmax,
+         step_9_kernels_in_row_ends_peeled()},
     };
     return all;
 }

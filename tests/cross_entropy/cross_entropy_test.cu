@@ -7,11 +7,14 @@
 #include "cross_entropy/cross_entropy_steps.hpp"
 #include "support/gpu_test_support.hpp"
 
+#include "../../snippets/cross_entropy/04_any_row_alignment.cuh"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 namespace stepwise::cross_entropy {
@@ -54,17 +57,18 @@ struct StepRun {
 
 //! Runs `step` (its fp32 or bf16 launcher) on `input` (as the type holds it) and `labels`, into a poisoned gradient
 //! followed by a poisoned guard and a poisoned loss, with a poisoned workspace; `in_place` gives the logits' buffer as
-//! the gradient's. `offset` elements shift the logits and the gradient from cudaMalloc's alignment. Checks the guard
-//! and (not in place) that the logits were kept.
+//! the gradient's. `offset` elements shift the logits and the gradient from cudaMalloc's alignment, and `grad_shift`
+//! more the gradient alone. Checks the guard and (not in place) that the logits were kept.
 StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input, const std::vector<int>& labels,
-                 Shape shape, float dloss = 1.0f, bool in_place = false, std::size_t offset = 0)
+                 Shape shape, float dloss = 1.0f, bool in_place = false, std::size_t offset = 0,
+                 std::size_t grad_shift = 0)
 {
     StepRun r;
     const std::size_t element = is_bf16 ? 2 : 4;
     const std::vector<unsigned char> in_bytes = narrow(input, is_bf16);
     const std::size_t bytes = in_bytes.size();
     DeviceBuffer<unsigned char> d_in(bytes + offset * element + guard_bytes);
-    DeviceBuffer<unsigned char> d_out(bytes + offset * element + guard_bytes);
+    DeviceBuffer<unsigned char> d_out(bytes + (offset + grad_shift) * element + guard_bytes);
     DeviceBuffer<int> d_labels(labels.size());
     DeviceBuffer<float> d_loss(1);
     d_in.fill_bytes(0xFF, 0);
@@ -73,7 +77,7 @@ StepRun run_step(const Step& step, bool is_bf16, const std::vector<float>& input
     d_labels.upload(labels);
     STEPWISE_CUDA_CHECK(cudaMemcpy(d_in.data() + offset * element, in_bytes.data(), bytes, cudaMemcpyHostToDevice));
     unsigned char* in = d_in.data() + offset * element;
-    unsigned char* out = in_place ? in : d_out.data() + offset * element;
+    unsigned char* out = in_place ? in : d_out.data() + (offset + grad_shift) * element;
     const auto call = [&](void* d_temp, std::size_t& temp_bytes) {
         return is_bf16 ? step.bf16(d_temp, temp_bytes, reinterpret_cast<const bf16*>(in), d_labels.data(),
                                    reinterpret_cast<bf16*>(out), d_loss.data(), shape.rows, shape.cols, ignore, dloss, 0)
@@ -241,13 +245,58 @@ TEST_P(CrossEntropyStepTest, InPlaceAndAtEveryElementAlignment)
             StepRun r = run_step(GetParam(), is_bf16, input, labels, shape, 1.0f, true);
             ASSERT_EQ(r.launch, cudaSuccess);
             expect_matches_reference(input, labels, r, shape, is_bf16);
-            for (std::size_t offset = 1; offset < 8; offset += 3) {  // past a 16-byte boundary: the narrow paths
-                r = run_step(GetParam(), is_bf16, input, labels, shape, 1.0f, false, offset);
-                ASSERT_EQ(r.launch, cudaSuccess) << "offset " << offset;
+            // Past a 16-byte boundary, the logits and the gradient alike (rows off boundaries), in place too, and the
+            // gradient a little further (pointers off boundaries by different amounts).
+            for (const auto& [offset, grad_shift, in_place] :
+                 {std::tuple<std::size_t, std::size_t, bool>{1, 0, false}, {4, 0, false}, {7, 0, false}, {3, 0, true},
+                  {1, 1, false}}) {
+                r = run_step(GetParam(), is_bf16, input, labels, shape, 1.0f, in_place, offset, grad_shift);
+                ASSERT_EQ(r.launch, cudaSuccess) << "offset " << offset << ", gradient " << grad_shift << " more";
                 expect_matches_reference(input, labels, r, shape, is_bf16);
             }
         }
     }
+}
+
+//! Step 4's layout of a row that starts `head` logits past a 16-byte boundary (Peel): every logit of the row in
+//! exactly one slot, every such slot among the ceil(num_cols / Width) of an aligned row of that length, and the
+//! body's chunks on 16-byte boundaries, for every head and for lengths around the multiples of a chunk. No GPU needed.
+template <int Width>
+void expect_each_logit_in_one_slot()
+{
+    namespace s = any_row_alignment;
+    for (int head = 0; head < Width; ++head) {
+        for (const int cols : {1, 2, 3, Width - 1, Width, Width + 1, 2 * Width - 1, 2 * Width, 2 * Width + 1,
+                               3 * Width + 2, 1000, 32769, 50257}) {
+            const s::Peel peel = s::peel_for<Width>(head, cols);
+            const int slots = (cols + Width - 1) / Width;
+            std::vector<int> held(static_cast<std::size_t>(cols), 0);
+            for (int slot = 0; slot < slots + 2; ++slot) {
+                for (int i = 0; i < Width; ++i) {
+                    const int col = slot < peel.body ? peel.lead + slot * Width + i
+                                                     : s::end_column<Width>(peel, (slot - peel.body) * Width + i);
+                    if (col >= 0) {
+                        ASSERT_LT(col, cols) << "head " << head << ", " << cols << " logits, slot " << slot;
+                        ASSERT_LT(slot, slots) << "head " << head << ", " << cols << " logits, column " << col;
+                        ++held[static_cast<std::size_t>(col)];
+                    }
+                }
+            }
+            for (int j = 0; j < cols; ++j) {
+                ASSERT_EQ(held[static_cast<std::size_t>(j)], 1)
+                    << "head " << head << ", " << cols << " logits, column " << j;
+            }
+            if (peel.body > 0) {
+                EXPECT_EQ((head + peel.lead) % Width, 0) << "head " << head << ", " << cols << " logits";
+            }
+        }
+    }
+}
+
+TEST(CrossEntropyAnyRowAlignment, EachLogitInOneSlotOfAnAlignedRowsLayout)
+{
+    expect_each_logit_in_one_slot<4>();  // fp32
+    expect_each_logit_in_one_slot<8>();  // bf16
 }
 
 TEST_P(CrossEntropyStepTest, TheSameLossOnEveryRun)
