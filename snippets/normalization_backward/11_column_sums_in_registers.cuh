@@ -82,16 +82,24 @@ __device__ __forceinline__ float row_normalized(float x, float center, float rst
     }
 }
 
+//! @brief `sum_g` and `sum_g_xhat` added over each group of `lanes` lanes of the warp (a power of two up to
+//!        warp_threads, groups starting at multiples of it) by a tree of shuffles: an xor of an offset below `lanes`
+//!        stays in the group, and its every lane ends with the same bits.
+__device__ __forceinline__ void lane_group_sums(float& sum_g, float& sum_g_xhat, int lanes)
+{
+    for (int offset = lanes / 2; offset > 0; offset /= 2) {
+        sum_g += __shfl_xor_sync(0xffffffffu, sum_g, offset);
+        sum_g_xhat += __shfl_xor_sync(0xffffffffu, sum_g_xhat, offset);
+    }
+}
+
 //! @brief The block's sums of `sum_g` and `sum_g_xhat`, in every thread: each warp's by shuffles, then every warp adds
 //!        the warps' pairs with the same tree of shuffles (lane w holding warp w's pair), the same bits in every warp
 //!        and on every run. Calls alternate between two slots (`slot`, a row's turn % 2), so one barrier a call.
 __device__ __forceinline__ void block_sums(float& sum_g, float& sum_g_xhat, int slot)
 {
     __shared__ float2 warp_sums[2][max_row_threads / warp_threads];
-    for (int offset = warp_threads / 2; offset > 0; offset /= 2) {
-        sum_g += __shfl_xor_sync(0xffffffffu, sum_g, offset);
-        sum_g_xhat += __shfl_xor_sync(0xffffffffu, sum_g_xhat, offset);
-    }
+    lane_group_sums(sum_g, sum_g_xhat, warp_threads);
     const int warp = static_cast<int>(threadIdx.x) / warp_threads, lane = static_cast<int>(threadIdx.x) % warp_threads;
     const int warps = static_cast<int>(blockDim.x) / warp_threads;
     if (lane == 0) {
@@ -602,10 +610,7 @@ __global__ void __launch_bounds__(short_rows_threads, short_rows_min_blocks)
             add_chunk_terms<T>(x, dy, d_gamma, j, center, rstd, infinite_rstd, with_beta, dgamma_sums, dbeta_sums,
                                sum_g, sum_g_xhat);
         }
-        for (int offset = lanes / 2; offset > 0; offset /= 2) {  // within the group: its lanes end with the same sums
-            sum_g += __shfl_xor_sync(0xffffffffu, sum_g, offset);
-            sum_g_xhat += __shfl_xor_sync(0xffffffffu, sum_g_xhat, offset);
-        }
+        lane_group_sums(sum_g, sum_g_xhat, lanes);
         if (present) {
             const float mean_g = with_beta ? sum_g / num_cols : 0.0f, mean_g_xhat = sum_g_xhat / num_cols;
             store_dx_chunk<T>(x, dy, d_gamma, j, center, rstd, infinite_rstd, mean_g, mean_g_xhat,
