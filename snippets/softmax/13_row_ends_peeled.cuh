@@ -1,20 +1,18 @@
 //! @file 13_row_ends_peeled.cuh
-//! @brief Softmax step 13 (beyond the sources): a row that starts off a 16-byte boundary is held as its body, the
-//!        whole chunks from its first boundary on, laid out as an aligned row's, and its ends, held in the chunks the
-//!        body leaves free, where steps 9 to 12 held its window, laid out for the longest.
+//! @brief Softmax step 13 (beyond the sources): the values of a row before its first 16-byte boundary and after its
+//!        last are held in the chunks its aligned body leaves free, where the rows kernel laid its threads out for
+//!        the longest window.
 //!
 //! Step 9 reads a row that does not start on a 16-byte boundary through its window, from the boundary at or before
-//! its first value, and lays the threads out for the longest window: `num_cols + Width - 1` values. Nsight Compute
-//! on the H200 says what that costs. At 4097 x 4095 bf16 the window is a chunk more than 128 threads of 32 values
-//! hold, so the rows kernel runs blocks of 160 threads, one of them in the fifth warp (15.6 million warp
-//! instructions against 10.0 million at 4096 x 4096). At 8192 x 50257 bf16 the cluster kernel's threads test every
-//! chunk against both ends of the window, and it spills (345 million warp instructions against 296 million at
-//! 8192 x 50264). Here a row is held as its *body*, the whole 16-byte chunks from its first boundary on, in the
-//! first slots of the aligned layout (slot `s` is chunk `s / threads` of lane `s % threads`), and its *ends*, the at
-//! most `Width - 1` values before the body and the at most `Width - 1` after it, value by value in the one or two
-//! slots after the body: ceil(num_cols / Width) slots, as many as an aligned row of the same length takes. The
-//! cluster path's bulk copies move a slice of the body as they move an aligned row's. The split path (rows longer
-//! than a cluster) keeps step 12's windows.
+//! its first value, and lays the threads out for the longest window: `num_cols + Width - 1` values. That is a chunk
+//! more than a row of `num_cols` values takes wherever `num_cols` is one short of a multiple of the threads' values,
+//! and then a warp more: at 4097 x 4095 bf16 the rows kernel runs blocks of 160 threads, one of them in the fifth
+//! warp, where a row of 4096 values takes 128 (Nsight Compute: 15.6 million warp instructions against 10.0 million
+//! at 4096 x 4096). Here the rows kernel holds a row as its *body*, the whole 16-byte chunks from the first boundary
+//! at or after its first value, in the first slots of the aligned layout, and its *ends*, the at most `Width - 1`
+//! values before the body and the at most `Width - 1` after it, value by value in the one or two slots after the
+//! body: ceil(num_cols / Width) slots in all, as many as an aligned row of the same length. The cluster and split
+//! paths keep step 12's windows.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -560,49 +558,6 @@ __device__ __forceinline__ void store_peeled(const float (&x)[Values], T* d_row,
     }
 }
 
-//! @brief The values of a peeled row's ends that the thread's slots of a cluster block's slice hold (slot positions
-//!        from `first`, the slice's first value of the body's layout), read from global memory into `x`; the thread's
-//!        other values are left as they are.
-template <typename T, int Width, int Values>
-__device__ __forceinline__ void load_row_ends(float (&x)[Values], const T* d_row, const Place& at, std::int64_t first,
-                                              const Peel& peel)
-{
-#pragma unroll
-    for (int a = 0; a < Values / Width; ++a) {
-        const std::int64_t past_body = first + (a * at.threads + at.lane) * Width - std::int64_t{peel.body} * Width;
-        if (past_body >= 0 && past_body < 2 * Width) {
-#pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                const std::int64_t j = end_value<Width>(peel, static_cast<int>(past_body) + i);
-                if (j >= 0) {
-                    x[a * Width + i] = to_float(d_row[j]);
-                }
-            }
-        }
-    }
-}
-
-//! @brief Writes `scale` times the values of a peeled row's ends that the thread holds (as load_row_ends() reads
-//!        them), value by value.
-template <typename T, int Width, int Values>
-__device__ __forceinline__ void store_row_ends(const float (&x)[Values], T* d_row, const Place& at,
-                                               std::int64_t first, const Peel& peel, float scale)
-{
-#pragma unroll
-    for (int a = 0; a < Values / Width; ++a) {
-        const std::int64_t past_body = first + (a * at.threads + at.lane) * Width - std::int64_t{peel.body} * Width;
-        if (past_body >= 0 && past_body < 2 * Width) {
-#pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                const std::int64_t j = end_value<Width>(peel, static_cast<int>(past_body) + i);
-                if (j >= 0) {
-                    d_row[j] = from_float<T>(x[a * Width + i] * scale);
-                }
-            }
-        }
-    }
-}
-
 //! @brief What turns a thread's exp(x - m) into the row's softmax: exp(m - row max) / row sum (a row of -inf
 //!        values: 0 * inf, NaN).
 __device__ __forceinline__ float scale_to_row(Partial thread, Partial row)
@@ -648,9 +603,9 @@ static __global__ void __launch_bounds__(max_block_threads<Values>)
 //!        arrive in shared memory by bulk copy while it works on this one; it pushes its partial into every block
 //!        of the cluster (st.async), whose barrier completes when all have landed. No block waits for a cluster-wide
 //!        barrier, nor for a load of a later row. Rows are 16-byte aligned (`Width` values per access); clusters
-//!        have 2 blocks or more (st.async does not address a cluster of one). `Windowed`: the row is held peeled (see
-//!        Peel): the blocks' slices are of its body, which the bulk copy moves as an aligned row's, and the threads
-//!        whose slots come after the body hold its ends, read and written value by value in global memory.
+//!        have 2 blocks or more (st.async does not address a cluster of one). `Windowed`: a block's slice is part of
+//!        the row's window; the bulk copy moves the whole 16-byte chunks of the row in it, and the threads that hold a
+//!        chunk across the row's start or end read and write it value by value in global memory.
 template <typename T, int Width, int Values, bool Windowed = false>
 static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_per_sm)
     cluster_rows_kernel(const T* d_in, T* d_out, int num_rows, int num_cols)
@@ -672,17 +627,19 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
     const auto stage = [&](int s) { return reinterpret_cast<T*>(stages) + s * slice; };
     const Place staged{0, 0, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};  // in the block's slice
     const auto offset = [&](int a) { return (a * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x)) * Width; };
-    const auto body_count = [&](const Peel& peel) {  // values of the row's body in the block's slice
-        return static_cast<int>(min(std::int64_t{slice}, max(std::int64_t{0}, std::int64_t{peel.body} * Width - first)));
+    const auto window_place = [&](std::int64_t row) {  // the thread's chunks of the row's window
+        return Place{row, first, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
     };
     const auto load_row = [&](std::int64_t row, int s) {  // by thread 0
-        if constexpr (Windowed) {  // the slice of the row's body, which starts on a 16-byte boundary
+        if constexpr (Windowed) {  // the whole chunks of the row in the slice: window columns [inner_first, inner_end)
             const T* d_row = d_in + row * num_cols;
-            const Peel peel = peel_of<T, Width>(d_row, num_cols);
-            const unsigned bytes = static_cast<unsigned>(body_count(peel) * sizeof(T));
+            const int head = head_of(d_row);
+            const std::int64_t inner_first = max(first, std::int64_t{head > 0 ? Width : 0});
+            const std::int64_t inner_end = min(first + slice, (std::int64_t{head} + num_cols) / Width * Width);
+            const unsigned bytes = inner_end > inner_first ? static_cast<unsigned>((inner_end - inner_first) * sizeof(T)) : 0;
             mbarrier_arrive_expect_bytes(&slice_landed[s], bytes);
             if (bytes > 0) {
-                bulk_load(stage(s), d_row + peel.lead + first, bytes, &slice_landed[s]);
+                bulk_load(stage(s) + (inner_first - first), d_row + (inner_first - head), bytes, &slice_landed[s]);
             }
         } else {
             mbarrier_arrive_expect_bytes(&slice_landed[s], slice_bytes);
@@ -713,12 +670,9 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         const int s = turn % cluster_stages, half = turn % 2;
         mbarrier_wait_cluster(&slice_landed[s], (turn / cluster_stages) % 2);
         float x[Values];
-        const Peel peel = Windowed ? peel_of<T, Width>(d_in + row * num_cols, num_cols) : Peel{0, 0, 0};
         if constexpr (Windowed) {
-            load_slice<T, Width, Values>(x, stage(s), staged, body_count(peel), true);  // -inf past the body
-            if (first + slice > std::int64_t{peel.body} * Width) {  // slots after the body: the row's ends
-                load_row_ends<T, Width, Values>(x, d_in + row * num_cols, staged, first, peel);
-            }
+            load_window<T, Width, Values>(x, stage(s), first, d_in + row * num_cols, window_place(row),
+                                          num_cols, head_of(d_in + row * num_cols), true);
         } else {
             load_slice<T, Width, Values>(x, stage(s), staged, count, true);  // -inf past the row's end
         }
@@ -738,22 +692,22 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         const Partial whole =
             merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
-        // The slice's chunks of the row (of its body where peeled), then the row's ends where its slots hold them.
-        T* d_slice = d_out + row * num_cols + peel.lead + first;
-        const int chunk_count = Windowed ? body_count(peel) : count;
+        if constexpr (Windowed) {
+            store_window<T, Width, Values>(x, d_out + row * num_cols, window_place(row), num_cols,
+                                           head_of(d_in + row * num_cols), true, scale);
+        } else {
+            T* d_slice = d_out + row * num_cols + first;
 #pragma unroll
-        for (int a = 0; a < Values / Width; ++a) {
-            if (offset(a) < chunk_count) {
-                Chunk<T, Width> y;
+            for (int a = 0; a < Values / Width; ++a) {
+                if (offset(a) < count) {
+                    Chunk<T, Width> y;
 #pragma unroll
-                for (int i = 0; i < Width; ++i) {
-                    y.v[i] = from_float<T>(x[a * Width + i] * scale);
+                    for (int i = 0; i < Width; ++i) {
+                        y.v[i] = from_float<T>(x[a * Width + i] * scale);
+                    }
+                    *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) = y;
                 }
-                *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) = y;
             }
-        }
-        if (Windowed && first + slice > std::int64_t{peel.body} * Width) {
-            store_row_ends<T, Width, Values>(x, d_out + row * num_cols, staged, first, peel, scale);
         }
     }
     cluster.sync();  // no block leaves while a push to it may be in flight
@@ -951,9 +905,9 @@ inline cudaError_t launch_clusters(const Layout& l, const T* d_in, T* d_out, int
 }
 
 //! @brief The launch of rows of `num_cols` values, `Values` a thread. `Windowed` (rows not 16-byte aligned, `Width`
-//!        values an access): the rows kernel and the cluster path hold each row peeled, in the slots of `num_cols`
-//!        values; the split path holds its window, laid out for the longest, `num_cols + Width - 1` values (at most
-//!        INT_MAX: softmax_of() checks).
+//!        values an access): the cluster and split paths hold each row's window, laid out for the longest,
+//!        `num_cols + Width - 1` values (at most INT_MAX: softmax_of() checks); the rows kernel holds each row peeled,
+//!        in the slots of `num_cols` values.
 template <typename T, int Width, int Values, bool Windowed = false>
 inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes, const T* d_in, T* d_out,
                           int num_rows, int num_cols, cudaStream_t stream)
@@ -962,14 +916,14 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
     static_assert(!Windowed || Width * sizeof(T) == vector_bytes, "a window is of 16-byte chunks");
     // The cluster path copies whole rows of 16-byte accesses, and rows that long hold 32 or 64 values a thread.
     constexpr bool bulk_copies = Width * sizeof(T) == vector_bytes && Values >= split_values;
+    const int span = Windowed ? num_cols + (Width - 1) : num_cols;  // the longest window
     int limit = 0;
     if constexpr (bulk_copies) {
-        limit = num_cols > cluster_cols<T> ? cluster_limit<T, Width, Values, Windowed>() : 0;
+        limit = span > cluster_cols<T> ? cluster_limit<T, Width, Values, Windowed>() : 0;
     }
-    // A peeled row takes the slots of an aligned row of its length; the split path's windows take the longest window's.
-    Layout l = choose_layout(num_rows, num_cols, Values, limit);
-    if (Windowed && l.split_blocks > 0) {
-        l = choose_layout(num_rows, num_cols + (Width - 1), Values, limit);
+    Layout l = choose_layout(num_rows, span, Values, limit);
+    if (Windowed && l.cluster_blocks == 0 && l.split_blocks == 0) {
+        l = choose_layout(num_rows, num_cols, Values, limit);  // the rows kernel: a peeled row takes no more slots
     }
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
