@@ -11,7 +11,8 @@
 //! chunks in the first slots of the aligned layout and the ends in the one or two slots after them (ceil(num_cols /
 //! Width) slots, as many as an aligned row of the same length); a longer row's block reads its body chunk by chunk
 //! and its ends value by value. Logits and gradient must be equally far past a 16-byte boundary (two buffers from
-//! cudaMalloc, or in place); pointers misaligned differently keep a logit an access.
+//! cudaMalloc, or in place); pointers misaligned differently, and rows of fewer than 2 Width - 1 logits, which may hold
+//! no whole chunk, keep a logit an access.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -236,13 +237,8 @@ __global__ void __launch_bounds__(max_block_threads) rows_kernel(const T* logits
     }
     const float label_logit = to_float(logits[first + label]);  // read before the merge's barrier: before any write
     const Peel peel = Peeled ? peel_for<Width>(head_of(logits + first), num_cols) : Peel{0, num_cols / Width, 0};
-    // The column of position k of slot `slot`, or -1 where it holds none.
-    const auto column = [&](int slot, int k) {
-        if (slot < peel.body) {
-            return peel.lead + slot * Width + k;
-        }
-        return Peeled ? end_column<Width>(peel, (slot - peel.body) * Width + k) : -1;
-    };
+    // The column of position k of a slot past the body, or -1 where it holds none.
+    const auto end_at = [&](int slot, int k) { return end_column<Width>(peel, (slot - peel.body) * Width + k); };
     float v[values_per_thread];
     float max = -INFINITY;
 #pragma unroll
@@ -254,10 +250,10 @@ __global__ void __launch_bounds__(max_block_threads) rows_kernel(const T* logits
         }
 #pragma unroll
         for (int k = 0; k < Width; ++k) {
-            const int col = column(slot, k);
-            v[c * Width + k] = slot < peel.body ? to_float(chunk.v[k])
-                               : col >= 0      ? to_float(logits[first + col])  // an end: a logit an access
-                                               : -INFINITY;
+            v[c * Width + k] = slot < peel.body ? to_float(chunk.v[k]) : -INFINITY;
+            if (Peeled && slot >= peel.body && end_at(slot, k) >= 0) {  // an end: a logit an access
+                v[c * Width + k] = to_float(logits[first + end_at(slot, k)]);
+            }
             max = fmaxf(max, v[c * Width + k]);
         }
     }
@@ -274,20 +270,22 @@ __global__ void __launch_bounds__(max_block_threads) rows_kernel(const T* logits
 #pragma unroll
     for (int c = 0; c < chunks; ++c) {
         const int slot = c * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
-        Chunk<T, Width> chunk;
-#pragma unroll
-        for (int k = 0; k < Width; ++k) {
-            const float onehot = column(slot, k) == label ? scale : 0.0f;
-            chunk.v[k] = from_float<T>(exp_of(v[c * Width + k] - total.max) * factor - onehot);
-        }
         if (slot < peel.body) {
-            *reinterpret_cast<Chunk<T, Width>*>(grad + first + peel.lead + slot * Width) = chunk;
-        } else if (Peeled) {
+            const int col = peel.lead + slot * Width;
+            Chunk<T, Width> chunk;
 #pragma unroll
             for (int k = 0; k < Width; ++k) {
-                const int col = column(slot, k);
+                const float onehot = col + k == label ? scale : 0.0f;
+                chunk.v[k] = from_float<T>(exp_of(v[c * Width + k] - total.max) * factor - onehot);
+            }
+            *reinterpret_cast<Chunk<T, Width>*>(grad + first + col) = chunk;
+        } else if (Peeled) {  // the ends: a logit an access
+#pragma unroll
+            for (int k = 0; k < Width; ++k) {
+                const int col = end_at(slot, k);
                 if (col >= 0) {
-                    grad[first + col] = chunk.v[k];
+                    const float onehot = col == label ? scale : 0.0f;
+                    grad[first + col] = from_float<T>(exp_of(v[c * Width + k] - total.max) * factor - onehot);
                 }
             }
         }
@@ -425,7 +423,10 @@ cudaError_t cross_entropy_of(void* d_temp_storage, std::size_t& temp_storage_byt
         return launch<T, width>(count, row_loss, d_logits, d_labels, d_grad, d_loss, num_rows, num_cols, ignore_index,
                                 dloss, stream);
     }
-    if ((out - in) % vector_bytes == 0) {  // equally far past a 16-byte boundary (or in place): body and ends
+    // Equally far past a 16-byte boundary (or in place): body and ends, where the row is long enough that it holds a
+    // whole chunk wherever it starts (a shorter row may have none: its ends would take more work than a logit an
+    // access).
+    if ((out - in) % vector_bytes == 0 && num_cols >= 2 * width - 1) {
         return launch<T, width, true>(count, row_loss, d_logits, d_labels, d_grad, d_loss, num_rows, num_cols,
                                       ignore_index, dloss, stream);
     }
