@@ -12,7 +12,8 @@
 //! at or after its first value, in the first slots of the aligned layout, and its *ends*, the at most `Width - 1`
 //! values before the body and the at most `Width - 1` after it, value by value in the one or two slots after the
 //! body: ceil(num_cols / Width) slots in all, as many as an aligned row of the same length. The cluster and split
-//! paths keep step 12's windows.
+//! paths keep step 12's windows. Rows of fewer than 2 Width - 1 values, which may hold no whole chunk, take a value
+//! an access.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -1006,10 +1007,12 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
                                                               num_rows, num_cols, stream);
         }
     }
-    // Rows at any 16-byte misalignment, the same in input and output: each row through its window, of up to
-    // num_cols + width - 1 values (an int).
+    // Rows at any 16-byte misalignment, the same in input and output: peeled in the rows kernel, through windows of
+    // up to num_cols + width - 1 values (an int) in the cluster and split paths. A row of fewer than 2 width - 1
+    // values may hold no whole chunk: a value an access.
     const std::uintptr_t apart = reinterpret_cast<std::uintptr_t>(d_out) - reinterpret_cast<std::uintptr_t>(d_in);
-    if (apart % vector_bytes == 0 && num_cols <= std::numeric_limits<int>::max() - (width - 1)) {
+    if (apart % vector_bytes == 0 && num_cols >= 2 * width - 1 &&
+        num_cols <= std::numeric_limits<int>::max() - (width - 1)) {
         const int values = values_per_thread<T>(num_cols + (width - 1));
         if constexpr (sizeof(T) == 4) {
             return launch_values<T, width, true, 8, 16, 32>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
