@@ -1007,12 +1007,17 @@ inline cudaError_t softmax_of(void* d_temp_storage, std::size_t& temp_storage_by
                                                               num_rows, num_cols, stream);
         }
     }
+    // A row of fewer than 2 width - 1 values may hold no whole chunk: a value an access, as many values a thread as
+    // an aligned row of its length takes.
+    if (num_cols < 2 * width - 1) {
+        constexpr int short_row_values = sizeof(T) == 4 ? 8 : 16;
+        return launch<T, 1, short_row_values>(d_temp_storage, temp_storage_bytes, d_in, d_out, num_rows, num_cols,
+                                              stream);
+    }
     // Rows at any 16-byte misalignment, the same in input and output: peeled in the rows kernel, through windows of
-    // up to num_cols + width - 1 values (an int) in the cluster and split paths. A row of fewer than 2 width - 1
-    // values may hold no whole chunk: a value an access.
+    // up to num_cols + width - 1 values (an int) in the cluster and split paths.
     const std::uintptr_t apart = reinterpret_cast<std::uintptr_t>(d_out) - reinterpret_cast<std::uintptr_t>(d_in);
-    if (apart % vector_bytes == 0 && num_cols >= 2 * width - 1 &&
-        num_cols <= std::numeric_limits<int>::max() - (width - 1)) {
+    if (apart % vector_bytes == 0 && num_cols <= std::numeric_limits<int>::max() - (width - 1)) {
         const int values = values_per_thread<T>(num_cols + (width - 1));
         if constexpr (sizeof(T) == 4) {
             return launch_values<T, width, true, 8, 16, 32>(values, d_temp_storage, temp_storage_bytes, d_in, d_out,
