@@ -6,6 +6,7 @@
 #include "cross_entropy/cross_entropy_reference.hpp"
 #include "cross_entropy/cross_entropy_steps.hpp"
 #include "support/gpu_test_support.hpp"
+#include "support/peeled_row_layout.hpp"
 
 #include "../../snippets/cross_entropy/04_any_row_alignment.cuh"
 
@@ -258,39 +259,15 @@ TEST_P(CrossEntropyStepTest, InPlaceAndAtEveryElementAlignment)
     }
 }
 
-//! Step 4's layout of a row that starts `head` logits past a 16-byte boundary (Peel): every logit of the row in
-//! exactly one slot, every such slot among the ceil(num_cols / Width) of an aligned row of that length, and the
-//! body's chunks on 16-byte boundaries, for every head and for lengths around the multiples of a chunk. No GPU needed.
+//! Step 4's layout of a row off a 16-byte boundary (Peel): every logit in exactly one slot of an aligned row's layout
+//! (support/peeled_row_layout.hpp). No GPU needed.
 template <int Width>
 void expect_each_logit_in_one_slot()
 {
     namespace s = any_row_alignment;
-    for (int head = 0; head < Width; ++head) {
-        for (const int cols : {1, 2, 3, Width - 1, Width, Width + 1, 2 * Width - 1, 2 * Width, 2 * Width + 1,
-                               3 * Width + 2, 1000, 32769, 50257}) {
-            const s::Peel peel = s::peel_for<Width>(head, cols);
-            const int slots = (cols + Width - 1) / Width;
-            std::vector<int> held(static_cast<std::size_t>(cols), 0);
-            for (int slot = 0; slot < slots + 2; ++slot) {
-                for (int i = 0; i < Width; ++i) {
-                    const int col = slot < peel.body ? peel.lead + slot * Width + i
-                                                     : s::end_column<Width>(peel, (slot - peel.body) * Width + i);
-                    if (col >= 0) {
-                        ASSERT_LT(col, cols) << "head " << head << ", " << cols << " logits, slot " << slot;
-                        ASSERT_LT(slot, slots) << "head " << head << ", " << cols << " logits, column " << col;
-                        ++held[static_cast<std::size_t>(col)];
-                    }
-                }
-            }
-            for (int j = 0; j < cols; ++j) {
-                ASSERT_EQ(held[static_cast<std::size_t>(j)], 1)
-                    << "head " << head << ", " << cols << " logits, column " << j;
-            }
-            if (peel.body > 0) {
-                EXPECT_EQ((head + peel.lead) % Width, 0) << "head " << head << ", " << cols << " logits";
-            }
-        }
-    }
+    stepwise::testing::expect_each_value_in_one_slot<Width>(
+        [](int head, int cols) { return s::peel_for<Width>(head, cols); },
+        [](const s::Peel& peel, int k) { return s::end_column<Width>(peel, k); }, {1000, 32769, 50257});
 }
 
 TEST(CrossEntropyAnyRowAlignment, EachLogitInOneSlotOfAnAlignedRowsLayout)

@@ -6,6 +6,7 @@
 #include "softmax/softmax_steps.hpp"
 #include "support/gpu_test_support.hpp"
 #include "support/large_problem.hpp"
+#include "support/peeled_row_layout.hpp"
 
 #include "../../snippets/softmax/13_row_ends_peeled.cuh"
 
@@ -470,46 +471,21 @@ TEST(SoftmaxFinalStep, InputAndOutputAtDifferentMisalignments)
     }
 }
 
-//! The final step's layout of a row that starts `head` values past a 16-byte boundary (Peel): every value of the row
-//! in exactly one slot, every such slot among the ceil(num_cols / Width) of an aligned row of that length, and the
-//! body's chunks on 16-byte boundaries, for every head and for lengths around the multiples of a chunk. No GPU needed.
+//! The final step's layout of a row off a 16-byte boundary (Peel): every value in exactly one slot of an aligned row's
+//! layout (support/peeled_row_layout.hpp). No GPU needed.
 template <int Width>
-void expect_each_value_in_one_slot()
+void expect_each_value_held_once()
 {
     namespace s = row_ends_peeled;
-    for (int head = 0; head < Width; ++head) {
-        for (const int cols : {1, 2, 3, Width - 1, Width, Width + 1, 2 * Width - 1, 2 * Width, 2 * Width + 1,
-                               3 * Width + 2, 100, 4095, 4096, 50257}) {
-            const s::Peel peel = s::peel_for<Width>(head, cols);
-            const int slots = (cols + Width - 1) / Width;
-            std::vector<int> held(static_cast<std::size_t>(cols), 0);
-            for (int slot = 0; slot < slots + 2; ++slot) {
-                for (int i = 0; i < Width; ++i) {
-                    const int past_body = (slot - peel.body) * Width + i;
-                    const std::int64_t value = slot < peel.body ? peel.lead + std::int64_t{slot} * Width + i
-                                                                : s::end_value<Width>(peel, past_body);
-                    if (value >= 0) {
-                        ASSERT_LT(value, cols) << "head " << head << ", " << cols << " values, slot " << slot;
-                        ASSERT_LT(slot, slots) << "head " << head << ", " << cols << " values, value " << value;
-                        ++held[static_cast<std::size_t>(value)];
-                    }
-                }
-            }
-            for (int j = 0; j < cols; ++j) {
-                ASSERT_EQ(held[static_cast<std::size_t>(j)], 1)
-                    << "head " << head << ", " << cols << " values, value " << j;
-            }
-            if (peel.body > 0) {
-                EXPECT_EQ((head + peel.lead) % Width, 0) << "head " << head << ", " << cols << " values";
-            }
-        }
-    }
+    stepwise::testing::expect_each_value_in_one_slot<Width>(
+        [](int head, int cols) { return s::peel_for<Width>(head, cols); },
+        [](const s::Peel& peel, int k) { return s::end_value<Width>(peel, k); }, {100, 4095, 4096, 50257});
 }
 
 TEST(SoftmaxFinalStep, APeeledRowHoldsEachValueInOneSlotOfAnAlignedRowsLayout)
 {
-    expect_each_value_in_one_slot<4>();  // fp32
-    expect_each_value_in_one_slot<8>();  // bf16
+    expect_each_value_held_once<4>();  // fp32
+    expect_each_value_held_once<8>();  // bf16
 }
 
 TEST(SoftmaxFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
