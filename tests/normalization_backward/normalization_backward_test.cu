@@ -32,7 +32,8 @@ struct Shape {
 };
 
 //! A value, a few, rows of a block's worth and more, vocabularies' widths (multiples of nothing: 50257), long rows;
-//! many short rows and many rows of a thousand (dgamma and dbeta sum 100000 and 1000 rows); either side of the
+//! many short rows and many rows of a thousand (dgamma and dbeta sum 100000 and 1000 rows); short rows on 16-byte
+//! boundaries of 8 to 256 values, from one lane to a warp (step 10's groups of lanes); either side of the
 //! lengths where a step changes how it holds a row (1024, 4096 and 16384 values: steps 3 and 4's registers; 131072:
 //! step 7's clusters), and a row of 8 x 5001 values that leaves a cluster's last block a part of a slice.
 const std::vector<Shape> shapes = {{1, 1},     {7, 3},     {100000, 3}, {3, 8},     {77, 24},   {1001, 128},
