@@ -4,6 +4,7 @@
 #include "../../snippets/cross_entropy/02_row_in_registers.cuh"
 #include "../../snippets/cross_entropy/03_exp_as_exp2.cuh"
 #include "../../snippets/cross_entropy/04_any_row_alignment.cuh"
+#include "../../snippets/cross_entropy/05_short_rows_to_lane_groups.cuh"
 
 #include <string>
 
@@ -71,6 +72,32 @@ std::vector<KernelEntry> any_row_alignment_kernels()
             kernel_entry("mean_kernel", s::mean_kernel, labels)};
 }
 
+//! Step 5's kernels: step 4's, and the short rows' kernel, chunked (rows on 16-byte boundaries) or a logit an access.
+std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
+{
+    namespace s = short_rows_to_lane_groups;
+    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block),
+        short_rows(s::short_rows_block);
+    return {kernel_entry("count_kernel", s::count_kernel, labels),
+            kernel_entry("short_rows_kernel<float, true>", s::short_rows_kernel<float, true>, short_rows),
+            kernel_entry("short_rows_kernel<float, false>", s::short_rows_kernel<float, false>, short_rows),
+            kernel_entry("short_rows_kernel<" + b + ", true>", s::short_rows_kernel<bf16, true>, short_rows),
+            kernel_entry("short_rows_kernel<" + b + ", false>", s::short_rows_kernel<bf16, false>, short_rows),
+            kernel_entry("rows_kernel<float, 4, false>", s::rows_kernel<float, 4, false>, rows),
+            kernel_entry("rows_kernel<float, 4, true>", s::rows_kernel<float, 4, true>, rows),
+            kernel_entry("rows_kernel<float, 1, false>", s::rows_kernel<float, 1, false>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8, false>", s::rows_kernel<bf16, 8, false>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8, true>", s::rows_kernel<bf16, 8, true>, rows),
+            kernel_entry("rows_kernel<" + b + ", 1, false>", s::rows_kernel<bf16, 1, false>, rows),
+            kernel_entry("long_rows_kernel<float, 4, false>", s::long_rows_kernel<float, 4, false>, longer),
+            kernel_entry("long_rows_kernel<float, 4, true>", s::long_rows_kernel<float, 4, true>, longer),
+            kernel_entry("long_rows_kernel<float, 1, false>", s::long_rows_kernel<float, 1, false>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8, false>", s::long_rows_kernel<bf16, 8, false>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8, true>", s::long_rows_kernel<bf16, 8, true>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 1, false>", s::long_rows_kernel<bf16, 1, false>, longer),
+            kernel_entry("mean_kernel", s::mean_kernel, labels)};
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -96,6 +123,12 @@ const std::vector<Step>& steps()
          any_row_alignment::cross_entropy,
          any_row_alignment::cross_entropy,
          any_row_alignment_kernels()},
+        {{"05_short_rows_to_lane_groups", "Rows of up to 256 logits to groups of lanes, several rows a block",
+          "snippets/cross_entropy/05_short_rows_to_lane_groups.cuh",
+          "stepwise::cross_entropy::short_rows_to_lane_groups"},
+         short_rows_to_lane_groups::cross_entropy,
+         short_rows_to_lane_groups::cross_entropy,
+         short_rows_to_lane_groups_kernels()},
     };
     return all;
 }
