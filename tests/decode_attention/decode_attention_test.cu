@@ -9,6 +9,7 @@
 #include "support/gpu_test_support.hpp"
 
 #include "../../snippets/decode_attention/01_three_passes.cuh"
+#include "../../snippets/decode_attention/02_online_softmax.cuh"
 
 #include <gtest/gtest.h>
 
@@ -24,7 +25,6 @@ namespace {
 using stepwise::testing::expect_refuses_a_workspace_one_byte_short;
 using stepwise::testing::fresh_seed;
 using stepwise::testing::launch_with_poisoned_workspace;
-namespace step = three_passes;
 using bf16 = __nv_bfloat16;
 
 constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
@@ -61,18 +61,41 @@ DeviceProblem upload(const Problem& p, const Inputs& in)
     return d;
 }
 
-step::Cache cache_of(const Problem& p, const DeviceProblem& d)
+//! A step of the chapter: its namespace's Cache, Shape and launcher (every step's have the same members).
+#define STEPWISE_DECODE_STEP(Name, ns)                                                                             \
+    struct Name {                                                                                                  \
+        static constexpr const char* id = #ns;                                                                     \
+        using Cache = ns::Cache;                                                                                   \
+        using Shape = ns::Shape;                                                                                   \
+        static cudaError_t call(void* d_temp, std::size_t& bytes, const bf16* q, const Cache& c, bf16* o,         \
+                                float* lse, const Shape& s, float scale)                                           \
+        {                                                                                                          \
+            return ns::decode_attention(d_temp, bytes, q, c, o, lse, s, scale);                                    \
+        }                                                                                                          \
+    };
+STEPWISE_DECODE_STEP(ThreePasses, three_passes)
+STEPWISE_DECODE_STEP(OnlineSoftmax, online_softmax)
+#undef STEPWISE_DECODE_STEP
+
+template <typename Step>
+typename Step::Cache cache_of(const Problem& p, const DeviceProblem& d)
 {
     return {reinterpret_cast<const bf16*>(d.k.data()), reinterpret_cast<const bf16*>(d.v.data()), d.table.data(),
             d.lengths.data(), p.num_pages, p.max_pages, p.page_size};
 }
 
+template <typename Step>
+typename Step::Shape shape_of(const Problem& p)
+{
+    return {p.batch, p.q_len, p.heads, p.kv_heads, p.head_dim};
+}
+
+template <typename Step>
 cudaError_t run(const Problem& p, DeviceProblem& d, float scale)
 {
-    const step::Shape s{p.batch, p.q_len, p.heads, p.kv_heads, p.head_dim};
     return launch_with_poisoned_workspace([&](void* d_temp, std::size_t& bytes) {
-        return step::decode_attention(d_temp, bytes, reinterpret_cast<const bf16*>(d.q.data()), cache_of(p, d),
-                                      reinterpret_cast<bf16*>(d.o.data()), d.lse.data(), s, scale);
+        return Step::call(d_temp, bytes, reinterpret_cast<const bf16*>(d.q.data()), cache_of<Step>(p, d),
+                          reinterpret_cast<bf16*>(d.o.data()), d.lse.data(), shape_of<Step>(p), scale);
     });
 }
 
@@ -147,7 +170,16 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
             attention::random_inputs(pool_elements(p), seed + 2)};
 }
 
-TEST(DecodeAttention, EveryRowMatchesTheReference)
+template <typename Step>
+class DecodeAttentionStep : public ::testing::Test {};
+using Steps = ::testing::Types<ThreePasses, OnlineSoftmax>;
+struct StepName {
+    template <typename Step>
+    static std::string GetName(int) { return Step::id; }
+};
+TYPED_TEST_SUITE(DecodeAttentionStep, Steps, StepName);
+
+TYPED_TEST(DecodeAttentionStep, EveryRowMatchesTheReference)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
@@ -166,14 +198,14 @@ TEST(DecodeAttention, EveryRowMatchesTheReference)
         const Inputs in = inputs_of(p, seed);
         DeviceProblem d = upload(p, in);
         const float scale = attention::default_scale(p.head_dim);
-        ASSERT_EQ(run(p, d, scale), cudaSuccess);
+        ASSERT_EQ(run<TypeParam>(p, d, scale), cudaSuccess);
         expect_matches_reference(p, in, d, scale);
     }
 }
 
 //! A NaN in one key of sequence 1 makes NaN the rows of sequence 1 that see it and nothing else; a NaN in a value of
 //! sequence 2 the column it is in, in the rows that see it.
-TEST(DecodeAttention, ANaNStaysInItsSequence)
+TYPED_TEST(DecodeAttentionStep, ANaNStaysInItsSequence)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
@@ -184,13 +216,13 @@ TEST(DecodeAttention, ANaNStaysInItsSequence)
     in.v_pool[cache_offset(p, 2, 10, 0) + 7] = nan_value;  // seen by every row of sequence 2
     DeviceProblem d = upload(p, in);
     const float scale = attention::default_scale(p.head_dim);
-    ASSERT_EQ(run(p, d, scale), cudaSuccess);
+    ASSERT_EQ(run<TypeParam>(p, d, scale), cudaSuccess);
     expect_matches_reference(p, in, d, scale);  // the reference has NaN exactly where the NaNs reach
 }
 
 //! Lengths beyond a sequence's pages and pages outside the pool make that sequence's rows NaN; the GPU reads nothing
 //! outside the pool (memcheck runs this test), and the other sequences are right.
-TEST(DecodeAttention, TablesOutsideThePoolGiveNaNRows)
+TYPED_TEST(DecodeAttentionStep, TablesOutsideThePoolGiveNaNRows)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
@@ -202,7 +234,7 @@ TEST(DecodeAttention, TablesOutsideThePoolGiveNaNRows)
     lengths[2] = p.max_pages * p.page_size + 1;                          // sequence 2: longer than its pages hold
     ASSERT_EQ(cudaMemcpy(d.table.data(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(d.lengths.data(), lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(run(p, d, 0.125f), cudaSuccess);
+    ASSERT_EQ(run<TypeParam>(p, d, 0.125f), cudaSuccess);
     std::vector<float> lse(d.lse.size());
     ASSERT_EQ(cudaMemcpy(lse.data(), d.lse.data(), lse.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int b = 0; b < p.batch; ++b) {
@@ -212,7 +244,7 @@ TEST(DecodeAttention, TablesOutsideThePoolGiveNaNRows)
     }
 }
 
-TEST(DecodeAttention, RefusesInvalidArguments)
+TYPED_TEST(DecodeAttentionStep, RefusesInvalidArguments)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const Problem p = problem({20}, 1, 4, 2, 64, 16, 1);
@@ -220,30 +252,34 @@ TEST(DecodeAttention, RefusesInvalidArguments)
     DeviceProblem d = upload(p, in);
     const bf16* q = reinterpret_cast<const bf16*>(d.q.data());
     bf16* o = reinterpret_cast<bf16*>(d.o.data());
-    const step::Cache c = cache_of(p, d);
-    const step::Shape s{p.batch, p.q_len, p.heads, p.kv_heads, p.head_dim};
-    const auto call = [&](const bf16* q_, const step::Cache& c_, bf16* o_, float* lse_, const step::Shape& s_) {
+    using Cache = typename TypeParam::Cache;
+    using Shape = typename TypeParam::Shape;
+    const Cache c = cache_of<TypeParam>(p, d);
+    const Shape s = shape_of<TypeParam>(p);
+    const auto call = [&](const bf16* q_, const Cache& c_, bf16* o_, float* lse_, const Shape& s_) {
         std::size_t bytes = 0;
-        return step::decode_attention(nullptr, bytes, q_, c_, o_, lse_, s_, 0.125f);
+        return TypeParam::call(nullptr, bytes, q_, c_, o_, lse_, s_, 0.125f);
     };
     EXPECT_EQ(call(q, c, o, d.lse.data(), s), cudaSuccess);
     EXPECT_EQ(call(nullptr, c, o, d.lse.data(), s), cudaErrorInvalidValue);
     EXPECT_EQ(call(q, c, nullptr, d.lse.data(), s), cudaErrorInvalidValue);
     EXPECT_EQ(call(q, c, o, nullptr, s), cudaErrorInvalidValue);
-    EXPECT_EQ(call(q, c, o, d.lse.data() + 0, step::Shape{1, 1, 4, 3, 64}), cudaErrorInvalidValue);  // 3 does not divide 4
-    EXPECT_EQ(call(q, c, o, d.lse.data(), step::Shape{1, 1, 4, 2, 96}), cudaErrorInvalidValue);      // head_dim 96
-    EXPECT_EQ(call(q, c, o, d.lse.data(), step::Shape{0, 1, 4, 2, 64}), cudaErrorInvalidValue);
+    EXPECT_EQ(call(q, c, o, d.lse.data(), Shape{1, 1, 4, 3, 64}), cudaErrorInvalidValue);  // 3 does not divide 4
+    EXPECT_EQ(call(q, c, o, d.lse.data(), Shape{1, 1, 4, 2, 96}), cudaErrorInvalidValue);  // head_dim 96
+    EXPECT_EQ(call(q, c, o, d.lse.data(), Shape{0, 1, 4, 2, 64}), cudaErrorInvalidValue);
     EXPECT_EQ(call(reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(q) + 1), c, o, d.lse.data(), s),
               cudaErrorInvalidValue);
-    step::Cache no_table = c;
+    Cache no_table = c;
     no_table.d_page_table = nullptr;
     EXPECT_EQ(call(q, no_table, o, d.lse.data(), s), cudaErrorInvalidValue);
-    step::Cache no_pages = c;
+    Cache no_pages = c;
     no_pages.page_size = 0;
     EXPECT_EQ(call(q, no_pages, o, d.lse.data(), s), cudaErrorInvalidValue);
-    expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
-        return step::decode_attention(d_temp, bytes, q, c, o, d.lse.data(), s, 0.125f);
-    });
+    if (std::string(TypeParam::id) == "three_passes") {  // the one step with a workspace
+        expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
+            return TypeParam::call(d_temp, bytes, q, c, o, d.lse.data(), s, 0.125f);
+        });
+    }
 }
 
 }  // namespace
