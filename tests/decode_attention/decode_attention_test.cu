@@ -10,6 +10,7 @@
 
 #include "../../snippets/decode_attention/01_three_passes.cuh"
 #include "../../snippets/decode_attention/02_online_softmax.cuh"
+#include "../../snippets/decode_attention/03_grouped_heads.cuh"
 
 #include <gtest/gtest.h>
 
@@ -75,6 +76,7 @@ DeviceProblem upload(const Problem& p, const Inputs& in)
     };
 STEPWISE_DECODE_STEP(ThreePasses, three_passes)
 STEPWISE_DECODE_STEP(OnlineSoftmax, online_softmax)
+STEPWISE_DECODE_STEP(GroupedHeads, grouped_heads)
 #undef STEPWISE_DECODE_STEP
 
 template <typename Step>
@@ -172,7 +174,7 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
 
 template <typename Step>
 class DecodeAttentionStep : public ::testing::Test {};
-using Steps = ::testing::Types<ThreePasses, OnlineSoftmax>;
+using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads>;
 struct StepName {
     template <typename Step>
     static std::string GetName(int) { return Step::id; }
@@ -188,7 +190,8 @@ TYPED_TEST(DecodeAttentionStep, EveryRowMatchesTheReference)
         int q_len, heads, kv_heads, head_dim, page_size, shared_prefix_pages;
     };
     for (const Case& k : {Case{1, 8, 2, 128, 16, 0}, Case{4, 8, 2, 128, 16, 1}, Case{1, 16, 2, 64, 64, 1},
-                          Case{4, 4, 4, 64, 256, 0}, Case{3, 8, 1, 128, 64, 2}}) {
+                          Case{4, 4, 4, 64, 256, 0}, Case{3, 8, 1, 128, 64, 2}, Case{3, 12, 4, 64, 16, 0},
+                          Case{8, 16, 2, 128, 64, 0}}) {
         SCOPED_TRACE("q_len " + std::to_string(k.q_len) + ", heads " + std::to_string(k.heads) + "/" +
                      std::to_string(k.kv_heads) + ", head_dim " + std::to_string(k.head_dim) + ", pages of " +
                      std::to_string(k.page_size));
