@@ -11,6 +11,7 @@
 #include "../../snippets/decode_attention/01_three_passes.cuh"
 #include "../../snippets/decode_attention/02_online_softmax.cuh"
 #include "../../snippets/decode_attention/03_grouped_heads.cuh"
+#include "../../snippets/decode_attention/04_split_kv.cuh"
 
 #include <gtest/gtest.h>
 
@@ -77,6 +78,7 @@ DeviceProblem upload(const Problem& p, const Inputs& in)
 STEPWISE_DECODE_STEP(ThreePasses, three_passes)
 STEPWISE_DECODE_STEP(OnlineSoftmax, online_softmax)
 STEPWISE_DECODE_STEP(GroupedHeads, grouped_heads)
+STEPWISE_DECODE_STEP(SplitKv, split_kv)
 #undef STEPWISE_DECODE_STEP
 
 template <typename Step>
@@ -174,7 +176,7 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
 
 template <typename Step>
 class DecodeAttentionStep : public ::testing::Test {};
-using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads>;
+using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads, SplitKv>;
 struct StepName {
     template <typename Step>
     static std::string GetName(int) { return Step::id; }
@@ -278,7 +280,7 @@ TYPED_TEST(DecodeAttentionStep, RefusesInvalidArguments)
     Cache no_pages = c;
     no_pages.page_size = 0;
     EXPECT_EQ(call(q, no_pages, o, d.lse.data(), s), cudaErrorInvalidValue);
-    if (std::string(TypeParam::id) == "three_passes") {  // the one step with a workspace
+    if (std::string(TypeParam::id) == "three_passes" || std::string(TypeParam::id) == "split_kv") {  // workspaces
         expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
             return TypeParam::call(d_temp, bytes, q, c, o, d.lse.data(), s, 0.125f);
         });
