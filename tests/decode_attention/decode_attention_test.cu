@@ -12,6 +12,7 @@
 #include "../../snippets/decode_attention/02_online_softmax.cuh"
 #include "../../snippets/decode_attention/03_grouped_heads.cuh"
 #include "../../snippets/decode_attention/04_split_kv.cuh"
+#include "../../snippets/decode_attention/05_wide_loads.cuh"
 
 #include <gtest/gtest.h>
 
@@ -79,6 +80,7 @@ STEPWISE_DECODE_STEP(ThreePasses, three_passes)
 STEPWISE_DECODE_STEP(OnlineSoftmax, online_softmax)
 STEPWISE_DECODE_STEP(GroupedHeads, grouped_heads)
 STEPWISE_DECODE_STEP(SplitKv, split_kv)
+STEPWISE_DECODE_STEP(WideLoads, wide_loads)
 #undef STEPWISE_DECODE_STEP
 
 template <typename Step>
@@ -176,7 +178,7 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
 
 template <typename Step>
 class DecodeAttentionStep : public ::testing::Test {};
-using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads, SplitKv>;
+using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads, SplitKv, WideLoads>;
 struct StepName {
     template <typename Step>
     static std::string GetName(int) { return Step::id; }
@@ -280,7 +282,13 @@ TYPED_TEST(DecodeAttentionStep, RefusesInvalidArguments)
     Cache no_pages = c;
     no_pages.page_size = 0;
     EXPECT_EQ(call(q, no_pages, o, d.lse.data(), s), cudaErrorInvalidValue);
-    if (std::string(TypeParam::id) == "three_passes" || std::string(TypeParam::id) == "split_kv") {  // workspaces
+    if (std::string(TypeParam::id) == "wide_loads") {  // its pools are read 16 bytes at a time
+        Cache shifted = c;
+        shifted.d_k = reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(c.d_k) + 2);
+        EXPECT_EQ(call(q, shifted, o, d.lse.data(), s), cudaErrorInvalidValue);
+    }
+    if (std::string(TypeParam::id) != "online_softmax" && std::string(TypeParam::id) != "grouped_heads") {
+        // the steps with a workspace
         expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
             return TypeParam::call(d_temp, bytes, q, c, o, d.lse.data(), s, 0.125f);
         });
