@@ -6,7 +6,9 @@
 //! a lane, each a warp-wide access of 64 bytes, and every key costs a score reduction over the whole warp. Here
 //! `head_dim / 8` lanes hold a key's row, eight columns each from one 16-byte load, so that a warp reads two keys at
 //! a time (four at head_dim 64), each with a reduction over its own lanes; each group of lanes, a slot, keeps its own
-//! running softmax of every row, and the slots of a warp merge at the end as step 2's warps do. The pools must be
+//! running softmax of every row, and the slots of a warp merge at the end as step 2's warps do. A lane's states,
+//! eight columns a row now, are as many as the block has rows: `few_rows` where a group has no more (Llama 3's four
+//! query heads a K/V head at one new token), `group_rows` otherwise. The pools must be
 //! 16-byte aligned (a cache's pages are; the launcher checks it). The splits and the merge are step 4's.
 #pragma once
 
@@ -27,6 +29,7 @@ constexpr int row_threads = row_warps * 32;
 constexpr int max_head_dim = 128;              //!< head_dim 64 or 128
 constexpr int chunk_values = 8;                //!< bf16 values of a 16-byte load: a lane's columns of a key
 constexpr int group_rows = 8;                  //!< rows a block at most: a group's query heads, for each new token
+constexpr int few_rows = 4;                    //!< a block's rows where a group has no more (Llama 3 at q_len 1)
 constexpr int blocks_per_sm_target = 4;        //!< blocks an SM the splits aim for (a block is 128 threads)
 constexpr int min_split_keys = 256;            //!< no split holds fewer keys than this, unless the cache is shorter
 constexpr int merge_threads = 128;             //!< a block of the merge kernel: a row, its head_dim columns
@@ -126,24 +129,26 @@ struct Partials {
 //! @brief Step 4's block over keys [split * split_keys, (split + 1) * split_keys), its keys read 16 bytes a lane:
 //!        `LanesPerKey` = head_dim / 8 lanes hold a key's row (8 columns each), so that a warp takes 32 /
 //!        LanesPerKey keys at a time (its slots), each slot keeping its own running softmax, merged across the warp's
-//!        slots at the end. blockIdx.x: ((b * kv_heads + kv_head) * passes + pass) * splits + split.
-template <int LanesPerKey>
+//!        slots at the end. `Rows`: the block's rows at most, the running states a lane keeps (`few_rows` where a
+//!        group has no more rows, so that its states take no registers it does not use). blockIdx.x: ((b * kv_heads +
+//!        kv_head) * passes + pass) * splits + split.
+template <int LanesPerKey, int Rows>
 static __global__ void __launch_bounds__(row_threads)
     split_kernel(const bf16* __restrict__ d_q, Cache c, Shape s, float scale, Partials p, int passes)
 {
-    static_assert(group_rows <= 32, "a row's bit in a 32-bit mask");
+    static_assert(Rows <= 32, "a row's bit in a 32-bit mask");
     constexpr int slots = 32 / LanesPerKey;  // keys a warp reads at a time
-    __shared__ float q_rows[group_rows][max_head_dim];
-    __shared__ float warp_max[row_warps][group_rows], warp_sum[row_warps][group_rows];
-    __shared__ float warp_o[row_warps][group_rows][max_head_dim];
+    __shared__ float q_rows[Rows][max_head_dim];
+    __shared__ float warp_max[row_warps][Rows], warp_sum[row_warps][Rows];
+    __shared__ float warp_o[row_warps][Rows][max_head_dim];
     __shared__ unsigned warp_bad[row_warps];  // bit r: the warp saw a score of row r that was not finite
     const int group = s.heads / s.kv_heads;
     const int split = static_cast<int>(blockIdx.x % p.splits);
     const int pass = static_cast<int>(blockIdx.x / p.splits % passes);
     const int kv_head = static_cast<int>(blockIdx.x / p.splits / passes % s.kv_heads);
     const int b = static_cast<int>(blockIdx.x / p.splits / passes / s.kv_heads);
-    const int first = pass * group_rows;
-    const int rows = min(group_rows, s.q_len * group - first);
+    const int first = pass * Rows;
+    const int rows = min(Rows, s.q_len * group - first);
     const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
     const int slot = lane / LanesPerKey, column = lane % LanesPerKey * chunk_values;  // the lane's key and columns
     const auto row_of = [&](int r) {  // the index of the block's row r in q, o and the LSE
@@ -161,7 +166,7 @@ static __global__ void __launch_bounds__(row_threads)
     const int key_begin = split * p.split_keys;
     const int key_end = min(keys_of(rows - 1), key_begin + p.split_keys);  // the block's last row sees the most
     const float score_scale = scale * log2e;  // scores in base 2: exp2f, not expf
-    Running run[group_rows];
+    Running run[Rows];
     unsigned bad = 0;
     for (int base = key_begin + warp * slots; base < key_end; base += row_warps * slots) {  // warp-uniform
         const int j = base + slot;
@@ -172,7 +177,7 @@ static __global__ void __launch_bounds__(row_threads)
             widen(*reinterpret_cast<const uint4*>(c.d_v + at_key), v);
         }
 #pragma unroll
-        for (int r = 0; r < group_rows; ++r) {
+        for (int r = 0; r < Rows; ++r) {
             if (r >= rows || base >= keys_of(r)) {  // warp-uniform: no slot of the warp sees a key of row r
                 continue;
             }
@@ -201,7 +206,7 @@ static __global__ void __launch_bounds__(row_threads)
     }
     bad = __reduce_or_sync(0xffffffffu, bad);
 #pragma unroll
-    for (int r = 0; r < group_rows; ++r) {
+    for (int r = 0; r < Rows; ++r) {
         for (int offset = LanesPerKey; offset < 32; offset *= 2) {  // the slots' states, merged into every slot
             merge_with_lane(run[r], offset);
         }
@@ -341,8 +346,9 @@ inline cudaError_t decode_attention(void* d_temp_storage, std::size_t& temp_stor
     if (const cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device); e != cudaSuccess) {
         return e;
     }
-    const int passes = static_cast<int>((static_cast<std::int64_t>(s.q_len) * (s.heads / s.kv_heads) + group_rows - 1) /
-                                        group_rows);
+    const std::int64_t group_total = static_cast<std::int64_t>(s.q_len) * (s.heads / s.kv_heads);
+    const int block_rows = group_total <= few_rows ? few_rows : group_rows;  // the running states a lane keeps
+    const int passes = static_cast<int>((group_total + block_rows - 1) / block_rows);
     const std::int64_t group_blocks = static_cast<std::int64_t>(s.batch) * s.kv_heads * passes;
     // Splits beyond 2^31 blocks in all are not taken: a block has a row at least, and rows < 2^31.
     const int splits = static_cast<int>(std::min<std::int64_t>(splits_for(group_blocks, max_keys, sms),
@@ -360,11 +366,11 @@ inline cudaError_t decode_attention(void* d_temp_storage, std::size_t& temp_stor
     const Partials p{d_partials, d_partials + partials, d_partials + 2 * partials, splits,
                      static_cast<int>((max_keys + splits - 1) / splits)};
     const unsigned grid = static_cast<unsigned>(group_blocks * splits);
-    if (s.head_dim == 64) {
-        split_kernel<64 / chunk_values><<<grid, row_threads, 0, stream>>>(d_q, c, s, scale, p, passes);
-    } else {
-        split_kernel<128 / chunk_values><<<grid, row_threads, 0, stream>>>(d_q, c, s, scale, p, passes);
-    }
+    const auto kernel = s.head_dim == 64 ? (block_rows == few_rows ? split_kernel<64 / chunk_values, few_rows>
+                                                                   : split_kernel<64 / chunk_values, group_rows>)
+                                         : (block_rows == few_rows ? split_kernel<128 / chunk_values, few_rows>
+                                                                   : split_kernel<128 / chunk_values, group_rows>);
+    kernel<<<grid, row_threads, 0, stream>>>(d_q, c, s, scale, p, passes);
     if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
         return e;
     }
