@@ -13,6 +13,7 @@
 #include "../../snippets/decode_attention/03_grouped_heads.cuh"
 #include "../../snippets/decode_attention/04_split_kv.cuh"
 #include "../../snippets/decode_attention/05_wide_loads.cuh"
+#include "../../snippets/decode_attention/06_loads_ahead.cuh"
 
 #include <gtest/gtest.h>
 
@@ -81,6 +82,7 @@ STEPWISE_DECODE_STEP(OnlineSoftmax, online_softmax)
 STEPWISE_DECODE_STEP(GroupedHeads, grouped_heads)
 STEPWISE_DECODE_STEP(SplitKv, split_kv)
 STEPWISE_DECODE_STEP(WideLoads, wide_loads)
+STEPWISE_DECODE_STEP(LoadsAhead, loads_ahead)
 #undef STEPWISE_DECODE_STEP
 
 template <typename Step>
@@ -178,7 +180,7 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
 
 template <typename Step>
 class DecodeAttentionStep : public ::testing::Test {};
-using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads, SplitKv, WideLoads>;
+using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads, SplitKv, WideLoads, LoadsAhead>;
 struct StepName {
     template <typename Step>
     static std::string GetName(int) { return Step::id; }
@@ -282,7 +284,7 @@ TYPED_TEST(DecodeAttentionStep, RefusesInvalidArguments)
     Cache no_pages = c;
     no_pages.page_size = 0;
     EXPECT_EQ(call(q, no_pages, o, d.lse.data(), s), cudaErrorInvalidValue);
-    if (std::string(TypeParam::id) == "wide_loads") {  // its pools are read 16 bytes at a time
+    if (std::string(TypeParam::id) == "wide_loads" || std::string(TypeParam::id) == "loads_ahead") {  // 16-byte reads
         Cache shifted = c;
         shifted.d_k = reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(c.d_k) + 2);
         EXPECT_EQ(call(q, shifted, o, d.lse.data(), s), cudaErrorInvalidValue);
