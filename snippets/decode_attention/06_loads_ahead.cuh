@@ -211,7 +211,13 @@ static __global__ void __launch_bounds__(row_threads)
             run[r].max = max;
         }
     }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     bad = __reduce_or_sync(0xffffffffu, bad);
+#else  // no __reduce_or_sync before sm_80: the same OR over the warp's lanes by shuffles
+    for (int offset = 16; offset > 0; offset /= 2) {
+        bad |= __shfl_xor_sync(0xffffffffu, bad, offset);
+    }
+#endif
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
         for (int offset = LanesPerKey; offset < 32; offset *= 2) {  // the slots' states, merged into every slot
