@@ -1,36 +1,34 @@
-// GPU tests of the decode attention chapter: every row against the double-precision CPU reference over the same
-// pages (shuffled in the pool, a prefix shared by two sequences, lengths of 0, 1, 17 and 4095, page sizes 16 to 256,
-// one and four new tokens), poisoned outputs, a NaN kept to its sequence, tables that point outside the pool, and
-// invalid arguments.
+// GPU tests of the decode attention chapter, every step of its registry: every row against the double-precision CPU
+// reference over the same pages (shuffled in the pool, a prefix shared by two sequences, lengths of 0, 1, 17 and 4095,
+// page sizes 16 to 256, one and four new tokens), poisoned outputs, a NaN kept to its sequence, tables that point
+// outside the pool, and invalid arguments.
 #include "attention/attention_reference.hpp"
 #include "core/bf16.hpp"
 #include "core/device_buffer.hpp"
 #include "decode_attention/decode_attention_reference.hpp"
+#include "decode_attention/decode_attention_sizes.hpp"
+#include "decode_attention/decode_attention_steps.hpp"
 #include "support/gpu_test_support.hpp"
-
-#include "../../snippets/decode_attention/01_three_passes.cuh"
-#include "../../snippets/decode_attention/02_online_softmax.cuh"
-#include "../../snippets/decode_attention/03_grouped_heads.cuh"
-#include "../../snippets/decode_attention/04_split_kv.cuh"
-#include "../../snippets/decode_attention/05_wide_loads.cuh"
-#include "../../snippets/decode_attention/06_loads_ahead.cuh"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
 namespace stepwise::decode_attention {
+
+//! Test names and failure messages show a step by its id.
+void PrintTo(const Step& step, std::ostream* os) { *os << step.id; }
+
 namespace {
 
 using stepwise::testing::expect_refuses_a_workspace_one_byte_short;
 using stepwise::testing::fresh_seed;
 using stepwise::testing::launch_with_poisoned_workspace;
-using bf16 = __nv_bfloat16;
-
 constexpr float nan_value = std::numeric_limits<float>::quiet_NaN();
 
 //! A problem's inputs as the GPU reads them (bf16 values, kept as floats for the reference) and its device copies.
@@ -65,45 +63,19 @@ DeviceProblem upload(const Problem& p, const Inputs& in)
     return d;
 }
 
-//! A step of the chapter: its namespace's Cache, Shape and launcher (every step's have the same members).
-#define STEPWISE_DECODE_STEP(Name, ns)                                                                             \
-    struct Name {                                                                                                  \
-        static constexpr const char* id = #ns;                                                                     \
-        using Cache = ns::Cache;                                                                                   \
-        using Shape = ns::Shape;                                                                                   \
-        static cudaError_t call(void* d_temp, std::size_t& bytes, const bf16* q, const Cache& c, bf16* o,         \
-                                float* lse, const Shape& s, float scale)                                           \
-        {                                                                                                          \
-            return ns::decode_attention(d_temp, bytes, q, c, o, lse, s, scale);                                    \
-        }                                                                                                          \
-    };
-STEPWISE_DECODE_STEP(ThreePasses, three_passes)
-STEPWISE_DECODE_STEP(OnlineSoftmax, online_softmax)
-STEPWISE_DECODE_STEP(GroupedHeads, grouped_heads)
-STEPWISE_DECODE_STEP(SplitKv, split_kv)
-STEPWISE_DECODE_STEP(WideLoads, wide_loads)
-STEPWISE_DECODE_STEP(LoadsAhead, loads_ahead)
-#undef STEPWISE_DECODE_STEP
-
-template <typename Step>
-typename Step::Cache cache_of(const Problem& p, const DeviceProblem& d)
+//! The device pages of `d`: its pools, table and lengths.
+DevicePages pages_of(const DeviceProblem& d)
 {
     return {reinterpret_cast<const bf16*>(d.k.data()), reinterpret_cast<const bf16*>(d.v.data()), d.table.data(),
-            d.lengths.data(), p.num_pages, p.max_pages, p.page_size};
+            d.lengths.data()};
 }
 
-template <typename Step>
-typename Step::Shape shape_of(const Problem& p)
-{
-    return {p.batch, p.q_len, p.heads, p.kv_heads, p.head_dim};
-}
-
-template <typename Step>
-cudaError_t run(const Problem& p, DeviceProblem& d, float scale)
+//! `step` on `p`'s buffers `d`, as a program calls it (a poisoned workspace of the size it asks for).
+cudaError_t run(const Step& step, const Problem& p, DeviceProblem& d, float scale)
 {
     return launch_with_poisoned_workspace([&](void* d_temp, std::size_t& bytes) {
-        return Step::call(d_temp, bytes, reinterpret_cast<const bf16*>(d.q.data()), cache_of<Step>(p, d),
-                          reinterpret_cast<bf16*>(d.o.data()), d.lse.data(), shape_of<Step>(p), scale);
+        return step.decode(d_temp, bytes, reinterpret_cast<const bf16*>(d.q.data()), pages_of(d),
+                           reinterpret_cast<bf16*>(d.o.data()), d.lse.data(), p, scale, 0);
     });
 }
 
@@ -178,16 +150,11 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
             attention::random_inputs(pool_elements(p), seed + 2)};
 }
 
-template <typename Step>
-class DecodeAttentionStep : public ::testing::Test {};
-using Steps = ::testing::Types<ThreePasses, OnlineSoftmax, GroupedHeads, SplitKv, WideLoads, LoadsAhead>;
-struct StepName {
-    template <typename Step>
-    static std::string GetName(int) { return Step::id; }
-};
-TYPED_TEST_SUITE(DecodeAttentionStep, Steps, StepName);
+class DecodeAttentionStepTest : public ::testing::TestWithParam<Step> {};
 
-TYPED_TEST(DecodeAttentionStep, EveryRowMatchesTheReference)
+std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
+
+TEST_P(DecodeAttentionStepTest, EveryRowMatchesTheReference)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
@@ -207,14 +174,14 @@ TYPED_TEST(DecodeAttentionStep, EveryRowMatchesTheReference)
         const Inputs in = inputs_of(p, seed);
         DeviceProblem d = upload(p, in);
         const float scale = attention::default_scale(p.head_dim);
-        ASSERT_EQ(run<TypeParam>(p, d, scale), cudaSuccess);
+        ASSERT_EQ(run(GetParam(), p, d, scale), cudaSuccess);
         expect_matches_reference(p, in, d, scale);
     }
 }
 
 //! A NaN in one key of sequence 1 makes NaN the rows of sequence 1 that see it and nothing else; a NaN in a value of
 //! sequence 2 the column it is in, in the rows that see it.
-TYPED_TEST(DecodeAttentionStep, ANaNStaysInItsSequence)
+TEST_P(DecodeAttentionStepTest, ANaNStaysInItsSequence)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
@@ -225,13 +192,13 @@ TYPED_TEST(DecodeAttentionStep, ANaNStaysInItsSequence)
     in.v_pool[cache_offset(p, 2, 10, 0) + 7] = nan_value;  // seen by every row of sequence 2
     DeviceProblem d = upload(p, in);
     const float scale = attention::default_scale(p.head_dim);
-    ASSERT_EQ(run<TypeParam>(p, d, scale), cudaSuccess);
+    ASSERT_EQ(run(GetParam(), p, d, scale), cudaSuccess);
     expect_matches_reference(p, in, d, scale);  // the reference has NaN exactly where the NaNs reach
 }
 
 //! Lengths beyond a sequence's pages and pages outside the pool make that sequence's rows NaN; the GPU reads nothing
 //! outside the pool (memcheck runs this test), and the other sequences are right.
-TYPED_TEST(DecodeAttentionStep, TablesOutsideThePoolGiveNaNRows)
+TEST_P(DecodeAttentionStepTest, TablesOutsideThePoolGiveNaNRows)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
     const std::uint64_t seed = fresh_seed();
@@ -243,7 +210,7 @@ TYPED_TEST(DecodeAttentionStep, TablesOutsideThePoolGiveNaNRows)
     lengths[2] = p.max_pages * p.page_size + 1;                          // sequence 2: longer than its pages hold
     ASSERT_EQ(cudaMemcpy(d.table.data(), table.data(), table.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
     ASSERT_EQ(cudaMemcpy(d.lengths.data(), lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    ASSERT_EQ(run<TypeParam>(p, d, 0.125f), cudaSuccess);
+    ASSERT_EQ(run(GetParam(), p, d, 0.125f), cudaSuccess);
     std::vector<float> lse(d.lse.size());
     ASSERT_EQ(cudaMemcpy(lse.data(), d.lse.data(), lse.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
     for (int b = 0; b < p.batch; ++b) {
@@ -253,47 +220,67 @@ TYPED_TEST(DecodeAttentionStep, TablesOutsideThePoolGiveNaNRows)
     }
 }
 
-TYPED_TEST(DecodeAttentionStep, RefusesInvalidArguments)
+TEST_P(DecodeAttentionStepTest, RefusesInvalidArguments)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
+    const Step& step = GetParam();
     const Problem p = problem({20}, 1, 4, 2, 64, 16, 1);
     const Inputs in = inputs_of(p, 1);
     DeviceProblem d = upload(p, in);
     const bf16* q = reinterpret_cast<const bf16*>(d.q.data());
     bf16* o = reinterpret_cast<bf16*>(d.o.data());
-    using Cache = typename TypeParam::Cache;
-    using Shape = typename TypeParam::Shape;
-    const Cache c = cache_of<TypeParam>(p, d);
-    const Shape s = shape_of<TypeParam>(p);
-    const auto call = [&](const bf16* q_, const Cache& c_, bf16* o_, float* lse_, const Shape& s_) {
+    const DevicePages c = pages_of(d);
+    const auto call = [&](const bf16* q_, const DevicePages& c_, bf16* o_, float* lse_, const Problem& p_) {
         std::size_t bytes = 0;
-        return TypeParam::call(nullptr, bytes, q_, c_, o_, lse_, s_, 0.125f);
+        return step.decode(nullptr, bytes, q_, c_, o_, lse_, p_, 0.125f, 0);
     };
-    EXPECT_EQ(call(q, c, o, d.lse.data(), s), cudaSuccess);
-    EXPECT_EQ(call(nullptr, c, o, d.lse.data(), s), cudaErrorInvalidValue);
-    EXPECT_EQ(call(q, c, nullptr, d.lse.data(), s), cudaErrorInvalidValue);
-    EXPECT_EQ(call(q, c, o, nullptr, s), cudaErrorInvalidValue);
-    EXPECT_EQ(call(q, c, o, d.lse.data(), Shape{1, 1, 4, 3, 64}), cudaErrorInvalidValue);  // 3 does not divide 4
-    EXPECT_EQ(call(q, c, o, d.lse.data(), Shape{1, 1, 4, 2, 96}), cudaErrorInvalidValue);  // head_dim 96
-    EXPECT_EQ(call(q, c, o, d.lse.data(), Shape{0, 1, 4, 2, 64}), cudaErrorInvalidValue);
-    EXPECT_EQ(call(reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(q) + 1), c, o, d.lse.data(), s),
+    // `p` with one of its sizes changed by `change`.
+    const auto changed = [&](auto change) {
+        Problem other = p;
+        change(other);
+        return other;
+    };
+    EXPECT_EQ(call(q, c, o, d.lse.data(), p), cudaSuccess);
+    EXPECT_EQ(call(nullptr, c, o, d.lse.data(), p), cudaErrorInvalidValue);
+    EXPECT_EQ(call(q, c, nullptr, d.lse.data(), p), cudaErrorInvalidValue);
+    EXPECT_EQ(call(q, c, o, nullptr, p), cudaErrorInvalidValue);
+    EXPECT_EQ(call(q, c, o, d.lse.data(), changed([](Problem& x) { x.kv_heads = 3; })),  // 3 does not divide 4
               cudaErrorInvalidValue);
-    Cache no_table = c;
+    EXPECT_EQ(call(q, c, o, d.lse.data(), changed([](Problem& x) { x.head_dim = 96; })), cudaErrorInvalidValue);
+    EXPECT_EQ(call(q, c, o, d.lse.data(), changed([](Problem& x) { x.batch = 0; })), cudaErrorInvalidValue);
+    EXPECT_EQ(call(reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(q) + 1), c, o, d.lse.data(), p),
+              cudaErrorInvalidValue);
+    DevicePages no_table = c;
     no_table.d_page_table = nullptr;
-    EXPECT_EQ(call(q, no_table, o, d.lse.data(), s), cudaErrorInvalidValue);
-    Cache no_pages = c;
-    no_pages.page_size = 0;
-    EXPECT_EQ(call(q, no_pages, o, d.lse.data(), s), cudaErrorInvalidValue);
-    if (std::string(TypeParam::id) == "wide_loads" || std::string(TypeParam::id) == "loads_ahead") {  // 16-byte reads
-        Cache shifted = c;
+    EXPECT_EQ(call(q, no_table, o, d.lse.data(), p), cudaErrorInvalidValue);
+    EXPECT_EQ(call(q, c, o, d.lse.data(), changed([](Problem& x) { x.page_size = 0; })), cudaErrorInvalidValue);
+    if (step.pool_alignment == 16) {  // 16-byte reads of the pools
+        DevicePages shifted = c;
         shifted.d_k = reinterpret_cast<const bf16*>(reinterpret_cast<const char*>(c.d_k) + 2);
-        EXPECT_EQ(call(q, shifted, o, d.lse.data(), s), cudaErrorInvalidValue);
+        EXPECT_EQ(call(q, shifted, o, d.lse.data(), p), cudaErrorInvalidValue);
     }
-    if (std::string(TypeParam::id) != "online_softmax" && std::string(TypeParam::id) != "grouped_heads") {
-        // the steps with a workspace
+    if (step.uses_workspace) {
         expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
-            return TypeParam::call(d_temp, bytes, q, c, o, d.lse.data(), s, 0.125f);
+            return step.decode(d_temp, bytes, q, c, o, d.lse.data(), p, 0.125f, 0);
         });
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(DecodeAttention, DecodeAttentionStepTest, ::testing::ValuesIn(steps()), step_name);
+
+//! What `make profile` runs under Nsight Compute: every step once at a main size of the chapter with fewer sequences
+//! (Llama 3 8B's heads, pages of 16, 8 sequences of 4096 tokens, one new token each).
+TEST(DecodeAttentionProfile, EveryStepOnceAtOneMainShape)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const Problem p = problem_of({8, 1, 4096, false}, seed);
+    const Inputs in = inputs_of(p, seed);
+    const float scale = attention::default_scale(p.head_dim);
+    for (const Step& step : steps()) {
+        DeviceProblem d = upload(p, in);
+        ASSERT_EQ(run(step, p, d, scale), cudaSuccess) << step.id;
     }
 }
 
