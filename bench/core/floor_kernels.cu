@@ -3,6 +3,7 @@
 #include "core/cuda_check.hpp"
 
 #include <cmath>
+#include <cstdint>
 
 namespace stepwise {
 namespace {
@@ -21,6 +22,36 @@ __global__ void inplace_read_write_kernel(float4* d_quads, std::size_t num_quads
 }
 
 __global__ void empty_kernel() {}
+
+constexpr int read_block_threads = 256;
+constexpr int read_loads_in_flight = 4;  // independent 16-byte loads a thread issues before it uses one
+constexpr unsigned read_sink_marker = 0x9E3779B9u;
+
+__global__ void __launch_bounds__(read_block_threads)
+    read_floor_kernel(const uint4* __restrict__ d_words, std::size_t num_words, unsigned* d_sink)
+{
+    const std::size_t threads = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    unsigned folded = 0;
+    for (; i + (read_loads_in_flight - 1) * threads < num_words; i += read_loads_in_flight * threads) {
+        uint4 w[read_loads_in_flight];
+#pragma unroll
+        for (int u = 0; u < read_loads_in_flight; ++u) {
+            w[u] = d_words[i + u * threads];
+        }
+#pragma unroll
+        for (int u = 0; u < read_loads_in_flight; ++u) {
+            folded ^= w[u].x + w[u].y + w[u].z + w[u].w;
+        }
+    }
+    for (; i < num_words; i += threads) {
+        const uint4 w = d_words[i];
+        folded ^= w.x + w.y + w.z + w.w;
+    }
+    if (folded == read_sink_marker) {
+        *d_sink = folded;
+    }
+}
 
 constexpr int fma_block_threads = 256;
 constexpr int fma_chains = 8;         // independent accumulators per thread: enough to cover the FMA latency
@@ -56,23 +87,44 @@ __global__ void __launch_bounds__(fma_block_threads)
     d_sink[thread] = sum;
 }
 
-//! Blocks per SM at full occupancy, times the SMs (the device does not change during a run).
+//! Blocks of `kernel` at `block_threads` that every SM holds at once: blocks per SM at full occupancy times the SMs.
+template <typename Kernel>
+unsigned resident_blocks(Kernel kernel, int block_threads)
+{
+    int device = 0;
+    int sms = 0;
+    int blocks_per_sm = 0;
+    STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
+    STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    STEPWISE_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, block_threads, 0));
+    return static_cast<unsigned>(sms * blocks_per_sm);
+}
+
+// The device does not change during a run: each floor's grid is computed once.
 unsigned fma_floor_blocks()
 {
-    static const unsigned blocks = [] {
-        int device = 0;
-        int sms = 0;
-        int blocks_per_sm = 0;
-        STEPWISE_CUDA_CHECK(cudaGetDevice(&device));
-        STEPWISE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        STEPWISE_CUDA_CHECK(
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, fma_floor_kernel, fma_block_threads, 0));
-        return static_cast<unsigned>(sms * blocks_per_sm);
-    }();
+    static const unsigned blocks = resident_blocks(fma_floor_kernel, fma_block_threads);
+    return blocks;
+}
+
+unsigned read_floor_blocks()
+{
+    static const unsigned blocks = resident_blocks(read_floor_kernel, read_block_threads);
     return blocks;
 }
 
 }  // namespace
+
+cudaError_t read_floor(const void* d_data, std::size_t num_bytes, unsigned* d_sink, cudaStream_t stream)
+{
+    if (d_data == nullptr || d_sink == nullptr || reinterpret_cast<std::uintptr_t>(d_data) % 16 != 0 ||
+        num_bytes == 0 || num_bytes % 16 != 0) {
+        return cudaErrorInvalidValue;
+    }
+    read_floor_kernel<<<read_floor_blocks(), read_block_threads, 0, stream>>>(static_cast<const uint4*>(d_data),
+                                                                             num_bytes / 16, d_sink);
+    return cudaGetLastError();
+}
 
 cudaError_t inplace_read_write(float* d_data, std::size_t num_items, float scale, cudaStream_t stream)
 {

@@ -12,6 +12,16 @@ namespace stepwise {
 //!         launch's error
 cudaError_t inplace_read_write(float* d_data, std::size_t num_items, float scale, cudaStream_t stream);
 
+//! @brief The read floor: reads each 16-byte word of `d_data` once and folds them into one word a thread (kept
+//!        only if it equals a value no input produces in practice, so that no load can be dropped), with as many
+//!        blocks as the SMs hold at once, each thread keeping four loads in flight. What a kernel that only reads
+//!        memory achieves: the ceiling of a chapter whose traffic is reads.
+//! @param d_data 16-byte aligned; `num_bytes` a multiple of 16
+//! @param d_sink one unsigned int, written only in the unlikely case above
+//! @return `cudaErrorInvalidValue` for a null or misaligned pointer, no bytes or a count that is not a multiple
+//!         of 16, else the launch's error
+cudaError_t read_floor(const void* d_data, std::size_t num_bytes, unsigned* d_sink, cudaStream_t stream);
+
 //! @brief The fp32 FMA floor: `num_fmas` fused multiply-adds (rounded up to a multiple of 128), in registers,
 //!        spread over every SM at full occupancy (eight independent chains per thread), touching memory only to
 //!        store one float per thread in `d_sink`. What the FMA units alone achieve: the SGEMM chapter's measured

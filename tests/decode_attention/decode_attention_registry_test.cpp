@@ -22,14 +22,15 @@ const std::vector<std::string> declared_problems = {"1 x 131072 tokens, 1 new to
                                                    "3 x 1001 tokens, 3 new tokens",
                                                    "7 x 4097 tokens, 1 new token"};
 
-TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheCopyAndCudnn)
+TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheReadCeilingTheCopyAndCudnn)
 {
     const nlohmann::json chapter = stepwise::testing::registry_chapter("decode_attention");
     ASSERT_FALSE(chapter.is_null());
-    EXPECT_EQ(chapter.at("share_of"), "device_copy");
+    EXPECT_EQ(chapter.at("share_of"), "device_read");
     EXPECT_EQ(chapter.at("gtest_prefix"), "DecodeAttention");
-    ASSERT_EQ(chapter.at("ceilings").size(), 1u);
-    EXPECT_EQ(chapter.at("ceilings")[0].at("id"), "device_copy");
+    ASSERT_EQ(chapter.at("ceilings").size(), 2u);
+    EXPECT_EQ(chapter.at("ceilings")[0].at("id"), "device_read");
+    EXPECT_EQ(chapter.at("ceilings")[1].at("id"), "device_copy");
     ASSERT_EQ(chapter.at("baselines").size(), 1u);
     EXPECT_EQ(chapter.at("baselines")[0].at("id"), "cudnn_sdpa_paged_bf16");
     const std::vector<std::string> ids = {"01_three_passes", "02_online_softmax", "03_grouped_heads",
