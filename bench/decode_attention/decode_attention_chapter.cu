@@ -142,6 +142,7 @@ public:
                              "V, O, fp32 log-sum-exp, the same layouts, scale and grouping"}};
         for (const da::Step& s : da::steps()) {
             StepEntry step{s.id, s.title, s.file, s.name_space, "decode_attention", true, true, {}, s.kernels};
+            step.needs = s.needs;
             for (const da::Size& size : main_sizes) {
                 step.sizes.push_back(problem_size(size));
             }
@@ -158,6 +159,8 @@ public:
                       nlohmann::json& chapter) const override
     {
         chapter["unsupported"] = nlohmann::json::array();
+        const std::vector<std::string> runnable =
+            runnable_steps(da::steps(), step_ids, da::unsupported_reason, chapter["unsupported"]);
         da::CudnnPagedSdpa cudnn;
         if (!cudnn.available()) {
             chapter["unsupported"].push_back({{"id", baseline_id}, {"reason", cudnn.reason()}});
@@ -183,7 +186,7 @@ public:
             cudaMemcpy(d_kv.data() + most_pool, to_bf16(v).data(), most_pool * 2, cudaMemcpyHostToDevice));
         DeviceBuffer<unsigned char> d_o(most_q * 2 + guard_bytes), d_lse(most_rows * sizeof(float) + guard_bytes);
         for (const std::int64_t key : keys) {
-            measure_size(context, step_ids, cudnn, q, k, v, d_q, d_kv, most_pool, d_o, d_lse, key, chapter);
+            measure_size(context, runnable, cudnn, q, k, v, d_q, d_kv, most_pool, d_o, d_lse, key, chapter);
         }
     }
 

@@ -1,11 +1,14 @@
 #include "decode_attention/decode_attention_steps.hpp"
 
+#include "core/cuda_check.hpp"
+
 #include "../../snippets/decode_attention/01_three_passes.cuh"
 #include "../../snippets/decode_attention/02_online_softmax.cuh"
 #include "../../snippets/decode_attention/03_grouped_heads.cuh"
 #include "../../snippets/decode_attention/04_split_kv.cuh"
 #include "../../snippets/decode_attention/05_wide_loads.cuh"
 #include "../../snippets/decode_attention/06_loads_ahead.cuh"
+#include "../../snippets/decode_attention/07_tensor_cores.cuh"
 
 namespace stepwise::decode_attention {
 namespace {
@@ -46,6 +49,7 @@ const std::vector<Step>& steps()
     namespace sk = split_kv;
     namespace wl = wide_loads;
     namespace la = loads_ahead;
+    namespace tc = tensor_cores;
     static_assert(wl::chunk_values == 8 && la::chunk_values == 8 && wl::few_rows == 4 && wl::group_rows == 8 &&
                       la::few_rows == 4 && la::group_rows == 8,
                   "the kernel names below spell these");
@@ -93,8 +97,23 @@ const std::vector<Step>& steps()
          16,
          true,
          STEPWISE_WIDE_STEP_KERNELS(la)},
+        {{"07_tensor_cores", "The group's rows times tiles of 16 keys on the tensor cores, the tiles staged by cp.async",
+          "snippets/decode_attention/07_tensor_cores.cuh", "stepwise::decode_attention::tensor_cores"},
+         STEPWISE_ON_PROBLEM(tc),
+         16,
+         true,
+         {kernel_entry("split_kernel<64>", tc::split_kernel<64>, dim3(tc::block_threads), tc::shared_bytes(64)),
+          kernel_entry("split_kernel<128>", tc::split_kernel<128>, dim3(tc::block_threads), tc::shared_bytes(128)),
+          kernel_entry("merge_kernel", tc::merge_kernel, dim3(tc::merge_threads))},
+         tc::requirement,
+         tc::requirement_met},
     };
     return all;
+}
+
+std::string unsupported_reason(const Step& step)
+{
+    return stepwise::unsupported_reason(step.needs, step.needs_met == nullptr || step.needs_met());
 }
 
 #undef STEPWISE_WIDE_STEP_KERNELS

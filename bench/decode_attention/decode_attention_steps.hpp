@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace stepwise::decode_attention {
@@ -40,9 +41,14 @@ struct Step : StepSource {
     //! Whether the step keeps something in its workspace (steps 2 and 3 ask for a byte they do not use).
     bool uses_workspace;
     std::vector<KernelEntry> kernels;  //!< what the step launches, with the launcher's block shapes
+    const char* needs = "";             //!< what the GPU and the build must offer ("sm_80"), or nothing
+    bool (*needs_met)() = nullptr;      //!< whether the code the driver loaded for the current GPU has it
 };
 
 //! @brief Every step, in teaching order.
 const std::vector<Step>& steps();
+
+//! @brief Why the current GPU cannot run `step` ("needs sm_80: ..."), or empty when it can.
+std::string unsupported_reason(const Step& step);
 
 }  // namespace stepwise::decode_attention

@@ -150,7 +150,17 @@ Inputs inputs_of(const Problem& p, std::uint64_t seed)
             attention::random_inputs(pool_elements(p), seed + 2)};
 }
 
-class DecodeAttentionStepTest : public ::testing::TestWithParam<Step> {};
+//! A step's tests, skipped with the reason on a GPU that lacks what the step needs.
+class DecodeAttentionStepTest : public ::testing::TestWithParam<Step> {
+protected:
+    void SetUp() override
+    {
+        STEPWISE_SKIP_WITHOUT_GPU();
+        if (const std::string reason = unsupported_reason(GetParam()); !reason.empty()) {
+            GTEST_SKIP() << GetParam().id << " " << reason;
+        }
+    }
+};
 
 std::string step_name(const ::testing::TestParamInfo<Step>& info) { return info.param.id; }
 
@@ -279,6 +289,9 @@ TEST(DecodeAttentionProfile, EveryStepOnceAtOneMainShape)
     const Inputs in = inputs_of(p, seed);
     const float scale = attention::default_scale(p.head_dim);
     for (const Step& step : steps()) {
+        if (!unsupported_reason(step).empty()) {
+            continue;  // a step this GPU cannot run is not profiled
+        }
         DeviceProblem d = upload(p, in);
         ASSERT_EQ(run(step, p, d, scale), cudaSuccess) << step.id;
     }
