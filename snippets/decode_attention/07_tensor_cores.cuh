@@ -217,27 +217,36 @@ static __global__ void __launch_bounds__(block_threads)
 
     bf16* const ring = q_tile + tile_rows * HeadDim + warp * stages * 2 * tile_keys * HeadDim;  // K tile, V tile
     const bf16* const no_read = d_q;  // the address a zero-filling copy names (it reads nothing)
-    // Where pages hold whole tiles (a multiple of 16 tokens), a tile lies in one page: one lookup a tile.
+    // A lane copies one 16-byte chunk of keys lane / chunks, + 32 / chunks, ... of a tile (of K, and of V).
+    constexpr int keys_a_copy = 32 / chunks;
+    const int chunk = lane % chunks, first_key = lane / chunks;
+    const std::size_t key_stride = static_cast<std::size_t>(s.kv_heads) * s.head_dim;  // from a token to the next
+    const std::size_t head_offset = static_cast<std::size_t>(kv_head) * s.head_dim + chunk * chunk_values;
+    const int* const table = c.d_page_table + static_cast<std::size_t>(b) * c.max_pages;
+    // Where pages hold whole tiles (a multiple of 16 tokens), a tile lies in one page: one lookup and one division
+    // a tile; otherwise each key finds its own page.
     const bool whole_tiles = c.page_size % tile_keys == 0;
     const auto load_tile = [&](int t, int stage) {  // tile t of the split into the warp's stage, zero past the split
         bf16* const k_tile = ring + stage * 2 * tile_keys * HeadDim;
         bf16* const v_tile = k_tile + tile_keys * HeadDim;
-        const int j0 = key_begin + t * tile_keys;
-        const std::size_t table_row = static_cast<std::size_t>(b) * c.max_pages;
-        const int tile_page = whole_tiles ? c.d_page_table[table_row + j0 / c.page_size] : -1;  // j0 < key_end
-        for (int e = lane; e < tile_keys * chunks; e += 32) {
-            const int key = e / chunks, chunk = e % chunks;
-            const int j = j0 + key;
-            int pool_page = -1, in_page = 0;
-            if (j < key_end) {
-                pool_page = whole_tiles ? tile_page : c.d_page_table[table_row + j / c.page_size];
-                in_page = whole_tiles ? j0 % c.page_size + key : j % c.page_size;
+        const int j0 = key_begin + t * tile_keys;  // < key_end
+        const int page_of_tile = j0 / c.page_size;
+        const int tile_page = table[page_of_tile];
+        const bool tile_page_valid = tile_page >= 0 && tile_page < c.num_pages;
+        const std::size_t tile_at = (static_cast<std::size_t>(tile_page) * c.page_size + (j0 - page_of_tile * c.page_size)) * key_stride + head_offset;
+#pragma unroll
+        for (int copy = 0; copy < tile_keys / keys_a_copy; ++copy) {
+            const int key = first_key + copy * keys_a_copy, j = j0 + key;
+            bool valid = j < key_end;
+            std::size_t at = 0;
+            if (whole_tiles) {
+                valid = valid && tile_page_valid;
+                at = tile_at + key * key_stride;
+            } else if (valid) {
+                const int pool_page = table[j / c.page_size];
+                valid = pool_page >= 0 && pool_page < c.num_pages;
+                at = (static_cast<std::size_t>(pool_page) * c.page_size + j % c.page_size) * key_stride + head_offset;
             }
-            const bool valid = pool_page >= 0 && pool_page < c.num_pages;
-            const std::size_t at =
-                valid ? ((static_cast<std::size_t>(pool_page) * c.page_size + in_page) * s.kv_heads + kv_head) *
-                                s.head_dim + chunk * chunk_values
-                      : 0;
             copy_async(k_tile + swizzled<HeadDim>(key, chunk), valid ? c.d_k + at : no_read, valid);
             copy_async(v_tile + swizzled<HeadDim>(key, chunk), valid ? c.d_v + at : no_read, valid);
         }
