@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch's own softmax, LayerNorm, RMSNorm (forward and backward), attention and cross-entropy, timed as the timing
-program times its rows.
+"""PyTorch's own softmax, LayerNorm, RMSNorm (forward and backward), attention (training's and decoding's) and
+cross-entropy, timed as the timing program times its rows.
 
 A second baseline, beside cuDNN, for the chapters whose registry entry asks for it: each entry's ``pytorch``
 lists its rows, each with the sizes to time it at (the main shapes of the row-wise chapters, every size of
@@ -11,8 +11,11 @@ attention's final step) and what the call needs besides the size's ``shape`` (``
 FlashAttention backend (bf16, [batch, heads, seq, head_dim], scale 1/sqrt(head_dim), causal or not, grouped K
 and V with ``enable_gqa``), ``torch.nn.functional.cross_entropy`` with the gradient of its mean loss by
 ``torch.autograd.grad`` (random int64 labels, about one in ``ignored_one_in`` of them ``ignore_index`` -100,
-as the timing program's), and the backward pass of ``torch.nn.functional.layer_norm`` and ``rms_norm`` alone
-(``torch.autograd.grad`` of x and the parameters, the forward run once before); all called on the GPU with
+as the timing program's), the backward pass of ``torch.nn.functional.layer_norm`` and ``rms_norm`` alone
+(``torch.autograd.grad`` of x and the parameters, the forward run once before), and a decoding step's
+``scaled_dot_product_attention`` over a cache gathered into contiguous K and V (``heads``, ``kv_heads`` and
+``head_dim`` from the registry; the new tokens causal at the cache's end; on each backend that takes the problem,
+the fastest kept); all called on the GPU with
 random inputs, after a second of bf16 products that brings the clocks up. Timed as the timing program's ``single_cold`` rows: CUDA events
 around one call, a buffer of twice the L2 written before each sample and a spin of some 200 us queued
 after it (so that the events time the GPU's work, not Python's dispatch), 3 warm-up samples, then samples
@@ -57,12 +60,19 @@ CALLS = {
                                   "torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, "
                                   "scale=1/sqrt(head_dim), enable_gqa=kv_heads < heads), the forward run once before: "
                                   "the backward pass alone, FlashAttention backend",
+    "pytorch_sdpa_decode_bf16": "torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=causal at the "
+                                "cache's end where q_len > 1, scale=1/sqrt(head_dim), enable_gqa=True) over the cache "
+                                "gathered into contiguous K and V [batch, kv_heads, tokens, head_dim]",
 }
 #: The rows of the calls on [batch, heads, seq, head_dim] queries, keys and values (the forward, the backward pass);
 #: the others take rows x cols.
 ATTENTION_ROW = "pytorch_sdpa_bf16"
 ATTENTION_BACKWARD_ROW = "pytorch_sdpa_backward_bf16"
 ATTENTION_ROWS = (ATTENTION_ROW, ATTENTION_BACKWARD_ROW)
+#: The row of a decoding step: [batch, q_len, tokens] (``shape``), q_len new tokens a sequence against its cache.
+DECODE_ROW = "pytorch_sdpa_decode_bf16"
+#: The backends a decoding step is timed on, in this order; the fastest of those that take the problem is kept.
+DECODE_BACKENDS = ("CUDNN_ATTENTION", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
 #: The row of the loss and its gradient: rows x cols logits and a label a row.
 CROSS_ENTROPY_ROW = "pytorch_cross_entropy"
 #: The rows of the normalizations' backward pass: rows x cols x and dy, gamma (and beta) in x's type.
@@ -93,10 +103,12 @@ class Case:
     call: str
     n: int
     problem: str
-    shape: tuple[int, ...]  # rows, cols; attention: batch, heads, seq, head_dim
+    shape: tuple[int, ...]  # rows, cols; attention: batch, heads, seq, head_dim; decoding: batch, q_len, tokens
     dtype: str  # "fp32" or "bf16"
     epsilon: float = 0.0  # LayerNorm, RMSNorm
     kv_heads: int = 0  # attention: the heads of K and V
+    heads: int = 0  # decoding: the query heads (attention has them in its shape)
+    head_dim: int = 0  # decoding
     causal: bool = False
     ignored_one_in: int = 0  # cross-entropy: about one label in this many is IGNORE_INDEX (0: none)
 
@@ -120,16 +132,21 @@ def cases(registry: dict, chapters: list[str] | None = None) -> list[Case]:
                 raise InputError(f"chapter {chapter_id!r}: PyTorch row {row['id']!r} has no sizes")
             for size in row["sizes"]:
                 shape = tuple(size["shape"])
-                if len(shape) != (4 if row["id"] in ATTENTION_ROWS else 2):
-                    raise InputError(f"{row['id']} at {size['problem']!r}: its shape {list(shape)} is not "
-                                     + ("batch, heads, seq, head_dim" if row["id"] in ATTENTION_ROWS else "rows, cols"))
+                wanted = ("batch, heads, seq, head_dim" if row["id"] in ATTENTION_ROWS else
+                          "batch, q_len, tokens" if row["id"] == DECODE_ROW else "rows, cols")
+                if len(shape) != len(wanted.split(", ")):
+                    raise InputError(f"{row['id']} at {size['problem']!r}: its shape {list(shape)} is not {wanted}")
+                if row["id"] == DECODE_ROW and not all(int(size.get(k, 0)) > 0 for k in ("heads", "kv_heads",
+                                                                                         "head_dim")):
+                    raise InputError(f"{row['id']} at {size['problem']!r}: no heads, kv_heads and head_dim")
                 if size["dtype"] not in TOLERANCE:
                     raise InputError(f"{row['id']} at {size['problem']!r}: no dtype {size['dtype']!r} "
                                      f"(known: {', '.join(TOLERANCE)})")
                 epsilon = float(size.get("epsilon", 0.0))
                 call = CALLS[row["id"]].replace("epsilon", f"{epsilon:g}".replace("e-0", "e-"))  # 1e-5
                 out.append(Case(chapter_id, row["id"], call, size["n"], size["problem"], shape, size["dtype"],
-                                epsilon, int(size.get("kv_heads", 0)), bool(size.get("causal", False)),
+                                epsilon, int(size.get("kv_heads", 0)), int(size.get("heads", 0)),
+                                int(size.get("head_dim", 0)), bool(size.get("causal", False)),
                                 int(size.get("ignored_one_in", 0))))
     return out
 
@@ -176,6 +193,8 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
     computed plainly, with K and V repeated for grouped heads)."""
     if case.row_id == ATTENTION_BACKWARD_ROW:
         return attention_backward_call(case, torch, gen)
+    if case.row_id == DECODE_ROW:
+        return decode_call(case, torch, gen)
     if case.row_id == ATTENTION_ROW:
         batch, heads, seq, head_dim = case.shape
         q = torch.randn(batch, heads, seq, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
@@ -218,6 +237,36 @@ def row_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
         return ((y.double() - reference).abs().max() / reference.abs().max()).item()
 
     return call, (x, gamma, beta), error
+
+
+def decode_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
+    """A decoding step over a cache already gathered into contiguous K and V: q [batch, heads, q_len, head_dim], K and
+    V [batch, kv_heads, tokens, head_dim]; query i sees the keys up to tokens - q_len + i. The error is over the
+    first sequence, every head, against float64 computed a K/V head at a time."""
+    batch, q_len, tokens = case.shape
+    heads, kv_heads, head_dim = case.heads, case.kv_heads, case.head_dim
+    group = heads // kv_heads
+    q = torch.randn(batch, heads, q_len, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+    k, v = (torch.randn(batch, kv_heads, tokens, head_dim, device="cuda", generator=gen).to(torch.bfloat16)
+            for _ in range(2))
+    scale = head_dim ** -0.5
+    sees = (torch.arange(tokens, device="cuda")[None, :]
+            <= torch.arange(q_len, device="cuda")[:, None] + (tokens - q_len))  # [q_len, tokens]
+    mask = sees if q_len > 1 else None
+
+    def call(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale,
+                                                                enable_gqa=True)
+
+    def error(y):
+        qq = q[0].double().reshape(kv_heads, group * q_len, head_dim)  # head h = kv_head * group + g, then i
+        scores = qq @ k[0].double().transpose(-1, -2) * scale
+        scores = scores.masked_fill(~sees.repeat(group, 1)[None], float("-inf"))
+        reference = torch.softmax(scores, dim=-1) @ v[0].double()
+        got = y[0].double().reshape(kv_heads, group * q_len, head_dim)
+        return ((got - reference).abs().max() / reference.abs().max()).item()
+
+    return call, (q, k, v), error
 
 
 def attention_backward_call(case: Case, torch, gen):  # pragma: no cover - needs a GPU
@@ -313,30 +362,10 @@ def norm_backward_call(case: Case, torch, gen, dtype):  # pragma: no cover - nee
     return call, (y, dy), error
 
 
-def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU
-    import contextlib
+def sample(call, args, backend, torch, flush, error_of) -> tuple[dict, float]:  # pragma: no cover - needs a GPU
+    """``call(*args)`` under ``backend()``: its error (error_of its result), then timed as the module says."""
     import time
 
-    def inputs():  # the backward row runs its forward here: under the backend that its saved graph keeps
-        return row_call(case, torch, torch.Generator(device="cuda").manual_seed(seed))
-
-    label, backend = case.call, contextlib.nullcontext
-    if case.row_id in ATTENTION_ROWS:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        def backend():
-            return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
-        try:
-            with backend():
-                call, args, error_of = inputs()
-                call(*args)
-        except RuntimeError:  # no FlashAttention kernel for this problem: what PyTorch picks itself
-            label = case.call.replace("FlashAttention backend", "its own choice of backend (FlashAttention "
-                                      "takes no such problem)")
-            backend = contextlib.nullcontext
-            call, args, error_of = inputs()
-    else:
-        call, args, error_of = inputs()
     with backend():
         error = error_of(call(*args))
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -355,9 +384,61 @@ def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - 
             samples.append(start.elapsed_time(end))
             if not keep_sampling(samples, time.perf_counter() - began):
                 break
+    return summary(samples), error
+
+
+def result(case: Case, label: str, timing: dict, error: float) -> dict:
+    """A row of the output file: the case, the call as timed, its times and its error."""
     return {"chapter": case.chapter, "id": case.row_id, "call": label, "n": case.n, "problem": case.problem,
-            **summary(samples), "max_error_over_max_reference": error,
+            **timing, "max_error_over_max_reference": error,
             "validated": bool(error == error and error <= TOLERANCE[case.dtype])}
+
+
+def measure(case: Case, torch, flush, seed: int) -> dict:  # pragma: no cover - needs a GPU
+    import contextlib
+
+    def inputs():  # the backward row runs its forward here: under the backend that its saved graph keeps
+        return row_call(case, torch, torch.Generator(device="cuda").manual_seed(seed))
+
+    label, backend = case.call, contextlib.nullcontext
+    if case.row_id == DECODE_ROW:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        call, args, error_of = inputs()
+        best = None
+        for name in DECODE_BACKENDS:
+            def on(name=name):
+                return sdpa_kernel([getattr(SDPBackend, name)])
+            try:
+                with on():
+                    call(*args)
+            except RuntimeError:  # this backend does not take the problem
+                continue
+            timed = sample(call, args, on, torch, flush, error_of)
+            if best is None or timed[0]["median_ms"] < best[0][0]["median_ms"]:
+                best = (timed, name)
+        if best is None:
+            raise RuntimeError(f"{case.row_id} at {case.problem}: no backend of {', '.join(DECODE_BACKENDS)} takes it")
+        (timing, error), name = best
+        return result(case, f"{case.call}, on its {name} backend (the fastest of {', '.join(DECODE_BACKENDS)} "
+                            f"that take it)", timing, error)
+    if case.row_id in ATTENTION_ROWS:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def backend():
+            return sdpa_kernel([SDPBackend.FLASH_ATTENTION])
+        try:
+            with backend():
+                call, args, error_of = inputs()
+                call(*args)
+        except RuntimeError:  # no FlashAttention kernel for this problem: what PyTorch picks itself
+            label = case.call.replace("FlashAttention backend", "its own choice of backend (FlashAttention "
+                                      "takes no such problem)")
+            backend = contextlib.nullcontext
+            call, args, error_of = inputs()
+    else:
+        call, args, error_of = inputs()
+    return result(case, label, *sample(call, args, backend, torch, flush, error_of))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -47,6 +47,9 @@ constexpr da::Size main_sizes[] = {{1, 1, 131072, false},
 //! Sizes beside them: a ragged batch (64 sequences of 128 to 8191 tokens, about 256k in all), and small odd ones
 //! (one token; three sequences of 1001 at three new tokens; seven of 4097): lengths that fill no page.
 constexpr da::Size other_sizes[] = {{64, 1, 8191, true}, {1, 1, 1, false}, {3, 3, 1001, false}, {7, 1, 4097, false}};
+//! The cache lengths of the sweep (one sequence, one new token), doubling from the first to the last.
+constexpr int sweep_shortest = 1024;
+constexpr int sweep_longest = 131072;
 //! The size the front page shows.
 constexpr da::Size headline_size{64, 1, 4096, false};
 //! Rows of the result compared with the double reference at each size.
@@ -153,6 +156,23 @@ public:
         }
         entry_.headline = Headline{size_key(headline_size), "single_cold", entry_.steps.front().id,
                                    entry_.steps.back().id};
+        // The final step, cuDNN and the read ceiling over the cache's length: one sequence of 1024 to 131072 tokens.
+        Sweep sweep{{}, {entry_.steps.back().id, baseline_id, "device_read"}, 0, 1, 2,
+                    "cached tokens (one sequence, one new token)"};
+        for (int length = sweep_shortest; length <= sweep_longest; length *= 2) {
+            sweep.sizes.push_back(problem_size({1, 1, length, false}));
+        }
+        add_sweep(entry_, std::move(sweep));
+        // PyTorch's SDPA over the same caches gathered into contiguous K and V, at the main sizes (every sequence of a
+        // size as long: PyTorch's usual call takes no lengths).
+        PytorchRow pytorch{"pytorch_sdpa_decode_bf16", {}};
+        for (const da::Size& size : main_sizes) {
+            pytorch.sizes.push_back(pytorch_size(problem_size(size), "bf16",
+                                                 {{"heads", da::model_heads},
+                                                  {"kv_heads", da::model_kv_heads},
+                                                  {"head_dim", da::model_head_dim}}));
+        }
+        entry_.pytorch = {pytorch};
     }
 
     void measure_rows(MeasureContext& context, const std::vector<std::string>& step_ids,

@@ -55,7 +55,30 @@ TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheReadCeilingTheCopy
             const Size s = size_of(size.at("n").get<std::int64_t>());
             EXPECT_EQ(size.at("shape"), (std::vector<int>{s.batch, s.q_len, s.length})) << size.at("problem");
         }
-        EXPECT_EQ(problems, declared_problems) << ids[i];
+        std::vector<std::string> expected = declared_problems;
+        if (i + 1 == ids.size()) {  // the final step is also measured at the sweep's lengths but the longest (a main size)
+            for (int length = 1024; length < 131072; length *= 2) {
+                expected.push_back("1 x " + std::to_string(length) + " tokens, 1 new token");
+            }
+        }
+        EXPECT_EQ(problems, expected) << ids[i];
+    }
+    // The sweep: the final step, cuDNN and the read ceiling over one sequence of 1024 to 131072 tokens, drawn against
+    // the tokens (the shape's third number).
+    const nlohmann::json& sweep = chapter.at("sweep");
+    EXPECT_EQ(sweep.at("rows"), (std::vector<std::string>{ids.back(), "cudnn_sdpa_paged_bf16", "device_read"}));
+    EXPECT_EQ(sweep.at("sizes").size(), 8u);
+    EXPECT_EQ(sweep.at("axis").at("shape_index"), 2);
+    // PyTorch's SDPA at the main sizes, with the heads it needs.
+    ASSERT_EQ(chapter.at("pytorch").size(), 1u);
+    const nlohmann::json& pytorch = chapter.at("pytorch")[0];
+    EXPECT_EQ(pytorch.at("id"), "pytorch_sdpa_decode_bf16");
+    ASSERT_EQ(pytorch.at("sizes").size(), 5u);
+    for (const nlohmann::json& size : pytorch.at("sizes")) {
+        EXPECT_EQ(size.at("heads"), 32);
+        EXPECT_EQ(size.at("kv_heads"), 8);
+        EXPECT_EQ(size.at("head_dim"), 128);
+        EXPECT_FALSE(size_of(size.at("n").get<std::int64_t>()).ragged) << size.at("problem");
     }
     ASSERT_TRUE(chapter.contains("headline"));
     EXPECT_EQ(chapter.at("headline").at("n"), size_key({64, 1, 4096, false}));

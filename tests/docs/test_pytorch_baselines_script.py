@@ -39,8 +39,11 @@ def registry() -> dict:
     heads_backward = {"id": "heads_backward", "steps": [], "pytorch": [{"id": "pytorch_sdpa_backward_bf16", "sizes": [
         size(41, "4 x 32 (8 K/V heads) x 4096, head dim 128, causal", (4, 32, 4096, 128), "bf16", kv_heads=8,
              causal=True)]}]}
+    decoding = {"id": "decoding", "steps": [], "pytorch": [{"id": "pytorch_sdpa_decode_bf16", "sizes": [
+        size(51, "8 x 32768 tokens, 1 new token", (8, 1, 32768), "bf16", heads=32, kv_heads=8, head_dim=128),
+        size(52, "64 x 4096 tokens, 4 new tokens", (64, 4, 4096), "bf16", heads=32, kv_heads=8, head_dim=128)]}]}
     return {"chapters": [rows_cols, norms, heads, {"id": "none", "steps": [], "pytorch": []}, logits, backward,
-                         heads_backward]}
+                         decoding, heads_backward]}
 
 
 def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
@@ -53,6 +56,7 @@ def test_cases_are_the_rows_and_sizes_the_registry_asks_for():
     assert got[2].problem == "65536 x 128 LayerNorm bf16"
     assert [c.chapter for c in pb.cases(registry())] == (["rows_cols"] * 2 + ["norms"] * 2 + ["heads"] * 2
                                                          + ["logits"] + ["backward"] * 2
+                                                         + ["decoding"] * 2
                                                          + ["heads_backward"])  # every chapter with rows
 
 
@@ -65,6 +69,23 @@ def test_attention_takes_its_heads_and_mask_from_the_registry():
     reg["chapters"][2]["pytorch"][0]["sizes"][0]["shape"] = [4, 32, 4096]
     with pytest.raises(pb.InputError, match="is not batch, heads, seq, head_dim"):
         pb.cases(reg, ["heads"])
+
+
+def test_decoding_takes_its_heads_from_the_registry():
+    one, four = pb.cases(registry(), ["decoding"])
+    assert (one.row_id, one.shape, one.heads, one.kv_heads, one.head_dim) == (
+        "pytorch_sdpa_decode_bf16", (8, 1, 32768), 32, 8, 128)
+    assert four.shape == (64, 4, 4096) and "causal at the cache's end" in four.call
+    reg = registry()
+    decoding_rows = next(c for c in reg["chapters"] if c["id"] == "decoding")["pytorch"][0]
+    decoding_rows["sizes"][0]["shape"] = [8, 32768]
+    with pytest.raises(pb.InputError, match="is not batch, q_len, tokens"):
+        pb.cases(reg, ["decoding"])
+    reg = registry()
+    decoding_rows = next(c for c in reg["chapters"] if c["id"] == "decoding")["pytorch"][0]
+    del decoding_rows["sizes"][1]["head_dim"]
+    with pytest.raises(pb.InputError, match="no heads, kv_heads and head_dim"):
+        pb.cases(reg, ["decoding"])
 
 
 def test_cross_entropy_takes_its_ignored_labels_from_the_registry():
