@@ -270,13 +270,8 @@ TEST_P(DecodeAttentionStepTest, RefusesInvalidArguments)
         EXPECT_EQ(call(q, shifted, o, d.lse.data(), p), cudaErrorInvalidValue);
     }
     if (step.uses_workspace) {
-        // A cache long enough to be split (no split holds fewer than 256 keys), so that the workspace holds partials
-        // in every step that keeps them (step 8 keeps none for a single split).
-        const Problem long_p = problem({1000}, 1, 4, 2, 64, 16, 1);
-        DeviceProblem long_d = upload(long_p, inputs_of(long_p, 2));
         expect_refuses_a_workspace_one_byte_short([&](void* d_temp, std::size_t& bytes) {
-            return step.decode(d_temp, bytes, reinterpret_cast<const bf16*>(long_d.q.data()), pages_of(long_d),
-                               reinterpret_cast<bf16*>(long_d.o.data()), long_d.lse.data(), long_p, 0.125f, 0);
+            return step.decode(d_temp, bytes, q, c, o, d.lse.data(), p, 0.125f, 0);
         });
     }
 }
