@@ -9,7 +9,6 @@
 #include "../../snippets/decode_attention/05_wide_loads.cuh"
 #include "../../snippets/decode_attention/06_loads_ahead.cuh"
 #include "../../snippets/decode_attention/07_tensor_cores.cuh"
-#include "../../snippets/decode_attention/08_merge_in_the_last_block.cuh"
 
 namespace stepwise::decode_attention {
 namespace {
@@ -51,7 +50,6 @@ const std::vector<Step>& steps()
     namespace wl = wide_loads;
     namespace la = loads_ahead;
     namespace tc = tensor_cores;
-    namespace ml = merge_in_the_last_block;
     static_assert(wl::chunk_values == 8 && la::chunk_values == 8 && wl::few_rows == 4 && wl::group_rows == 8 &&
                       la::few_rows == 4 && la::group_rows == 8,
                   "the kernel names below spell these");
@@ -109,16 +107,6 @@ const std::vector<Step>& steps()
           kernel_entry("merge_kernel", tc::merge_kernel, dim3(tc::merge_threads))},
          tc::requirement,
          tc::requirement_met},
-        {{"08_merge_in_the_last_block", "No merge kernel: the last block of a group's splits merges them",
-          "snippets/decode_attention/08_merge_in_the_last_block.cuh",
-          "stepwise::decode_attention::merge_in_the_last_block"},
-         STEPWISE_ON_PROBLEM(ml),
-         16,
-         true,
-         {kernel_entry("split_kernel<64>", ml::split_kernel<64>, dim3(ml::block_threads), ml::shared_bytes(64)),
-          kernel_entry("split_kernel<128>", ml::split_kernel<128>, dim3(ml::block_threads), ml::shared_bytes(128))},
-         ml::requirement,
-         ml::requirement_met},
     };
     return all;
 }
