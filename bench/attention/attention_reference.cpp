@@ -57,42 +57,9 @@ void reference_row(const Problem& p, float scale, const float* q, const float* k
     const int kv = kv_head_of(p, h);
     const float* q_row = q + offset(p, b, h, p.heads, row);
     const int keys = p.causal ? row + 1 : p.seq;
-    std::vector<double> score(keys);
-    double max = -std::numeric_limits<double>::infinity(), largest = 0;
-    bool nan = false;
-    for (int j = 0; j < keys; ++j) {
-        const float* k_row = k + offset(p, b, kv, p.kv_heads, j);
-        double dot = 0;
-        for (int d = 0; d < p.head_dim; ++d) {
-            dot += static_cast<double>(q_row[d]) * k_row[d];
-        }
-        score[j] = dot * scale;
-        nan = nan || std::isnan(score[j]) || std::isinf(score[j]);
-        max = std::max(max, score[j]);
-        largest = std::max(largest, std::abs(score[j]));
-    }
-    if (largest_score != nullptr) {
-        *largest_score = largest;
-    }
-    if (nan) {  // an infinite score (from an infinite input) is not a number the kernels can weigh either
-        std::fill(o, o + p.head_dim, std::numeric_limits<double>::quiet_NaN());
-        *lse = std::numeric_limits<double>::quiet_NaN();
-        return;
-    }
-    double sum = 0;
-    std::fill(o, o + p.head_dim, 0.0);
-    for (int j = 0; j < keys; ++j) {
-        const double weight = std::exp(score[j] - max);
-        sum += weight;
-        const float* v_row = v + offset(p, b, kv, p.kv_heads, j);
-        for (int d = 0; d < p.head_dim; ++d) {
-            o[d] += weight * v_row[d];
-        }
-    }
-    for (int d = 0; d < p.head_dim; ++d) {
-        o[d] /= sum;
-    }
-    *lse = max + std::log(sum);
+    softmax_row(
+        q_row, keys, p.head_dim, scale, [&](int j) { return k + offset(p, b, kv, p.kv_heads, j); },
+        [&](int j) { return v + offset(p, b, kv, p.kv_heads, j); }, o, lse, largest_score);
 }
 
 double largest_value(const Problem& p, const float* v, int b, int h)

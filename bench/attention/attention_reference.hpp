@@ -1,8 +1,11 @@
 // The attention chapter's CPU reference, inputs and comparison (shared by tests and timing program).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,56 @@ float default_scale(int head_dim);
 
 //! @brief `count` values uniform in [-1, 1), rounded to bf16 (what the GPU reads of them).
 std::vector<float> random_inputs(std::size_t count, std::uint64_t seed);
+
+//! @brief The work of reference_row() for any layout of K and V: o[0..head_dim) = sum_j p_j v_j over keys 0 to
+//!        `keys` - 1, p = softmax(scale * q k_j), and `lse` = log(sum_j exp(scale * q k_j)), in double.
+//!        `key_row(j)` and `value_row(j)` give key j's head_dim floats of K and of V. No key: o = 0, lse = -inf. A NaN
+//!        or infinite score makes o and lse NaN. `largest_score` (if not null) gets the largest |scale * q k_j|.
+template <class KeyRow, class ValueRow>
+void softmax_row(const float* q_row, int keys, int head_dim, float scale, KeyRow key_row, ValueRow value_row,
+                 double* o, double* lse, double* largest_score)
+{
+    std::vector<double> score(static_cast<std::size_t>(keys));
+    double max = -std::numeric_limits<double>::infinity(), largest = 0;
+    bool nan = false;
+    for (int j = 0; j < keys; ++j) {
+        const float* k_row = key_row(j);
+        double dot = 0;
+        for (int d = 0; d < head_dim; ++d) {
+            dot += static_cast<double>(q_row[d]) * k_row[d];
+        }
+        score[j] = dot * scale;
+        nan = nan || std::isnan(score[j]) || std::isinf(score[j]);
+        max = std::max(max, score[j]);
+        largest = std::max(largest, std::abs(score[j]));
+    }
+    if (largest_score != nullptr) {
+        *largest_score = largest;
+    }
+    std::fill(o, o + head_dim, 0.0);
+    if (keys == 0) {  // nothing to weigh
+        *lse = -std::numeric_limits<double>::infinity();
+        return;
+    }
+    if (nan) {  // an infinite score (from an infinite input) is not a number the kernels can weigh either
+        std::fill(o, o + head_dim, std::numeric_limits<double>::quiet_NaN());
+        *lse = std::numeric_limits<double>::quiet_NaN();
+        return;
+    }
+    double sum = 0;
+    for (int j = 0; j < keys; ++j) {
+        const double weight = std::exp(score[j] - max);
+        sum += weight;
+        const float* v_row = value_row(j);
+        for (int d = 0; d < head_dim; ++d) {
+            o[d] += weight * v_row[d];
+        }
+    }
+    for (int d = 0; d < head_dim; ++d) {
+        o[d] /= sum;
+    }
+    *lse = max + std::log(sum);
+}
 
 //! @brief One row of the reference in double: o[0..head_dim) = sum_j p_j v_j over the keys j that query `row` of
 //!        (batch `b`, head `h`) sees, p = softmax(scale * q k_j), and `lse` = log(sum_j exp(scale * q k_j)) (natural

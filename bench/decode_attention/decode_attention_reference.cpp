@@ -1,5 +1,7 @@
 #include "decode_attention/decode_attention_reference.hpp"
 
+#include "attention/attention_reference.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -99,46 +101,9 @@ void reference_row(const Problem& p, float scale, const float* q, const float* k
     const int kv_head = h / (p.heads / p.kv_heads);
     const float* q_row = q + ((static_cast<std::size_t>(b) * p.q_len + i) * p.heads + h) * p.head_dim;
     const int keys = visible_keys(p, b, i);
-    std::vector<double> score(keys);
-    double max = -std::numeric_limits<double>::infinity(), largest = 0;
-    bool nan = false;
-    for (int j = 0; j < keys; ++j) {
-        const float* k_row = k_pool + cache_offset(p, b, j, kv_head);
-        double dot = 0;
-        for (int d = 0; d < p.head_dim; ++d) {
-            dot += static_cast<double>(q_row[d]) * k_row[d];
-        }
-        score[j] = dot * scale;
-        nan = nan || std::isnan(score[j]) || std::isinf(score[j]);
-        max = std::max(max, score[j]);
-        largest = std::max(largest, std::abs(score[j]));
-    }
-    if (largest_score != nullptr) {
-        *largest_score = largest;
-    }
-    std::fill(o, o + p.head_dim, 0.0);
-    if (keys == 0) {  // an empty cache: nothing to weigh
-        *lse = -std::numeric_limits<double>::infinity();
-        return;
-    }
-    if (nan) {
-        std::fill(o, o + p.head_dim, std::numeric_limits<double>::quiet_NaN());
-        *lse = std::numeric_limits<double>::quiet_NaN();
-        return;
-    }
-    double sum = 0;
-    for (int j = 0; j < keys; ++j) {
-        const double weight = std::exp(score[j] - max);
-        sum += weight;
-        const float* v_row = v_pool + cache_offset(p, b, j, kv_head);
-        for (int d = 0; d < p.head_dim; ++d) {
-            o[d] += weight * v_row[d];
-        }
-    }
-    for (int d = 0; d < p.head_dim; ++d) {
-        o[d] /= sum;
-    }
-    *lse = max + std::log(sum);
+    attention::softmax_row(
+        q_row, keys, p.head_dim, scale, [&](int j) { return k_pool + cache_offset(p, b, j, kv_head); },
+        [&](int j) { return v_pool + cache_offset(p, b, j, kv_head); }, o, lse, largest_score);
 }
 
 }  // namespace stepwise::decode_attention
