@@ -12,12 +12,15 @@ namespace stepwise {
 //!         launch's error
 cudaError_t inplace_read_write(float* d_data, std::size_t num_items, float scale, cudaStream_t stream);
 
+//! The word read_floor() writes its sink with, and only when a thread's fold of its 16-byte words equals it.
+inline constexpr unsigned read_floor_marker = 0x9E3779B9u;
+
 //! @brief The read floor: reads each 16-byte word of `d_data` once and folds them into one word a thread (kept
 //!        only if it equals a value no input produces in practice, so that no load can be dropped), with as many
 //!        blocks as the SMs hold at once, each thread keeping four loads in flight. What a kernel that only reads
 //!        memory achieves: the ceiling of a chapter whose traffic is reads.
 //! @param d_data 16-byte aligned; `num_bytes` a multiple of 16
-//! @param d_sink one unsigned int, written only in the unlikely case above
+//! @param d_sink one unsigned int, written (with read_floor_marker) only in the unlikely case above
 //! @return `cudaErrorInvalidValue` for a null or misaligned pointer, no bytes or a count that is not a multiple
 //!         of 16, else the launch's error
 cudaError_t read_floor(const void* d_data, std::size_t num_bytes, unsigned* d_sink, cudaStream_t stream);

@@ -53,7 +53,7 @@ constexpr int sweep_longest = 131072;
 //! The size the front page shows.
 constexpr da::Size headline_size{64, 1, 4096, false};
 //! Rows of the result compared with the double reference at each size.
-constexpr std::int64_t checked_rows = 256;
+constexpr std::int64_t checked_row_count = 256;
 
 const char* const baseline_id = "cudnn_sdpa_paged_bf16";
 
@@ -91,7 +91,7 @@ Reference make_reference(const da::Problem& p, float scale, const std::vector<fl
                          const std::vector<float>& v)
 {
     Reference r;
-    r.rows = rows_to_check(std::int64_t{p.batch} * p.q_len * p.heads, checked_rows);
+    r.rows = rows_to_check(std::int64_t{p.batch} * p.q_len * p.heads, checked_row_count);
     r.keys.resize(r.rows.size());
     r.o.resize(r.rows.size() * p.head_dim);
     r.lse.resize(r.rows.size());
@@ -198,7 +198,7 @@ public:
         const std::vector<float> q = at::random_inputs(most_q, context.seed);
         const std::vector<float> k = at::random_inputs(most_pool, context.seed + 1);
         const std::vector<float> v = at::random_inputs(most_pool, context.seed + 2);
-        // K and V in one allocation, V after K: the copy ceiling reads from it.
+        // K and V in one allocation, V after K: the ceilings read from it.
         DeviceBuffer<std::uint16_t> d_q(most_q), d_kv(2 * most_pool);
         STEPWISE_CUDA_CHECK(cudaMemcpy(d_q.data(), to_bf16(q).data(), most_q * 2, cudaMemcpyHostToDevice));
         STEPWISE_CUDA_CHECK(cudaMemcpy(d_kv.data(), to_bf16(k).data(), most_pool * 2, cudaMemcpyHostToDevice));

@@ -14,10 +14,7 @@ namespace {
 
 using stepwise::DeviceBuffer;
 using stepwise::read_floor;
-
-// The value read_floor_kernel writes its sink with (floor_kernels.cu): a word {marker, 0, 0, 0} among zeros folds to
-// it in the thread that reads that word, and only there.
-constexpr unsigned read_sink_marker = 0x9E3779B9u;
+using stepwise::read_floor_marker;  // a word {marker, 0, 0, 0} among zeros folds to it in the thread that reads it
 constexpr unsigned untouched = 0xFFFFFFFFu;
 
 unsigned sink_after_read(const std::vector<unsigned>& words)
@@ -37,8 +34,8 @@ TEST(ReadFloor, ReadsEveryWordOnce)
     constexpr std::size_t num_words = 3 * 1000 * 1000 + 7;
     for (const std::size_t marked : {std::size_t{0}, std::size_t{1234567}, num_words - 1}) {
         std::vector<unsigned> words(4 * num_words, 0u);
-        words[4 * marked] = read_sink_marker;
-        EXPECT_EQ(sink_after_read(words), read_sink_marker) << "the word at " << marked << " was not read";
+        words[4 * marked] = read_floor_marker;
+        EXPECT_EQ(sink_after_read(words), read_floor_marker) << "the word at " << marked << " was not read";
     }
     EXPECT_EQ(sink_after_read(std::vector<unsigned>(4 * num_words, 1u)), untouched);
 }
