@@ -5,6 +5,7 @@
 #include "../../snippets/cross_entropy/03_exp_as_exp2.cuh"
 #include "../../snippets/cross_entropy/04_any_row_alignment.cuh"
 #include "../../snippets/cross_entropy/05_short_rows_to_lane_groups.cuh"
+#include "../../snippets/cross_entropy/06_long_rows_over_a_cluster.cuh"
 
 #include <string>
 
@@ -98,6 +99,40 @@ std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
             kernel_entry("mean_kernel", s::mean_kernel, labels)};
 }
 
+//! Step 6's kernels: step 5's, and the cluster kernel of rows on 16-byte boundaries (`false`) or not (`true`), 64
+//! logits a thread, and 32 in fp32 rows of up to 16 blocks of 32 (a full block shown: the launcher sizes it to the row).
+std::vector<KernelEntry> long_rows_over_a_cluster_kernels()
+{
+    namespace s = long_rows_over_a_cluster;
+    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block),
+        short_rows(s::short_rows_block), cluster(s::cluster_block_threads);
+    constexpr int values = s::cluster_values, fp32_values = s::cluster_values / 2;
+    return {kernel_entry("count_kernel", s::count_kernel, labels),
+            kernel_entry("short_rows_kernel<float, true>", s::short_rows_kernel<float, true>, short_rows),
+            kernel_entry("short_rows_kernel<float, false>", s::short_rows_kernel<float, false>, short_rows),
+            kernel_entry("short_rows_kernel<" + b + ", true>", s::short_rows_kernel<bf16, true>, short_rows),
+            kernel_entry("short_rows_kernel<" + b + ", false>", s::short_rows_kernel<bf16, false>, short_rows),
+            kernel_entry("rows_kernel<float, 4, false>", s::rows_kernel<float, 4, false>, rows),
+            kernel_entry("rows_kernel<float, 4, true>", s::rows_kernel<float, 4, true>, rows),
+            kernel_entry("rows_kernel<float, 1, false>", s::rows_kernel<float, 1, false>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8, false>", s::rows_kernel<bf16, 8, false>, rows),
+            kernel_entry("rows_kernel<" + b + ", 8, true>", s::rows_kernel<bf16, 8, true>, rows),
+            kernel_entry("rows_kernel<" + b + ", 1, false>", s::rows_kernel<bf16, 1, false>, rows),
+            kernel_entry("cluster_rows_kernel<float, 32, false>", s::cluster_rows_kernel<float, fp32_values, false>, cluster),
+            kernel_entry("cluster_rows_kernel<float, 32, true>", s::cluster_rows_kernel<float, fp32_values, true>, cluster),
+            kernel_entry("cluster_rows_kernel<float, 64, false>", s::cluster_rows_kernel<float, values, false>, cluster),
+            kernel_entry("cluster_rows_kernel<float, 64, true>", s::cluster_rows_kernel<float, values, true>, cluster),
+            kernel_entry("cluster_rows_kernel<" + b + ", 64, false>", s::cluster_rows_kernel<bf16, values, false>, cluster),
+            kernel_entry("cluster_rows_kernel<" + b + ", 64, true>", s::cluster_rows_kernel<bf16, values, true>, cluster),
+            kernel_entry("long_rows_kernel<float, 4, false>", s::long_rows_kernel<float, 4, false>, longer),
+            kernel_entry("long_rows_kernel<float, 4, true>", s::long_rows_kernel<float, 4, true>, longer),
+            kernel_entry("long_rows_kernel<float, 1, false>", s::long_rows_kernel<float, 1, false>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8, false>", s::long_rows_kernel<bf16, 8, false>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 8, true>", s::long_rows_kernel<bf16, 8, true>, longer),
+            kernel_entry("long_rows_kernel<" + b + ", 1, false>", s::long_rows_kernel<bf16, 1, false>, longer),
+            kernel_entry("mean_kernel", s::mean_kernel, labels)};
+}
+
 }  // namespace
 
 const std::vector<Step>& steps()
@@ -129,6 +164,12 @@ const std::vector<Step>& steps()
          short_rows_to_lane_groups::cross_entropy,
          short_rows_to_lane_groups::cross_entropy,
          short_rows_to_lane_groups_kernels()},
+        {{"06_long_rows_over_a_cluster", "Rows longer than a block holds split over a resident cluster, read once",
+          "snippets/cross_entropy/06_long_rows_over_a_cluster.cuh",
+          "stepwise::cross_entropy::long_rows_over_a_cluster"},
+         long_rows_over_a_cluster::cross_entropy,
+         long_rows_over_a_cluster::cross_entropy,
+         long_rows_over_a_cluster_kernels()},
     };
     return all;
 }
