@@ -9,10 +9,11 @@
 //! holds at once, of up to 16 blocks of at most 256 threads, three blocks an SM (two in fp32 rows past 16 blocks of 32
 //! logits a thread); each block brings its slice of its next row into shared memory with the bulk copy engine while it
 //! works on this one, holds the slice in registers (64 logits a thread in bf16; 32 in fp32, 64 in fp32 rows longer
-//! than 16 blocks of 32), and pushes its slice's (max, sum)
-//! into every block of the cluster with `st.async`; the gradient is written from registers, with one exponential a
-//! logit. Rows not on 16-byte boundaries are held through their window, from the boundary before their first logit.
-//! Rows longer than a cluster holds, and GPUs without clusters, keep step 5's kernels.
+//! than 16 blocks of 32), and pushes its slice's (max, sum) into every block of the cluster with `st.async`; the
+//! gradient is written from registers, with one exponential a logit. Rows not on 16-byte boundaries are held through
+//! their window, from the boundary before their first logit; the few chunks across a row's ends go through shared
+//! memory, so that the loops that hold the row test nothing. Rows longer than a cluster holds, and GPUs without
+//! clusters, keep step 5's kernels.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -529,57 +530,91 @@ __device__ __forceinline__ Partial merge_block_once(Partial p, Partial* warp_par
     return merge_lanes(lane < warps ? warp_partials[lane] : Partial{-INFINITY, 0.0f}, warp_threads);
 }
 
-//! @brief A thread's logits of a row's window in a block of the cluster: its chunk `c` (`Width` logits) is window
-//!        columns `base + c stride` on, where window column `col` is the row's logit `col - head`. A chunk wholly in
-//!        the row is read from the block's staged slice (its window columns from `first` on); one across the row's
-//!        start or end a logit an access from `in`, -inf outside the row. Unchecked: every chunk is in the row.
-template <bool Checked, int Width, typename T, int Values>
-__device__ __forceinline__ void load_window(float (&v)[Values], const T* staged, const T* in, int base, int stride,
-                                            int first, int head, int num_cols)
+//! @brief Whether the chunk at window column `col` holds only logits of the row (window column `col` being the row's
+//!        logit `col - head`).
+template <int Width>
+__device__ __forceinline__ bool whole_chunk(int col, int head, int num_cols)
 {
-#pragma unroll
-    for (int c = 0; c < Values / Width; ++c) {
+    return col >= head && col + Width <= head + num_cols;
+}
+
+//! @brief Fills the thread's chunks of the staged slice (its window columns from `first` on) that the bulk copy left
+//!        out: a chunk across the row's start or end with its logits from `in` and -inf outside the row, a chunk past
+//!        the row with -inf. Each thread reads only its own chunks of the slice, so no barrier follows.
+template <int Width, typename T>
+__device__ __forceinline__ void stage_ends(T* staged, const T* in, int base, int stride, int chunks, int first,
+                                           int head, int num_cols)
+{
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
         const int col = base + c * stride;
-        if (!Checked || (col >= head && col + Width <= head + num_cols)) {
-            const Chunk<T, Width> chunk = *reinterpret_cast<const Chunk<T, Width>*>(staged + (col - first));
-#pragma unroll
-            for (int k = 0; k < Width; ++k) {
-                v[c * Width + k] = to_float(chunk.v[k]);
-            }
-        } else {
+        if (!whole_chunk<Width>(col, head, num_cols)) {
+            Chunk<T, Width> chunk;
 #pragma unroll
             for (int k = 0; k < Width; ++k) {
                 const int j = col + k - head;
-                v[c * Width + k] = j >= 0 && j < num_cols ? to_float(in[j]) : -INFINITY;
+                chunk.v[k] = j >= 0 && j < num_cols ? in[j] : from_float<T>(-INFINITY);
             }
+            *reinterpret_cast<Chunk<T, Width>*>(staged + (col - first)) = chunk;
         }
     }
 }
 
-//! @brief Writes `v * factor`, less `scale` at the label's column, into the thread's chunks of the row's window (as
-//!        load_window() reads them): a chunk wholly in the row as one access, one across its start or end a logit an
-//!        access, nothing outside the row.
-template <bool Checked, int Width, typename T, int Values>
+//! @brief Loads the thread's chunks of the staged slice as floats (`Width` logits an access).
+template <int Width, typename T, int Values>
+__device__ __forceinline__ void load_staged(float (&v)[Values], const T* staged, int base, int stride, int first)
+{
+#pragma unroll
+    for (int c = 0; c < Values / Width; ++c) {
+        const Chunk<T, Width> chunk = *reinterpret_cast<const Chunk<T, Width>*>(staged + (base + c * stride - first));
+#pragma unroll
+        for (int k = 0; k < Width; ++k) {
+            v[c * Width + k] = to_float(chunk.v[k]);
+        }
+    }
+}
+
+//! @brief Writes `v * factor`, less `scale` at the label's column, into the thread's chunks of the row's window: a
+//!        chunk wholly in the row as one access; a chunk across the row's start or end into `ends` (slot 0 the start's,
+//!        1 the end's) for store_ends(); nothing of a chunk past the row.
+template <int Width, typename T, int Values>
 __device__ __forceinline__ void store_window(const float (&v)[Values], T* out, int base, int stride, int head,
-                                             int num_cols, float factor, int label, float scale)
+                                             int num_cols, float factor, int label, float scale,
+                                             Chunk<T, Width>* ends)
 {
 #pragma unroll
     for (int c = 0; c < Values / Width; ++c) {
         const int col = base + c * stride;
         const int label_k = label + head - col;  // the label's place in the chunk, if it is there
-        if (!Checked || (col >= head && col + Width <= head + num_cols)) {
-            Chunk<T, Width> chunk;
+        Chunk<T, Width> chunk;
 #pragma unroll
-            for (int k = 0; k < Width; ++k) {
-                chunk.v[k] = from_float<T>(v[c * Width + k] * factor - (k == label_k ? scale : 0.0f));
-            }
+        for (int k = 0; k < Width; ++k) {
+            chunk.v[k] = from_float<T>(v[c * Width + k] * factor - (k == label_k ? scale : 0.0f));
+        }
+        if (whole_chunk<Width>(col, head, num_cols)) {
             *reinterpret_cast<Chunk<T, Width>*>(out + (col - head)) = chunk;
-        } else {
+        } else if (col + Width > head && col < head + num_cols) {
+            ends[col < head ? 0 : 1] = chunk;
+        }
+    }
+}
+
+//! @brief Writes the row's logits of the chunks across its start and end that store_window() left in `ends`, a logit
+//!        an access, by the threads that hold them.
+template <int Width, typename T>
+__device__ __forceinline__ void store_ends(const Chunk<T, Width>* ends, T* out, int base, int stride, int chunks,
+                                           int head, int num_cols)
+{
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+        const int col = base + c * stride;
+        if (!whole_chunk<Width>(col, head, num_cols) && col + Width > head && col < head + num_cols) {
+            const Chunk<T, Width> chunk = ends[col < head ? 0 : 1];
 #pragma unroll
             for (int k = 0; k < Width; ++k) {
                 const int j = col + k - head;
                 if (j >= 0 && j < num_cols) {
-                    out[j] = from_float<T>(v[c * Width + k] * factor - (k == label_k ? scale : 0.0f));
+                    out[j] = chunk.v[k];
                 }
             }
         }
@@ -590,12 +625,15 @@ __device__ __forceinline__ void store_window(const float (&v)[Values], T* out, i
 //!        row, s = blockDim.x * Values; the grid's clusters take rows in turn (persistent). A row's window starts at
 //!        the 16-byte boundary at or before its first logit, `head` logits before it (0 where `Windowed` is false:
 //!        every row on a boundary). A block's whole chunks of its next row arrive in shared memory by bulk copy while
-//!        it works on this one; a chunk across the row's start or end is read and written a logit an access in
-//!        global memory. The block's (max, sum) goes to every block of the cluster by st.async, whose barrier
-//!        completes when all have landed: no block waits for a barrier of the whole cluster between rows. Each thread
-//!        keeps exp(x - its maximum) in registers, and the gradient is that times exp(its maximum - the row's) times
-//!        the loss's scale over the sum: one exponential a logit. Rank 0 reads the label's logit from global memory
-//!        before its part leaves it, so before any block of the cluster writes the row: `grad` may be `logits`.
+//!        it works on this one. The threads whose chunks cross the row's start or end, or lie past it, write those
+//!        chunks into the slice first (stage_ends()), so that every thread then reads all its chunks from the slice
+//!        with no test a chunk; their gradient goes out a logit an access (store_ends()). Those tests kept in the
+//!        loops that hold the row made the bf16 kernel spill some 200 bytes a thread. The block's (max, sum) goes to
+//!        every block of the cluster by st.async, whose barrier completes when all have landed: no block waits for a
+//!        barrier of the whole cluster between rows. Each thread keeps exp(x - its maximum) in registers, and the
+//!        gradient is that times exp(its maximum - the row's) times the loss's scale over the sum: one exponential a
+//!        logit. Rank 0 reads the label's logit from global memory before its part leaves it, so before any block of
+//!        the cluster writes the row: `grad` may be `logits`.
 template <typename T, int Values, bool Windowed>
 static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_per_sm<T, Values>)
     cluster_rows_kernel(const T* logits, const int* labels, const int* count, int num_rows, int num_cols,
@@ -609,6 +647,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
     __shared__ std::uint64_t partials_landed[2];  // even and odd exchanges
     __shared__ Partial warp_partials[2][cluster_block_threads / warp_threads];
     __shared__ alignas(16) Partial block_partials[2][max_cluster_blocks];
+    __shared__ Chunk<T, width> ends[2];  // the gradient of the chunks across the row's start and end
     const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     const int blocks = static_cast<int>(cluster.num_blocks());
     const int rank = static_cast<int>(cluster.block_rank());
@@ -617,7 +656,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
     const int base = first + static_cast<int>(threadIdx.x) * width;  // the window column of the thread's first chunk
     const int stride = static_cast<int>(blockDim.x) * width;
     const int last = base + (chunks - 1) * stride;  // of its last chunk
-    const T* staged = reinterpret_cast<const T*>(slice_storage);
+    T* staged = reinterpret_cast<T*>(slice_storage);
     const auto head_of_row = [&](std::int64_t row) { return Windowed ? head_of(logits + row * num_cols) : 0; };
     const auto load_row = [&](std::int64_t row) {  // by thread 0: the slice's whole chunks; an ignored row's none
         const int head = head_of_row(row);
@@ -658,7 +697,10 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
             for (int i = 0; i < Values; ++i) {
                 v[i] = 0.0f;
             }
-            store_window<true, width>(v, out, base, stride, head, num_cols, 0.0f, -1, 0.0f);
+            store_window<width>(v, out, base, stride, head, num_cols, 0.0f, -1, 0.0f, ends);
+            if (!inside) {
+                store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
+            }
             if (rank == 0 && threadIdx.x == 0) {
                 row_loss[row] = 0.0f;
             }
@@ -670,11 +712,12 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         }
         const float label_logit = rank == 0 && threadIdx.x == 0 ? to_float(in[label]) : 0.0f;
         const int half = exchange % 2;
-        if (inside) {
-            load_window<false, width>(v, staged, in, base, stride, first, head, num_cols);
-        } else {
-            load_window<true, width>(v, staged, in, base, stride, first, head, num_cols);
+        if (!inside) {
+            stage_ends<width>(staged, in, base, stride, chunks, first, head, num_cols);
+            // Before the next row's bulk copy (async proxy) may overwrite what this thread wrote (generic proxy).
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         }
+        load_staged<width>(v, staged, base, stride, first);
         float max = -INFINITY;
 #pragma unroll
         for (int i = 0; i < Values; ++i) {
@@ -710,10 +753,9 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         // exp(x - max) exp(max - row max) scale / sum. A thread of -inf only holds zeros, and its factor is 0 (NaN
         // where the whole row is -inf: its sum is 0).
         const float factor = (max == -INFINITY ? 0.0f : exp_of(max - total.max)) * (scale / total_sum);
-        if (inside) {
-            store_window<false, width>(v, out, base, stride, head, num_cols, factor, label, scale);
-        } else {
-            store_window<true, width>(v, out, base, stride, head, num_cols, factor, label, scale);
+        store_window<width>(v, out, base, stride, head, num_cols, factor, label, scale, ends);
+        if (!inside) {
+            store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
         }
         ++exchange;
     }
