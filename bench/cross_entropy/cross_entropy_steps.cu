@@ -8,6 +8,7 @@
 #include "../../snippets/cross_entropy/06_long_rows_over_a_cluster.cuh"
 
 #include <string>
+#include <vector>
 
 namespace stepwise::cross_entropy {
 namespace {
@@ -73,30 +74,47 @@ std::vector<KernelEntry> any_row_alignment_kernels()
             kernel_entry("mean_kernel", s::mean_kernel, labels)};
 }
 
-//! Step 5's kernels: step 4's, and the short rows' kernel, chunked (rows on 16-byte boundaries) or a logit an access.
+//! The kernels of a step launched as step 5 is, from namespace `ns`: step 4's, and the short rows' kernel, chunked
+//! (rows on 16-byte boundaries) or a logit an access.
+#define STEPWISE_LANE_GROUPS_STEP_KERNELS(ns)                                                                          \
+    std::vector<KernelEntry>                                                                                           \
+    {                                                                                                                  \
+        kernel_entry("count_kernel", ns::count_kernel, dim3(ns::labels_block)),                                        \
+            kernel_entry("short_rows_kernel<float, true>", ns::short_rows_kernel<float, true>,                         \
+                         dim3(ns::short_rows_block)),                                                                  \
+            kernel_entry("short_rows_kernel<float, false>", ns::short_rows_kernel<float, false>,                       \
+                         dim3(ns::short_rows_block)),                                                                  \
+            kernel_entry("short_rows_kernel<" + b + ", true>", ns::short_rows_kernel<bf16, true>,                      \
+                         dim3(ns::short_rows_block)),                                                                  \
+            kernel_entry("short_rows_kernel<" + b + ", false>", ns::short_rows_kernel<bf16, false>,                    \
+                         dim3(ns::short_rows_block)),                                                                  \
+            kernel_entry("rows_kernel<float, 4, false>", ns::rows_kernel<float, 4, false>, dim3(ns::max_block_threads)), \
+            kernel_entry("rows_kernel<float, 4, true>", ns::rows_kernel<float, 4, true>, dim3(ns::max_block_threads)),  \
+            kernel_entry("rows_kernel<float, 1, false>", ns::rows_kernel<float, 1, false>, dim3(ns::max_block_threads)), \
+            kernel_entry("rows_kernel<" + b + ", 8, false>", ns::rows_kernel<bf16, 8, false>,                          \
+                         dim3(ns::max_block_threads)),                                                                 \
+            kernel_entry("rows_kernel<" + b + ", 8, true>", ns::rows_kernel<bf16, 8, true>, dim3(ns::max_block_threads)), \
+            kernel_entry("rows_kernel<" + b + ", 1, false>", ns::rows_kernel<bf16, 1, false>,                          \
+                         dim3(ns::max_block_threads)),                                                                 \
+            kernel_entry("long_rows_kernel<float, 4, false>", ns::long_rows_kernel<float, 4, false>,                   \
+                         dim3(ns::long_rows_block)),                                                                   \
+            kernel_entry("long_rows_kernel<float, 4, true>", ns::long_rows_kernel<float, 4, true>,                     \
+                         dim3(ns::long_rows_block)),                                                                   \
+            kernel_entry("long_rows_kernel<float, 1, false>", ns::long_rows_kernel<float, 1, false>,                   \
+                         dim3(ns::long_rows_block)),                                                                   \
+            kernel_entry("long_rows_kernel<" + b + ", 8, false>", ns::long_rows_kernel<bf16, 8, false>,                \
+                         dim3(ns::long_rows_block)),                                                                   \
+            kernel_entry("long_rows_kernel<" + b + ", 8, true>", ns::long_rows_kernel<bf16, 8, true>,                  \
+                         dim3(ns::long_rows_block)),                                                                   \
+            kernel_entry("long_rows_kernel<" + b + ", 1, false>", ns::long_rows_kernel<bf16, 1, false>,                \
+                         dim3(ns::long_rows_block)),                                                                   \
+            kernel_entry("mean_kernel", ns::mean_kernel, dim3(ns::labels_block))                                       \
+    }
+
+//! Step 5's kernels.
 std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
 {
-    namespace s = short_rows_to_lane_groups;
-    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block),
-        short_rows(s::short_rows_block);
-    return {kernel_entry("count_kernel", s::count_kernel, labels),
-            kernel_entry("short_rows_kernel<float, true>", s::short_rows_kernel<float, true>, short_rows),
-            kernel_entry("short_rows_kernel<float, false>", s::short_rows_kernel<float, false>, short_rows),
-            kernel_entry("short_rows_kernel<" + b + ", true>", s::short_rows_kernel<bf16, true>, short_rows),
-            kernel_entry("short_rows_kernel<" + b + ", false>", s::short_rows_kernel<bf16, false>, short_rows),
-            kernel_entry("rows_kernel<float, 4, false>", s::rows_kernel<float, 4, false>, rows),
-            kernel_entry("rows_kernel<float, 4, true>", s::rows_kernel<float, 4, true>, rows),
-            kernel_entry("rows_kernel<float, 1, false>", s::rows_kernel<float, 1, false>, rows),
-            kernel_entry("rows_kernel<" + b + ", 8, false>", s::rows_kernel<bf16, 8, false>, rows),
-            kernel_entry("rows_kernel<" + b + ", 8, true>", s::rows_kernel<bf16, 8, true>, rows),
-            kernel_entry("rows_kernel<" + b + ", 1, false>", s::rows_kernel<bf16, 1, false>, rows),
-            kernel_entry("long_rows_kernel<float, 4, false>", s::long_rows_kernel<float, 4, false>, longer),
-            kernel_entry("long_rows_kernel<float, 4, true>", s::long_rows_kernel<float, 4, true>, longer),
-            kernel_entry("long_rows_kernel<float, 1, false>", s::long_rows_kernel<float, 1, false>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 8, false>", s::long_rows_kernel<bf16, 8, false>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 8, true>", s::long_rows_kernel<bf16, 8, true>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 1, false>", s::long_rows_kernel<bf16, 1, false>, longer),
-            kernel_entry("mean_kernel", s::mean_kernel, labels)};
+    return STEPWISE_LANE_GROUPS_STEP_KERNELS(short_rows_to_lane_groups);
 }
 
 //! Step 6's kernels: step 5's, and the cluster kernel of rows on 16-byte boundaries (`false`) or not (`true`), 64
@@ -104,34 +122,21 @@ std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
 std::vector<KernelEntry> long_rows_over_a_cluster_kernels()
 {
     namespace s = long_rows_over_a_cluster;
-    const dim3 rows(s::max_block_threads), longer(s::long_rows_block), labels(s::labels_block),
-        short_rows(s::short_rows_block), cluster(s::cluster_block_threads);
+    const dim3 cluster(s::cluster_block_threads);
     constexpr int values = s::cluster_values, fp32_values = s::cluster_values / 2;
-    return {kernel_entry("count_kernel", s::count_kernel, labels),
-            kernel_entry("short_rows_kernel<float, true>", s::short_rows_kernel<float, true>, short_rows),
-            kernel_entry("short_rows_kernel<float, false>", s::short_rows_kernel<float, false>, short_rows),
-            kernel_entry("short_rows_kernel<" + b + ", true>", s::short_rows_kernel<bf16, true>, short_rows),
-            kernel_entry("short_rows_kernel<" + b + ", false>", s::short_rows_kernel<bf16, false>, short_rows),
-            kernel_entry("rows_kernel<float, 4, false>", s::rows_kernel<float, 4, false>, rows),
-            kernel_entry("rows_kernel<float, 4, true>", s::rows_kernel<float, 4, true>, rows),
-            kernel_entry("rows_kernel<float, 1, false>", s::rows_kernel<float, 1, false>, rows),
-            kernel_entry("rows_kernel<" + b + ", 8, false>", s::rows_kernel<bf16, 8, false>, rows),
-            kernel_entry("rows_kernel<" + b + ", 8, true>", s::rows_kernel<bf16, 8, true>, rows),
-            kernel_entry("rows_kernel<" + b + ", 1, false>", s::rows_kernel<bf16, 1, false>, rows),
-            kernel_entry("cluster_rows_kernel<float, 32, false>", s::cluster_rows_kernel<float, fp32_values, false>, cluster),
-            kernel_entry("cluster_rows_kernel<float, 32, true>", s::cluster_rows_kernel<float, fp32_values, true>, cluster),
-            kernel_entry("cluster_rows_kernel<float, 64, false>", s::cluster_rows_kernel<float, values, false>, cluster),
-            kernel_entry("cluster_rows_kernel<float, 64, true>", s::cluster_rows_kernel<float, values, true>, cluster),
-            kernel_entry("cluster_rows_kernel<" + b + ", 64, false>", s::cluster_rows_kernel<bf16, values, false>, cluster),
-            kernel_entry("cluster_rows_kernel<" + b + ", 64, true>", s::cluster_rows_kernel<bf16, values, true>, cluster),
-            kernel_entry("long_rows_kernel<float, 4, false>", s::long_rows_kernel<float, 4, false>, longer),
-            kernel_entry("long_rows_kernel<float, 4, true>", s::long_rows_kernel<float, 4, true>, longer),
-            kernel_entry("long_rows_kernel<float, 1, false>", s::long_rows_kernel<float, 1, false>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 8, false>", s::long_rows_kernel<bf16, 8, false>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 8, true>", s::long_rows_kernel<bf16, 8, true>, longer),
-            kernel_entry("long_rows_kernel<" + b + ", 1, false>", s::long_rows_kernel<bf16, 1, false>, longer),
-            kernel_entry("mean_kernel", s::mean_kernel, labels)};
+    std::vector<KernelEntry> all = STEPWISE_LANE_GROUPS_STEP_KERNELS(long_rows_over_a_cluster);
+    const std::vector<KernelEntry> clusters = {
+        kernel_entry("cluster_rows_kernel<float, 32, false>", s::cluster_rows_kernel<float, fp32_values, false>, cluster),
+        kernel_entry("cluster_rows_kernel<float, 32, true>", s::cluster_rows_kernel<float, fp32_values, true>, cluster),
+        kernel_entry("cluster_rows_kernel<float, 64, false>", s::cluster_rows_kernel<float, values, false>, cluster),
+        kernel_entry("cluster_rows_kernel<float, 64, true>", s::cluster_rows_kernel<float, values, true>, cluster),
+        kernel_entry("cluster_rows_kernel<" + b + ", 64, false>", s::cluster_rows_kernel<bf16, values, false>, cluster),
+        kernel_entry("cluster_rows_kernel<" + b + ", 64, true>", s::cluster_rows_kernel<bf16, values, true>, cluster)};
+    all.insert(all.end(), clusters.begin(), clusters.end());
+    return all;
 }
+
+#undef STEPWISE_LANE_GROUPS_STEP_KERNELS
 
 }  // namespace
 
