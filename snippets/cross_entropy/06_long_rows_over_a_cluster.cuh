@@ -697,6 +697,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
             for (int i = 0; i < Values; ++i) {
                 v[i] = 0.0f;
             }
+            __syncthreads();  // no thread still reads the last row's ends (store_ends()): no merge barrier came since
             store_window<width>(v, out, base, stride, head, num_cols, 0.0f, -1, 0.0f, ends);
             if (!inside) {
                 store_ends<width>(ends, out, base, stride, chunks, head, num_cols);

@@ -35,12 +35,13 @@ struct Shape {
 
 //! Rows of one value, of a few, of a warp's and a block's worth; the longest rows held in registers (32768 values)
 //! and one value longer (the longer rows' path); vocabularies (GPT-2's 50257, multiple of nothing), over clusters of
-//! 2 to 16 blocks where a step has them, and rows longer than the largest cluster holds (300000); many short rows,
+//! 2 to 16 blocks where a step has them (300 x 50257: clusters that take several rows in turn, at every alignment,
+//! ignored rows among them), and rows longer than the largest cluster holds (300000); many short rows,
 //! of one lane to a whole warp of 8 logits each (8, 100, 129, 256: several rows a block, a row's last block part
 //! full); lengths that are multiples of 4 and 8 (16-byte accesses) and not.
 const std::vector<Shape> shapes = {{1, 1},     {7, 3},      {100000, 3}, {513, 8},    {301, 100}, {1001, 129},
                                    {77, 256},  {37, 1000},  {33, 513},   {64, 1024},  {9, 8191},  {4, 32768},
-                                   {3, 32769}, {5, 50257},  {3, 100000}, {2, 131072}, {2, 300000}};
+                                   {3, 32769}, {5, 50257},  {3, 100000}, {2, 131072}, {2, 300000}, {300, 50257}};
 //! Shapes left out under compute-sanitizer (slow there).
 const std::vector<Shape> large_shapes = {{2048, 4096}, {64, 128256}};
 
