@@ -4,6 +4,7 @@
 
 #include "../../snippets/attention_backward/01_products_through_global_memory.cuh"
 #include "../../snippets/attention_backward/02_fused_key_tiles.cuh"
+#include "../../snippets/attention_backward/03_mma_registers.cuh"
 
 namespace stepwise::attention_backward {
 namespace {
@@ -27,7 +28,9 @@ const std::vector<Step>& steps()
 {
     namespace pg = products_through_global_memory;
     namespace fk = fused_key_tiles;
-    const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads);
+    namespace mr = mma_registers;
+    const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads),
+        mma(mr::gemm_threads);
     static const std::vector<Step> all = {
         {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
           "snippets/attention_backward/01_products_through_global_memory.cuh",
@@ -57,6 +60,17 @@ const std::vector<Step>& steps()
           kernel_entry("key_tile_kernel<128>", fk::key_tile_kernel<128>, fused, fk::Layout<128>::bytes),
           kernel_entry("key_tile_kernel<64>", fk::key_tile_kernel<64>, fused, fk::Layout<64>::bytes),
           kernel_entry("convert_dq_kernel", fk::convert_dq_kernel, convert)}},
+        {{"03_mma_registers", "mma.sync with each warp owning 16 keys: S, P, dP and dS in registers",
+          "snippets/attention_backward/03_mma_registers.cuh", "stepwise::attention_backward::mma_registers"},
+         mr::requirement,
+         mr::requirement_met,
+         on_problem<mr::Shape, mr::attention_backward>,
+         false,
+         {kernel_entry("row_dot_kernel<128>", mr::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", mr::row_dot_kernel<64>, dot),
+          kernel_entry("key_tile_kernel<128>", mr::key_tile_kernel<128>, mma, mr::Layout<128>::bytes),
+          kernel_entry("key_tile_kernel<64>", mr::key_tile_kernel<64>, mma, mr::Layout<64>::bytes),
+          kernel_entry("convert_dq_kernel", mr::convert_dq_kernel, convert)}},
     };
     return all;
 }
