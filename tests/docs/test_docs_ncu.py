@@ -280,7 +280,7 @@ UNITS = {"dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
          "smsp__sass_branch_targets.sum": "branches",
          "smsp__sass_branch_targets_threads_divergent.sum": "branches",
          "smsp__sass_branch_targets_threads_uniform.sum": "branches",
-         "sm__warps_active.avg.pct_of_peak_sustained_active": "%"}
+         "sm__warps_active.avg.pct_of_peak_sustained_active": "%", "gpu__time_duration.sum": "nsecond"}
 NEW_METRICS = ("smsp__sass_branch_targets.sum", "smsp__sass_branch_targets_threads_divergent.sum",
                "smsp__sass_branch_targets_threads_uniform.sum",
                "sm__warps_active.avg.pct_of_peak_sustained_active")
@@ -289,10 +289,11 @@ OCC = "sm__warps_active.avg.pct_of_peak_sustained_active"
 
 def launch_rows(launch_id: int, kernel: str, block: str, grid: str, values: dict[str, str],
                 leave_out: tuple[str, ...] = ()) -> list[str]:
-    """The CSV rows of one FIXTURE launch: every metric of ncu.METRICS ("0" unless in ``values``)."""
+    """The CSV rows of one FIXTURE launch: every metric of ncu.METRICS ("0" unless in ``values``), but the
+    launch's duration where ``values`` has none (a file profiled before durations were)."""
     rows = []
     for metric in sorted(ncu.METRICS):
-        if metric in leave_out:
+        if metric in leave_out or (metric == ncu.DURATION and metric not in values):
             continue
         cells = [str(launch_id), "1", "fixture_tests", "127.0.0.1", kernel, "1", "7", block, grid, "0",
                  "9.0", "Command line profiler metrics", metric, UNITS.get(metric, ""),
@@ -512,6 +513,28 @@ def test_tensor_pipe_dram_throughput_and_wgmma_conflicts(tmp_path, divergence):
     assert ncu.format_field(counts, "wgmma_bank_conflicts") == "16"
     for metric in TENSOR_METRICS:
         assert metric in ncu.METRICS and metric in ncu.LATE_METRICS
+
+
+def test_percentages_weigh_each_launch_by_its_duration_where_the_file_has_durations(tmp_path, divergence):
+    # A long launch of few warps beside a short one of many: weighted by warps, the short one would dominate.
+    rows = launch_rows(0, DIV_KERNEL, "(256, 1, 1)", "(64, 1, 1)",
+                       {TENSOR: "20", OCC: "12.5", ncu.DURATION: "9,000,000"})
+    rows += launch_rows(1, DIV_KERNEL, "(256, 1, 1)", "(65536, 1, 1)",
+                        {TENSOR: "0", OCC: "80", ncu.DURATION: "1,000,000"})
+    path = write_csv(tmp_path, rows)
+    counts = ncu.step_counts(divergence, ncu.load_csv(path), path)[0]
+    assert counts.weighted_by_duration
+    assert counts.value("tensor_active") == pytest.approx(0.2 * 0.9)
+    assert counts.value("achieved_occupancy") == pytest.approx(0.125 * 0.9 + 0.8 * 0.1)
+    assert ncu.format_field(counts, "tensor_active") == "18.0 %"
+    # a file without durations: by warps, 2,048 and 2,097,152
+    rows = launch_rows(0, DIV_KERNEL, "(256, 1, 1)", "(64, 1, 1)", {TENSOR: "20"})
+    rows += launch_rows(1, DIV_KERNEL, "(256, 1, 1)", "(65536, 1, 1)", {TENSOR: "0"})
+    path = write_csv(tmp_path, rows, "fixture-gpu-y-ncu.csv")
+    counts = ncu.step_counts(divergence, ncu.load_csv(path), path)[0]
+    assert not counts.weighted_by_duration
+    assert counts.value("tensor_active") == pytest.approx(0.2 * 2048 / (2048 + 2097152))
+    assert ncu.DURATION in ncu.METRICS and ncu.DURATION in ncu.LATE_METRICS
 
 
 XU = "smsp__inst_executed_pipe_xu.sum"

@@ -114,7 +114,8 @@ and a size that is an odd neighbour of a measured power of two (4095 beside
     ``divergent_branches``, ``branch_uniformity`` (uniform over all branch
     targets), ``achieved_occupancy``, ``tensor_active`` (the tensor pipe's
     busy cycles, HMMA and HGMMA) and ``dram_throughput`` (each the launches'
-    mean, weighted by their warps) and ``wgmma_bank_conflicts``; a file profiled before a field's metric was (see
+    mean, weighted by their durations, or by their warps in a file profiled
+    without durations) and ``wgmma_bank_conflicts``; a file profiled before a field's metric was (see
     ncu.LATE_METRICS) makes that field a build error: re-run make profile.
     Where the file's name starts with a GPU's slug and the chapter
     (``<slug>-<chapter>-...``), the other GPUs' files beside it (their slug

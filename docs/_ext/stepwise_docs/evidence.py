@@ -195,10 +195,11 @@ class NcuDirective(_Base):
                 "executed no branch).",
             ("achieved_occupancy",):
                 "Achieved occupancy: warps active on an SM over the SM\u2019s maximum, averaged "
-                "over the cycles it was active, then over the launches weighted by their warps.",
+                "over the cycles it was active, then over the launches weighted by their durations (by their "
+                "warps in a file profiled without durations).",
             ("tensor_active",):
                 "Tensor pipe active: the cycles the SMs\u2019 tensor cores were busy with HMMA or "
-                "HGMMA instructions, over the cycles the SMs were active.",
+                "HGMMA instructions, over the cycles the SMs were active, averaged as occupancy is.",
             ("dram_throughput",):
                 "DRAM throughput: device memory\u2019s traffic as a share of its peak over the "
                 "launch\u2019s time.",

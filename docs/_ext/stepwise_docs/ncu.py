@@ -67,7 +67,10 @@ METRICS = {
     "dram__throughput.avg.pct_of_peak_sustained_elapsed": "DRAM throughput",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum": "shared-memory bank conflicts (wgmma reads)",
     "smsp__inst_executed_pipe_xu.sum": "warp instructions of the XU pipe (MUFU: exponentials, reciprocals)",
+    "gpu__time_duration.sum": "the launch's duration",
 }
+#: A launch's duration: the weight of its percentages in a step's averages.
+DURATION = "gpu__time_duration.sum"
 #: Metrics added after files were recorded: a launch may lack them, and only a field that needs
 #: one fails (naming the file and launch; re-run ``make profile``).
 LATE_METRICS = (
@@ -80,11 +83,12 @@ LATE_METRICS = (
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
     "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_gmma.sum",
     "smsp__inst_executed_pipe_xu.sum",
+    "gpu__time_duration.sum",
 )
 #: Units accepted as they are; anything else (Kbyte, Msector, ...) means ncu scaled the value.
 #: ``branches`` is the unit ncu (CUDA 13.0, on an H100) prints for the branch-target counts,
 #: ``%`` that of a ``pct_of_peak`` metric (both with ``--print-units base``).
-BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread", "branches", "%"}
+BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread", "branches", "%", "nsecond"}
 REQUIRED_COLUMNS = ("ID", "Kernel Name", "Grid Size", "Block Size", "Metric Name", "Metric Value")
 
 #: The fields a step's counts have (the stepwise-ncu-number role and the table use these).
@@ -108,11 +112,11 @@ FIELDS = {
     "divergent_branches": "divergent branch targets (of branches that split a warp's active threads)",
     "branch_uniformity": "branch uniformity (uniform branch targets over all branch targets)",
     "achieved_occupancy": "achieved occupancy (active warps per SM over the maximum, averaged over "
-                          "the step's launches weighted by their warps)",
+                          "the step's launches weighted by their durations)",
     "tensor_active": "tensor pipe active (cycles the SMs' tensor cores ran HMMA or HGMMA over the cycles "
-                     "the SMs were active, averaged over the step's launches weighted by their warps)",
+                     "the SMs were active, averaged over the step's launches weighted by their durations)",
     "dram_throughput": "DRAM throughput (share of its peak over the launches' elapsed time, averaged over "
-                       "the step's launches weighted by their warps)",
+                       "the step's launches weighted by their durations)",
     "wgmma_bank_conflicts": "shared-memory bank conflicts of the tensor cores' wgmma reads",
     "xu_instructions": "warp instructions of the XU pipe (the special-function unit, MUFU: exponentials, "
                        "reciprocals, conversions)",
@@ -140,8 +144,9 @@ SUMMED_FIELDS = {
 RATIO_FIELDS = {"sectors_per_request": ("ld_sectors", "ld_requests"),
                 "st_sectors_per_request": ("st_sectors", "st_requests"),
                 "xu_share": ("xu_instructions", "instructions")}
-#: The fields that are a per-launch percentage, averaged over the launches weighted by their warps.
-WARP_WEIGHTED_FIELDS = {
+#: The fields that are a per-launch percentage, averaged over the launches weighted by their durations (by their
+#: warps in a file profiled before durations were: a short launch of many warps then weighs more than it should).
+LAUNCH_WEIGHTED_FIELDS = {
     "achieved_occupancy": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "tensor_active": "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
     "dram_throughput": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
@@ -195,8 +200,8 @@ class StepCounts:
         if name in RATIO_FIELDS:
             numerator, denominator = (self.value(part) for part in RATIO_FIELDS[name])
             return numerator / denominator if denominator else float("nan")
-        if name in WARP_WEIGHTED_FIELDS:  # a per-launch average
-            return self._warp_weighted(WARP_WEIGHTED_FIELDS[name])
+        if name in LAUNCH_WEIGHTED_FIELDS:  # a per-launch average
+            return self._launch_weighted(LAUNCH_WEIGHTED_FIELDS[name])
         if name == "warp_efficiency":
             # Instruction-weighted: the average number of active threads over every warp
             # instruction the step's launches executed, as a fraction of 32.
@@ -215,12 +220,21 @@ class StepCounts:
             return uniform / targets if targets else float("nan")
         raise NcuError(f"unknown Nsight Compute field {name!r} (known: {', '.join(FIELDS)})")
 
-    def _warp_weighted(self, percent_metric: str) -> float:
-        """A per-launch percentage as a fraction: the mean over the launches weighted by their warps."""
-        warps = sum(launch.warps for launch in self.launches)
-        if not warps:
+    @property
+    def weighted_by_duration(self) -> bool:
+        """Whether the per-launch averages weigh each launch by its duration (every launch has one), else by its
+        warps."""
+        return all(DURATION in launch.metrics for launch in self.launches)
+
+    def _launch_weighted(self, percent_metric: str) -> float:
+        """A per-launch percentage as a fraction: the mean over the launches weighted by their durations, or by
+        their warps where the file has no durations."""
+        weights = ([launch.metrics[DURATION] for launch in self.launches] if self.weighted_by_duration
+                   else [launch.warps for launch in self.launches])
+        total = sum(weights)
+        if not total:
             return float("nan")
-        return sum(launch.metric(percent_metric) * launch.warps for launch in self.launches) / warps / 100.0
+        return sum(launch.metric(percent_metric) * w for launch, w in zip(self.launches, weights)) / total / 100.0
 
 
 # ---------------------------------------------------------------------------
