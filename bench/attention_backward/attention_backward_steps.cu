@@ -5,6 +5,7 @@
 #include "../../snippets/attention_backward/01_products_through_global_memory.cuh"
 #include "../../snippets/attention_backward/02_fused_key_tiles.cuh"
 #include "../../snippets/attention_backward/03_mma_registers.cuh"
+#include "../../snippets/attention_backward/04_cp_async_double_buffer.cuh"
 
 namespace stepwise::attention_backward {
 namespace {
@@ -29,8 +30,9 @@ const std::vector<Step>& steps()
     namespace pg = products_through_global_memory;
     namespace fk = fused_key_tiles;
     namespace mr = mma_registers;
+    namespace cd = cp_async_double_buffer;
     const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads),
-        mma(mr::gemm_threads);
+        mma(mr::gemm_threads), copying(cd::gemm_threads);
     static const std::vector<Step> all = {
         {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
           "snippets/attention_backward/01_products_through_global_memory.cuh",
@@ -71,6 +73,18 @@ const std::vector<Step>& steps()
           kernel_entry("key_tile_kernel<128>", mr::key_tile_kernel<128>, mma, mr::Layout<128>::bytes),
           kernel_entry("key_tile_kernel<64>", mr::key_tile_kernel<64>, mma, mr::Layout<64>::bytes),
           kernel_entry("convert_dq_kernel", mr::convert_dq_kernel, convert)}},
+        {{"04_cp_async_double_buffer", "cp.async: the next query tile copied while this one is computed on",
+          "snippets/attention_backward/04_cp_async_double_buffer.cuh",
+          "stepwise::attention_backward::cp_async_double_buffer"},
+         cd::requirement,
+         cd::requirement_met,
+         on_problem<cd::Shape, cd::attention_backward>,
+         false,
+         {kernel_entry("row_dot_kernel<128>", cd::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", cd::row_dot_kernel<64>, dot),
+          kernel_entry("key_tile_kernel<128>", cd::key_tile_kernel<128>, copying, cd::Layout<128>::bytes),
+          kernel_entry("key_tile_kernel<64>", cd::key_tile_kernel<64>, copying, cd::Layout<64>::bytes),
+          kernel_entry("convert_dq_kernel", cd::convert_dq_kernel, convert)}},
     };
     return all;
 }
