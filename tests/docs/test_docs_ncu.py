@@ -280,7 +280,7 @@ UNITS = {"dram__bytes_read.sum": "byte", "dram__bytes_write.sum": "byte",
          "smsp__sass_branch_targets.sum": "branches",
          "smsp__sass_branch_targets_threads_divergent.sum": "branches",
          "smsp__sass_branch_targets_threads_uniform.sum": "branches",
-         "sm__warps_active.avg.pct_of_peak_sustained_active": "%", "gpu__time_duration.sum": "nsecond"}
+         "sm__warps_active.avg.pct_of_peak_sustained_active": "%", "gpu__time_duration.sum": "ns"}
 NEW_METRICS = ("smsp__sass_branch_targets.sum", "smsp__sass_branch_targets_threads_divergent.sum",
                "smsp__sass_branch_targets_threads_uniform.sum",
                "sm__warps_active.avg.pct_of_peak_sustained_active")

@@ -87,8 +87,8 @@ LATE_METRICS = (
 )
 #: Units accepted as they are; anything else (Kbyte, Msector, ...) means ncu scaled the value.
 #: ``branches`` is the unit ncu (CUDA 13.0, on an H100) prints for the branch-target counts,
-#: ``%`` that of a ``pct_of_peak`` metric (both with ``--print-units base``).
-BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread", "branches", "%", "nsecond"}
+#: ``%`` that of a ``pct_of_peak`` metric, ``ns`` that of a launch's duration (all with ``--print-units base``).
+BASE_UNITS = {"", "byte", "sector", "inst", "request", "warp", "thread", "branches", "%", "ns"}
 REQUIRED_COLUMNS = ("ID", "Kernel Name", "Grid Size", "Block Size", "Metric Name", "Metric Value")
 
 #: The fields a step's counts have (the stepwise-ncu-number role and the table use these).
