@@ -6,6 +6,7 @@
 #include "../../snippets/attention_backward/02_fused_key_tiles.cuh"
 #include "../../snippets/attention_backward/03_mma_registers.cuh"
 #include "../../snippets/attention_backward/04_cp_async_double_buffer.cuh"
+#include "../../snippets/attention_backward/05_dq_added_16_bytes_at_a_time.cuh"
 
 namespace stepwise::attention_backward {
 namespace {
@@ -31,8 +32,9 @@ const std::vector<Step>& steps()
     namespace fk = fused_key_tiles;
     namespace mr = mma_registers;
     namespace cd = cp_async_double_buffer;
+    namespace wa = dq_added_16_bytes_at_a_time;
     const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads),
-        mma(mr::gemm_threads), copying(cd::gemm_threads);
+        mma(mr::gemm_threads), copying(cd::gemm_threads), adding(wa::gemm_threads);
     static const std::vector<Step> all = {
         {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
           "snippets/attention_backward/01_products_through_global_memory.cuh",
@@ -85,6 +87,18 @@ const std::vector<Step>& steps()
           kernel_entry("key_tile_kernel<128>", cd::key_tile_kernel<128>, copying, cd::Layout<128>::bytes),
           kernel_entry("key_tile_kernel<64>", cd::key_tile_kernel<64>, copying, cd::Layout<64>::bytes),
           kernel_entry("convert_dq_kernel", cd::convert_dq_kernel, convert)}},
+        {{"05_dq_added_16_bytes_at_a_time", "dQ's atomic additions four consecutive floats at a time",
+          "snippets/attention_backward/05_dq_added_16_bytes_at_a_time.cuh",
+          "stepwise::attention_backward::dq_added_16_bytes_at_a_time"},
+         wa::requirement,
+         wa::requirement_met,
+         on_problem<wa::Shape, wa::attention_backward>,
+         false,
+         {kernel_entry("row_dot_kernel<128>", wa::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", wa::row_dot_kernel<64>, dot),
+          kernel_entry("key_tile_kernel<128>", wa::key_tile_kernel<128>, adding, wa::Layout<128>::bytes),
+          kernel_entry("key_tile_kernel<64>", wa::key_tile_kernel<64>, adding, wa::Layout<64>::bytes),
+          kernel_entry("convert_dq_kernel", wa::convert_dq_kernel, convert)}},
     };
     return all;
 }
