@@ -7,7 +7,6 @@
 #include "../../snippets/attention_backward/03_mma_registers.cuh"
 #include "../../snippets/attention_backward/04_cp_async_double_buffer.cuh"
 #include "../../snippets/attention_backward/05_dq_added_16_bytes_at_a_time.cuh"
-#include "../../snippets/attention_backward/06_128_keys_a_block.cuh"
 
 namespace stepwise::attention_backward {
 namespace {
@@ -34,9 +33,8 @@ const std::vector<Step>& steps()
     namespace mr = mma_registers;
     namespace cd = cp_async_double_buffer;
     namespace wa = dq_added_16_bytes_at_a_time;
-    namespace kb = keys_128_a_block;
     const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads),
-        mma(mr::gemm_threads), copying(cd::gemm_threads), adding(wa::gemm_threads), eight_warps(kb::gemm_threads);
+        mma(mr::gemm_threads), copying(cd::gemm_threads), adding(wa::gemm_threads);
     static const std::vector<Step> all = {
         {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
           "snippets/attention_backward/01_products_through_global_memory.cuh",
@@ -101,17 +99,6 @@ const std::vector<Step>& steps()
           kernel_entry("key_tile_kernel<128>", wa::key_tile_kernel<128>, adding, wa::Layout<128>::bytes),
           kernel_entry("key_tile_kernel<64>", wa::key_tile_kernel<64>, adding, wa::Layout<64>::bytes),
           kernel_entry("convert_dq_kernel", wa::convert_dq_kernel, convert)}},
-        {{"06_128_keys_a_block", "128 keys a block with eight warps: each query tile copied, and dQ added, once for them",
-          "snippets/attention_backward/06_128_keys_a_block.cuh", "stepwise::attention_backward::keys_128_a_block"},
-         kb::requirement,
-         kb::requirement_met,
-         on_problem<kb::Shape, kb::attention_backward>,
-         false,
-         {kernel_entry("row_dot_kernel<128>", kb::row_dot_kernel<128>, dot),
-          kernel_entry("row_dot_kernel<64>", kb::row_dot_kernel<64>, dot),
-          kernel_entry("key_tile_kernel<128>", kb::key_tile_kernel<128>, eight_warps, kb::Layout<128>::bytes),
-          kernel_entry("key_tile_kernel<64>", kb::key_tile_kernel<64>, eight_warps, kb::Layout<64>::bytes),
-          kernel_entry("convert_dq_kernel", kb::convert_dq_kernel, convert)}},
     };
     return all;
 }
