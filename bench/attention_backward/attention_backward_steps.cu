@@ -7,6 +7,7 @@
 #include "../../snippets/attention_backward/03_mma_registers.cuh"
 #include "../../snippets/attention_backward/04_cp_async_double_buffer.cuh"
 #include "../../snippets/attention_backward/05_dq_added_16_bytes_at_a_time.cuh"
+#include "../../snippets/attention_backward/06_mask_only_on_cut_tiles.cuh"
 
 namespace stepwise::attention_backward {
 namespace {
@@ -33,8 +34,9 @@ const std::vector<Step>& steps()
     namespace mr = mma_registers;
     namespace cd = cp_async_double_buffer;
     namespace wa = dq_added_16_bytes_at_a_time;
+    namespace mc = mask_only_on_cut_tiles;
     const dim3 gemm(pg::gemm_threads), dot(pg::dot_threads), fused(fk::gemm_threads), convert(fk::convert_threads),
-        mma(mr::gemm_threads), copying(cd::gemm_threads), adding(wa::gemm_threads);
+        mma(mr::gemm_threads), copying(cd::gemm_threads), adding(wa::gemm_threads), masking(mc::gemm_threads);
     static const std::vector<Step> all = {
         {{"01_products_through_global_memory", "The formulas in five kernels: P and dS through global memory",
           "snippets/attention_backward/01_products_through_global_memory.cuh",
@@ -99,6 +101,18 @@ const std::vector<Step>& steps()
           kernel_entry("key_tile_kernel<128>", wa::key_tile_kernel<128>, adding, wa::Layout<128>::bytes),
           kernel_entry("key_tile_kernel<64>", wa::key_tile_kernel<64>, adding, wa::Layout<64>::bytes),
           kernel_entry("convert_dq_kernel", wa::convert_dq_kernel, convert)}},
+        {{"06_mask_only_on_cut_tiles", "The mask tested only in the tiles it cuts",
+          "snippets/attention_backward/06_mask_only_on_cut_tiles.cuh",
+          "stepwise::attention_backward::mask_only_on_cut_tiles"},
+         mc::requirement,
+         mc::requirement_met,
+         on_problem<mc::Shape, mc::attention_backward>,
+         false,
+         {kernel_entry("row_dot_kernel<128>", mc::row_dot_kernel<128>, dot),
+          kernel_entry("row_dot_kernel<64>", mc::row_dot_kernel<64>, dot),
+          kernel_entry("key_tile_kernel<128>", mc::key_tile_kernel<128>, masking, mc::Layout<128>::bytes),
+          kernel_entry("key_tile_kernel<64>", mc::key_tile_kernel<64>, masking, mc::Layout<64>::bytes),
+          kernel_entry("convert_dq_kernel", mc::convert_dq_kernel, convert)}},
     };
     return all;
 }
