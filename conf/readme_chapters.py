@@ -3,8 +3,9 @@
 
 One row per chapter of the registry, in the guide's order: its page, its steps, what its final step
 reaches on the reference GPU (its time against the library the front page sets beside it, ``level``
-where a kept rerun of the same commit disagrees by more than 2 %, else its share of the chapter's
-ceiling) and the GPU its final step needs. The README holds the table between two marker lines; so
+where a kept rerun of the same commit disagrees by more than 2 %, or the range of the two ratios
+where both put the library ahead by more than that; else its share of the chapter's ceiling) and
+the GPU its final step needs. The README holds the table between two marker lines; so
 that no number of it is typed, ``--check`` fails where the README's table is not what this prints,
 and ``--write`` puts it there.
 
@@ -40,8 +41,12 @@ def final_step_text(chapter: Chapter) -> str:
     for (bid, label, value), again in zip(h.vs(), reruns.compare(h, reruns.find_rerun(chapter.dataset, chapter))):
         if value is None:
             continue
-        against.append(f"level with {label}" if again is not None and again.level
-                       else f"{fmt.format_speedup(value)} {label}'s speed")
+        if again is not None and again.level:
+            against.append(f"level with {label}")
+        elif again is not None and again.disagree:  # the recording and its rerun: the range they span
+            against.append(f"{again.range_text()} {label}'s speed")
+        else:
+            against.append(f"{fmt.format_speedup(value)} {label}'s speed")
     if against:
         return f"{', '.join(against)} at {h.problem}"
     if h.share is not None:

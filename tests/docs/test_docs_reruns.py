@@ -100,7 +100,7 @@ def test_a_rerun_within_two_percent_agrees(project):
         "ratio is shown")
 
 
-def test_a_rerun_more_than_two_percent_apart_is_level_and_says_what_differs(project):
+def test_a_rerun_more_than_two_percent_apart_gives_the_range_and_says_what_differs(project):
     def clocked(median: float, config: str):
         def change(data):
             row_of(data, "lib_scale").update(sm_clock_mhz={"median": median, "min": median - 20, "max": 1000.0},
@@ -110,11 +110,13 @@ def test_a_rerun_more_than_two_percent_apart_is_level_and_says_what_differs(proj
     record(project, clocked(1000.0, "FIXTURE algorithm 1"))
     rerun(project, 1.03, change=clocked(905.0, "FIXTURE algorithm 2"))
     [check] = checked(project)
-    assert check.level and check.again == pytest.approx(0.625 * 1.03)
+    # both put the library ahead, clear of 1x: not level, the range of the two
+    assert check.disagree and not check.level and check.again == pytest.approx(0.625 * 1.03)
+    assert check.range_text() == "0.625\u20130.644\u00d7"
     text = check.explanation()
-    assert text.startswith("level: lib_scale\u2019s median time over 02_vector\u2019s is 0.6250\u00d7 in the "
+    assert text.startswith("lib_scale\u2019s median time over 02_vector\u2019s is 0.6250\u00d7 in the "
                            "recording and 0.6438\u00d7 in a rerun of the same commit")
-    assert "2.9 % apart, more than the 2.0 %" in text
+    assert "2.9 % apart, more than the 2.0 %" in text and "the range is shown" in text
     for part in ("lib_scale\u2019s median SM clock 1,000 MHz / 905 MHz",
                  "02_vector\u2019s median SM clock not read / not read",
                  "lib_scale\u2019s configuration \u201cFIXTURE algorithm 1\u201d / \u201cFIXTURE algorithm 2\u201d",
@@ -122,6 +124,19 @@ def test_a_rerun_more_than_two_percent_apart_is_level_and_says_what_differs(proj
                  "02_vector\u2019s spread (slowest sample over fastest) 1.32 / 1.32"):
         assert part in text, text
     assert "library" not in text  # the same library in both runs
+
+
+@pytest.mark.parametrize("factor, level", [
+    (1.55, False),  # 0.625x and 0.969x: both put the library ahead by more than 2 %
+    (1.58, True),   # 0.9875x: within 2 % of 1x, the two runs do not say which is faster
+    (1.7, True),    # 1.0625x: on the other side of 1x
+])
+def test_two_runs_that_disagree_are_level_unless_both_leave_the_final_step_behind(project, factor, level):
+    record(project)
+    rerun(project, factor)
+    [check] = checked(project)
+    assert check.disagree and check.level == level
+    assert check.explanation().startswith("level: ") == level
 
 
 @pytest.mark.parametrize("name, change", [
@@ -241,8 +256,8 @@ def test_the_front_page_says_level_and_why_and_the_tables_the_clock(project):
         row_of(data, "lib_scale")["sm_clock_mhz"] = {"median": 1000.0, "min": 990.0, "max": 1000.0}
         row_of(data, "02_vector", "steps")["sm_clock_mhz"] = {"median": 905.0, "min": 880.0, "max": 1000.0}
     record(project, change)
-    # demo's ratio 6 % apart (level); gemm's the same in both runs
-    path = rerun(project, 1.06, change=lambda d: row_of(d, "lib_scale").update(
+    # demo's ratio 0.625x and 0.9875x in the rerun (level: within 2 % of 1x); gemm's the same in both runs
+    path = rerun(project, 1.58, change=lambda d: row_of(d, "lib_scale").update(
         sm_clock_mhz={"median": 930.0, "min": 900.0, "max": 1000.0}))
     proc = build_docs(project, "--strict")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -253,7 +268,7 @@ def test_the_front_page_says_level_and_why_and_the_tables_the_clock(project):
     assert level, summary
     assert level.group(1).startswith(
         "level: lib_scale\u2019s median time over 02_vector\u2019s is 0.6250\u00d7 in the recording and "
-        f"0.6625\u00d7 in a rerun of the same commit {COMMIT[:12]} ({path.name}), 5.7 % apart")
+        f"0.9875\u00d7 in a rerun of the same commit {COMMIT[:12]} ({path.name}), 37 % apart")
     assert ("lib_scale\u2019s median SM clock 1,000 MHz / 930 MHz; 02_vector\u2019s median SM clock 905 MHz / "
             "not read") in level.group(1)
     assert "0.625\u00d7" not in synth.html_text(summary)  # no ratio that names a winner

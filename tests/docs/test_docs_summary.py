@@ -34,3 +34,18 @@ def test_the_sentences_count_chapters_level_or_ahead_and_leave_unlike_speedups_o
     gemm = next(h for h in headlines if h.chapter.id == "gemm")
     assert text.endswith(f"Final steps run {fmt.format_speedup(gemm.speedup)} to {fmt.format_speedup(gemm.speedup)} "
                          "as fast as first steps (in the one chapter where both compute the same function).")
+
+
+def test_a_chapter_whose_rerun_disagrees_is_named_with_the_range_of_the_two(project):
+    class Disagreeing:  # the recording's 0.625x and a rerun's 0.65x: both behind, more than 2 % apart
+        level, disagree = False, True
+
+        @staticmethod
+        def range_text() -> str:
+            return "0.625\u20130.65\u00d7"
+
+    ds = Dataset.load(project / "registry.json", project / "measurements", project)
+    headlines = [fmt.headline(c) for c in ds.chapters.values() if c.headline]
+    text = summary_sentences(headlines, {"demo": [Disagreeing()]}, ds.gpu_name)
+    assert "FIXTURE chapter (not real) (0.625\u20130.65\u00d7 lib_scale)" in text
+    assert standing(0.625, Disagreeing()) == "behind"

@@ -258,7 +258,8 @@ class SummaryDirective(_Base):
             "commit the chapter was recorded from is kept beside the recording (under logs/), the ratio is the "
             "recording\u2019s where the two lie within "
             f"{fmt.sig(100 * reruns.AGREE_WITHIN, 2)} % of each other, and level where they lie further apart: the "
-            "two runs do not say which is faster (hover for both ratios and what differed between the runs); "
+            "two runs do not say which is faster (hover for both ratios and what differed between the runs), unless "
+            "both put the library ahead by more than that: then the range of the two; "
             "samples spread (where no rerun is kept): the library\u2019s or the final step\u2019s median lies more "
             f"than {fmt.sig(100 * fmt.SPREAD_LIMIT, 2)} % above its fastest sample, so a rerun may not give the same "
             "ratio; n/a: not measured on that GPU; needs \u2026: that GPU cannot run the step (hover for why); "
@@ -376,6 +377,8 @@ class SummaryDirective(_Base):
                     para = na(final, (bid, row))
                 elif again is not None and again.level:  # two runs of one commit do not say which is faster
                     para = nodes.paragraph("", "", tooltip("level", again.explanation(), ["stepwise-level"]))
+                elif again is not None and again.disagree:  # they say which, not by how much: both
+                    para = nodes.paragraph("", "", tooltip(again.range_text(), again.explanation(), ["stepwise-range"]))
                 else:
                     para = nodes.paragraph("", "", tooltip(
                         fmt.format_speedup(value),
@@ -435,8 +438,8 @@ def summary_sentences(headlines: list[fmt.Headline], reruns_of: dict[str, list[r
     for h in headlines:
         for (_bid, label, value), again in zip(h.vs()[:1], reruns_of.get(h.chapter.id, [None])[:1]):
             if value is not None:
-                standings[standing(value, again)].append(
-                    f"{fmt.short_title(h.chapter.title)} ({fmt.format_speedup(value)} {label})")
+                ratio = again.range_text() if again is not None and again.disagree else fmt.format_speedup(value)
+                standings[standing(value, again)].append(f"{fmt.short_title(h.chapter.title)} ({ratio} {label})")
     compared = sum(len(v) for v in standings.values())
     parts = []
     if compared:

@@ -7,8 +7,9 @@ prefix of the chapter's ``run.commit``. It counts for a chapter where the file i
 chapter was measured from the same commit and its final step's rows from the same source (``source_sha256``) as the
 recording's. Measurements differ from run to run (a library may pick another engine, the clocks vary), so the front
 page (:class:`.overview.SummaryDirective`) reports a headline ratio, a library's median time over the final step's,
-from both: where they lie more than :data:`AGREE_WITHIN` apart it says "level" instead of a ratio that names a
-winner. :func:`find_rerun` and :func:`compare` serve any page's prose or table as well.
+from both: where they lie more than :data:`AGREE_WITHIN` apart it says "level" instead of a ratio that names a winner,
+unless both leave the final step behind by more than AGREE_WITHIN: then it gives the range of the two.
+:func:`find_rerun` and :func:`compare` serve any page's prose or table as well.
 """
 from __future__ import annotations
 
@@ -121,9 +122,21 @@ class Rerun:
         return abs(self.recorded / self.again - 1)
 
     @property
-    def level(self) -> bool:
-        """The two runs put the ratio more than AGREE_WITHIN apart: they do not say which is faster."""
+    def disagree(self) -> bool:
+        """The two runs put the ratio more than AGREE_WITHIN apart: the range they span is shown, not one ratio."""
         return self.apart > AGREE_WITHIN
+
+    @property
+    def level(self) -> bool:
+        """The two runs disagree, and their range reaches within AGREE_WITHIN of 1 or past it: they do not agree that
+        the final step is behind, and to name it ahead they would have to agree. Two runs that disagree but both leave
+        it behind by more than AGREE_WITHIN say so: the range of their ratios is shown (range_text())."""
+        return self.disagree and max(self.recorded, self.again) >= 1 / (1 + AGREE_WITHIN)
+
+    def range_text(self) -> str:
+        """The two runs' ratios as a range, ``0.367–0.381×``."""
+        low, high = sorted((self.recorded, self.again))
+        return f"{fmt.sig(low)}\u2013{fmt.format_speedup(high)}"
 
     def _rows(self) -> list[tuple[str, dict, dict]]:
         """(id, recorded row, rerun row) of the library, then of the final step."""
@@ -159,11 +172,15 @@ class Rerun:
         both = (f"{self.baseline}\u2019s median time over {h.final_id}\u2019s is {fmt.sig(self.recorded, 4)}\u00d7 in "
                 f"the recording and {fmt.sig(self.again, 4)}\u00d7 in a rerun of the same commit {commit} "
                 f"({self.path.name}), {fmt.sig(100 * self.apart, 2)} % apart")
-        if not self.level:
+        if not self.disagree:
             return f"{both}: within {fmt.sig(100 * AGREE_WITHIN, 2)} %, the recording\u2019s ratio is shown"
-        return (f"level: {both}, more than the {fmt.sig(100 * AGREE_WITHIN, 2)} % within which two runs of one "
-                "commit must agree to say which is faster than the other. The rows of the two runs, recording / "
-                "rerun: " + "; ".join(self.differences()))
+        if self.level:
+            return (f"level: {both}, more than the {fmt.sig(100 * AGREE_WITHIN, 2)} % within which two runs of one "
+                    "commit must agree to say which is faster than the other. The rows of the two runs, recording / "
+                    "rerun: " + "; ".join(self.differences()))
+        return (f"{both}, more than the {fmt.sig(100 * AGREE_WITHIN, 2)} % within which two runs of one commit must "
+                "agree to give one ratio: the range is shown (both leave the final step behind). The rows of the two "
+                "runs, recording / rerun: " + "; ".join(self.differences()))
 
 
 def compare(h: fmt.Headline, rerun: Chapter | None) -> list[Rerun | None]:
