@@ -16,6 +16,7 @@
 #include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
 #include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
 #include "../../snippets/normalization/16_bounded_window_registers.cuh"
+#include "../../snippets/normalization/17_row_ends_staged.cuh"
 
 #include <string>
 
@@ -132,6 +133,7 @@ STEPWISE_WINDOWED_STEP(ShiftedParametersStep, shifted_parameters)
 STEPWISE_WINDOWED_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster)
 STEPWISE_WINDOWED_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread)
 STEPWISE_WINDOWED_STEP(BoundedWindowRegistersStep, bounded_window_registers)
+STEPWISE_WINDOWED_STEP(RowEndsStagedStep, row_ends_staged)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -260,6 +262,7 @@ STEPWISE_WINDOWED_KERNELS(shifted_parameters, ShiftedParametersStep)
 STEPWISE_WINDOWED_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
 STEPWISE_WINDOWED_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
 STEPWISE_WINDOWED_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
+STEPWISE_WINDOWED_KERNELS(row_ends_staged, RowEndsStagedStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -319,6 +322,7 @@ STEPWISE_SHIFTED_PARAMETERS_KERNELS(shifted_parameters, ShiftedParametersStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
+STEPWISE_SHIFTED_PARAMETERS_KERNELS(row_ends_staged, RowEndsStagedStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
 }  // namespace
@@ -472,6 +476,14 @@ const std::vector<Step>& steps()
          bounded_window_registers::layer_norm,
          bounded_window_registers::rms_norm,
          bounded_window_registers_kernels(),
+         true},
+        {{"17_row_ends_staged", "A cluster block's row ends staged beside its slice",
+          "snippets/normalization/17_row_ends_staged.cuh", "stepwise::normalization::row_ends_staged"},
+         row_ends_staged::layer_norm,
+         row_ends_staged::rms_norm,
+         row_ends_staged::layer_norm,
+         row_ends_staged::rms_norm,
+         row_ends_staged_kernels(),
          true},
     };
     return all;

@@ -13,6 +13,7 @@
 #include "../../snippets/softmax/11_three_cluster_blocks_an_sm.cuh"
 #include "../../snippets/softmax/12_one_load_copy_a_row.cuh"
 #include "../../snippets/softmax/13_row_ends_peeled.cuh"
+#include "../../snippets/softmax/14_row_ends_staged.cuh"
 
 #include <string>
 
@@ -83,9 +84,10 @@ STEPWISE_STEP_8_KERNELS(edge_loads_together)
 STEPWISE_STEP_8_KERNELS(three_cluster_blocks_an_sm)
 STEPWISE_STEP_8_KERNELS(one_load_copy_a_row)
 STEPWISE_STEP_8_KERNELS(row_ends_peeled)
+STEPWISE_STEP_8_KERNELS(row_ends_staged)
 #undef STEPWISE_STEP_8_KERNELS
 
-//! Step 9's kernels in namespace `ns` (steps 9 to 12): step 8's, and those that read rows through their 16-byte
+//! Step 9's kernels in namespace `ns` (steps 9 to 14): step 8's, and those that read rows through their 16-byte
 //! windows (`Windowed`), which rows at any alignment take.
 #define STEPWISE_STEP_9_KERNELS(ns)                                                                                   \
 std::vector<KernelEntry> step_9_kernels_in_##ns()                                                                     \
@@ -123,6 +125,7 @@ STEPWISE_STEP_9_KERNELS(edge_loads_together)
 STEPWISE_STEP_9_KERNELS(three_cluster_blocks_an_sm)
 STEPWISE_STEP_9_KERNELS(one_load_copy_a_row)
 STEPWISE_STEP_9_KERNELS(row_ends_peeled)
+STEPWISE_STEP_9_KERNELS(row_ends_staged)
 #undef STEPWISE_STEP_9_KERNELS
 
 }  // namespace
@@ -200,6 +203,11 @@ const std::vector<Step>& steps()
          row_ends_peeled::softmax,
          row_ends_peeled::softmax,
          step_9_kernels_in_row_ends_peeled()},
+        {{"14_row_ends_staged", "A cluster block's row ends staged beside its slice",
+          "snippets/softmax/14_row_ends_staged.cuh", "stepwise::softmax::row_ends_staged"},
+         row_ends_staged::softmax,
+         row_ends_staged::softmax,
+         step_9_kernels_in_row_ends_staged()},
     };
     return all;
 }

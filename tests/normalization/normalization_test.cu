@@ -13,6 +13,7 @@
 #include "../../snippets/normalization/14_one_alignment_a_cluster.cuh"
 #include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
 #include "../../snippets/normalization/16_bounded_window_registers.cuh"
+#include "../../snippets/normalization/17_row_ends_staged.cuh"
 
 #include <gtest/gtest.h>
 
@@ -459,7 +460,7 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
 template <typename T>
 void expect_one_head_a_cluster()
 {
-    namespace s = bounded_window_registers;
+    namespace s = row_ends_staged;
     constexpr int w = 16 / sizeof(T);
     for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
         const int period = s::head_period<T>(cols);
@@ -574,6 +575,7 @@ STEPWISE_VALUES_A_THREAD_STEP(ShiftedParametersStep, shifted_parameters, "13_shi
 STEPWISE_VALUES_A_THREAD_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster, "14_one_alignment_a_cluster")
 STEPWISE_VALUES_A_THREAD_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread, "15_one_load_copy_a_thread")
 STEPWISE_VALUES_A_THREAD_STEP(BoundedWindowRegistersStep, bounded_window_registers, "16_bounded_window_registers")
+STEPWISE_VALUES_A_THREAD_STEP(RowEndsStagedStep, row_ends_staged, "17_row_ends_staged")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -633,6 +635,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<OneAlignmentAClusterStep>();
     expect_values_a_thread<OneLoadCopyAThreadStep>();
     expect_values_a_thread<BoundedWindowRegistersStep>();
+    expect_values_a_thread<RowEndsStagedStep>();
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -658,12 +661,13 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<OneAlignmentAClusterStep>();
     expect_bf16_rows_with_the_other_memory<OneLoadCopyAThreadStep>();
     expect_bf16_rows_with_the_other_memory<BoundedWindowRegistersStep>();
+    expect_bf16_rows_with_the_other_memory<RowEndsStagedStep>();
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = bounded_window_registers;
+    namespace s = row_ends_staged;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -793,7 +797,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::bounded_window_registers;
+    namespace nm = stepwise::normalization::row_ends_staged;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);

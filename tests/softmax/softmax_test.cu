@@ -8,7 +8,7 @@
 #include "support/large_problem.hpp"
 #include "support/peeled_row_layout.hpp"
 
-#include "../../snippets/softmax/13_row_ends_peeled.cuh"
+#include "../../snippets/softmax/14_row_ends_staged.cuh"
 
 #include <gtest/gtest.h>
 
@@ -476,7 +476,7 @@ TEST(SoftmaxFinalStep, InputAndOutputAtDifferentMisalignments)
 template <int Width>
 void expect_each_value_held_once()
 {
-    namespace s = row_ends_peeled;
+    namespace s = row_ends_staged;
     stepwise::testing::expect_each_value_in_one_slot<Width>(
         [](int head, int cols) { return s::peel_for<Width>(head, cols); },
         [](const s::Peel& peel, int k) { return s::end_value<Width>(peel, k); }, {100, 4095, 4096, 50257});
@@ -491,7 +491,7 @@ TEST(SoftmaxFinalStep, APeeledRowHoldsEachValueInOneSlotOfAnAlignedRowsLayout)
 TEST(SoftmaxFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = row_ends_peeled;
+    namespace s = row_ends_staged;
     DeviceBuffer<unsigned char> d(1 << 22);
     const auto* odd_float = reinterpret_cast<const float*>(d.data() + 2);
     const auto* odd_bf16 = reinterpret_cast<const bf16*>(d.data() + 1);
@@ -531,7 +531,7 @@ TEST(SoftmaxUsage, TheFinalStepOnBf16Rows)
     std::memcpy(static_cast<void*>(h_in.data()), bits.data(), bits.size() * sizeof(std::uint16_t));
     std::vector<__nv_bfloat16> h_out(h_in.size());
     // example-begin softmax-usage
-    namespace sm = stepwise::softmax::row_ends_peeled;
+    namespace sm = stepwise::softmax::row_ends_staged;
     const std::size_t bytes = h_in.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16* d_x = nullptr;  // any shape, 2-byte aligned; computed in place here
     ASSERT_EQ(cudaMalloc(&d_x, bytes), cudaSuccess);
