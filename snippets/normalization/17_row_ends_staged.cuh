@@ -732,7 +732,9 @@ __device__ __forceinline__ void stage_row_ends(T* d_slice, std::int64_t first, i
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
         const std::int64_t offset = ends[e] - first;  // in the slice
-        if (ends[e] >= 0 && offset >= 0 && offset < slice && offset / Width % threads == lane) {
+        // The chunk's thread: 32-bit arithmetic, and only in the blocks whose slice holds the chunk.
+        if (ends[e] >= 0 && offset >= 0 && offset < slice &&
+            static_cast<unsigned>(offset) / Width % static_cast<unsigned>(threads) == static_cast<unsigned>(lane)) {
             Chunk<T, Width> chunk;
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
@@ -947,8 +949,8 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
 //!        every row. Rows are 16-byte aligned (`Width` values per access). `Windowed`: a block's slice is part of the
 //!        row's window; the bulk copy moves the whole 16-byte chunks of the row in it, the threads that hold a chunk
 //!        across the row's start or end stage it beside them (stage_row_ends()) and write it value by value, and the
-//!        block's slices of
-//!        gamma and beta are those of the shifted copy of the rows' head, the same for every row of the cluster
+//!        block's slices of gamma and beta are those of the shifted copy of the rows' head, the same for every row of
+//!        the cluster
 //!        (launch_clusters()).
 template <typename T, typename Stats, int Width, int Values, bool Windowed = false>
 static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_blocks<Stats, Values>)
@@ -1065,8 +1067,8 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         if constexpr (!Windowed) {
             shift = count > 0 ? to_float(stage(s)[0]) : 0.0f;
         }
-        const int begin = max(0, lo - offset(0));  // the thread's first value of the row (lo: only the head's chunk)
-        const int row_count = max(0, hi - lo);
+        const int begin = Windowed ? max(0, lo - offset(0)) : 0;  // the thread's first value of the row
+        const int row_count = Windowed ? max(0, hi - lo) : count;
         const int threads = static_cast<int>(blockDim.x);
         constexpr bool plain = plain_squares<T, Width>;
         const Stats block =
@@ -1084,20 +1086,31 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         const int width = lanes_for(blocks);
         const Stats mine = lane % width < blocks ? block_stats[half][lane % width] : no_values<Stats>();
         const Row r = row_of(merge_lanes(mine, width), args.num_cols, args.epsilon);
-        T* d_slice = args.d_out + row * args.num_cols - head + first;  // window column `first` of the row
+        if constexpr (Windowed) {  // the slice's window columns at d_slice; the row's values at offsets [lo, hi)
+            T* d_slice = args.d_out + row * args.num_cols - head + first;
 #pragma unroll
-        for (int a = 0; a < Values / Width; ++a) {
-            if (offset(a) < hi && offset(a) + Width > lo) {
-                const Chunk<T, Width> y = staged_output<T, with_beta, Width>(x, a, r, gamma + offset(a), beta + offset(a));
-                if (!Windowed || (offset(a) >= lo && offset(a) + Width <= hi)) {
-                    store_chunk(d_slice + offset(a), y);
-                } else {  // a chunk across the row's start or end
+            for (int a = 0; a < Values / Width; ++a) {
+                if (offset(a) < hi && offset(a) + Width > lo) {
+                    const Chunk<T, Width> y = staged_output<T, with_beta, Width>(x, a, r, gamma + offset(a), beta + offset(a));
+                    if (offset(a) >= lo && offset(a) + Width <= hi) {
+                        store_chunk(d_slice + offset(a), y);
+                    } else {  // a chunk across the row's start or end
 #pragma unroll
-                    for (int i = 0; i < Width; ++i) {
-                        if (offset(a) + i >= lo && offset(a) + i < hi) {
-                            d_slice[offset(a) + i] = y.v[i];
+                        for (int i = 0; i < Width; ++i) {
+                            if (offset(a) + i >= lo && offset(a) + i < hi) {
+                                d_slice[offset(a) + i] = y.v[i];
+                            }
                         }
                     }
+                }
+            }
+        } else {
+            T* d_slice = args.d_out + row * args.num_cols + first;
+#pragma unroll
+            for (int a = 0; a < Values / Width; ++a) {
+                if (offset(a) < count) {
+                    *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) =
+                        staged_output<T, with_beta, Width>(x, a, r, gamma + offset(a), beta + offset(a));
                 }
             }
         }

@@ -413,13 +413,16 @@ template <typename T, int Width>
 __device__ __forceinline__ void stage_row_ends(T* d_slice, std::int64_t first, int slice, const T* d_row, int num_cols,
                                                int head, const Place& at)
 {
+    const int lane = at.lane, threads = at.threads;
     const std::int64_t end = std::int64_t{head} + num_cols;  // the window column past the row
     const std::int64_t ends[2] = {head > 0 ? 0 : -1, end % Width != 0 ? end / Width * Width : -1};
     bool staged = false;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
         const std::int64_t offset = ends[e] - first;  // in the slice
-        if (ends[e] >= 0 && offset >= 0 && offset < slice && offset / Width % at.threads == at.lane) {
+        // The chunk's thread: 32-bit arithmetic, and only in the blocks whose slice holds the chunk.
+        if (ends[e] >= 0 && offset >= 0 && offset < slice &&
+            static_cast<unsigned>(offset) / Width % static_cast<unsigned>(threads) == static_cast<unsigned>(lane)) {
             Chunk<T, Width> chunk;
 #pragma unroll
             for (int i = 0; i < Width; ++i) {
@@ -723,25 +726,39 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         const Partial whole =
             merge_lanes(lane % width < blocks ? block_partials[half][lane % width] : Partial{-INFINITY, 0.0f}, width);
         const float scale = scale_to_row(thread, whole);
-        // The slice's window columns at d_slice; the row's values are those at offsets [lo, hi) of it.
-        T* d_slice = d_out + row * num_cols - head + first;
-        const int lo = static_cast<int>(max(std::int64_t{0}, head - first));
-        const int hi = static_cast<int>(min(std::int64_t{slice}, std::int64_t{head} + num_cols - first));
+        if constexpr (Windowed) {  // the slice's window columns at d_slice; the row's values at offsets [lo, hi)
+            T* d_slice = d_out + row * num_cols - head + first;
+            const int lo = static_cast<int>(max(std::int64_t{0}, head - first));
+            const int hi = static_cast<int>(min(std::int64_t{slice}, std::int64_t{head} + num_cols - first));
 #pragma unroll
-        for (int a = 0; a < Values / Width; ++a) {
-            if (offset(a) >= lo && offset(a) + Width <= hi) {
-                Chunk<T, Width> y;
+            for (int a = 0; a < Values / Width; ++a) {
+                if (offset(a) >= lo && offset(a) + Width <= hi) {
+                    Chunk<T, Width> y;
 #pragma unroll
-                for (int i = 0; i < Width; ++i) {
-                    y.v[i] = from_float<T>(x[a * Width + i] * scale);
-                }
-                store_chunk(d_slice + offset(a), y);
-            } else if (Windowed && offset(a) < hi && offset(a) + Width > lo) {  // a chunk across the row's start or end
-#pragma unroll
-                for (int i = 0; i < Width; ++i) {
-                    if (offset(a) + i >= lo && offset(a) + i < hi) {
-                        d_slice[offset(a) + i] = from_float<T>(x[a * Width + i] * scale);
+                    for (int i = 0; i < Width; ++i) {
+                        y.v[i] = from_float<T>(x[a * Width + i] * scale);
                     }
+                    store_chunk(d_slice + offset(a), y);
+                } else if (offset(a) < hi && offset(a) + Width > lo) {  // a chunk across the row's start or end
+#pragma unroll
+                    for (int i = 0; i < Width; ++i) {
+                        if (offset(a) + i >= lo && offset(a) + i < hi) {
+                            d_slice[offset(a) + i] = from_float<T>(x[a * Width + i] * scale);
+                        }
+                    }
+                }
+            }
+        } else {
+            T* d_slice = d_out + row * num_cols + first;
+#pragma unroll
+            for (int a = 0; a < Values / Width; ++a) {
+                if (offset(a) < count) {
+                    Chunk<T, Width> y;
+#pragma unroll
+                    for (int i = 0; i < Width; ++i) {
+                        y.v[i] = from_float<T>(x[a * Width + i] * scale);
+                    }
+                    *reinterpret_cast<Chunk<T, Width>*>(d_slice + offset(a)) = y;
                 }
             }
         }
