@@ -41,12 +41,8 @@ def final_step_text(chapter: Chapter) -> str:
     for (bid, label, value), again in zip(h.vs(), reruns.compare(h, reruns.find_rerun(chapter.dataset, chapter))):
         if value is None:
             continue
-        if again is not None and again.level:
-            against.append(f"level with {label}")
-        elif again is not None and again.disagree:  # the recording and its rerun: the range they span
-            against.append(f"{again.range_text()} {label}'s speed")
-        else:
-            against.append(f"{fmt.format_speedup(value)} {label}'s speed")
+        kind, text = reruns.ratio_text(value, again)
+        against.append(f"level with {label}" if kind == "level" else f"{text} {label}'s speed")
     if against:
         return f"{', '.join(against)} at {h.problem}"
     if h.share is not None:

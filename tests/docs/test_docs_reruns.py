@@ -139,6 +139,21 @@ def test_two_runs_that_disagree_are_level_unless_both_leave_the_final_step_behin
     assert check.explanation().startswith("level: ") == level
 
 
+@pytest.mark.parametrize("factor, kind, text", [
+    (None, "ratio", "0.625\u00d7"),             # no rerun kept: the recording's ratio
+    (1.008, "ratio", "0.625\u00d7"),            # within 2 %: the recording's ratio
+    (1.03, "range", "0.625\u20130.644\u00d7"),  # apart, both behind: the range
+    (1.58, "level", "level"),                  # apart, one within 2 % of 1x: level
+])
+def test_the_ratio_reads_alike_wherever_it_is_said(project, factor, kind, text):
+    # The front page's cells, its summary sentence and the README take their words from reruns.ratio_text().
+    record(project)
+    if factor is not None:
+        rerun(project, factor)
+    [check] = checked(project)
+    assert reruns.ratio_text(0.625, check) == (kind, text)
+
+
 @pytest.mark.parametrize("name, change", [
     # another commit in the name, or too short a prefix to name one
     ("fixture-gpu-rerun-fedcba9.json.gz", None),

@@ -373,15 +373,14 @@ class SummaryDirective(_Base):
             entry = nodes.entry(classes=["stepwise-num"])
             for (bid, label, value), (_b, _l, row), spread, again in zip(h.vs(), h.baselines, h.spread(),
                                                                           self._reruns(h)):
+                kind, text = (None, None) if value is None else reruns.ratio_text(value, again)
                 if value is None:
                     para = na(final, (bid, row))
-                elif again is not None and again.level:  # two runs of one commit do not say which is faster
-                    para = nodes.paragraph("", "", tooltip("level", again.explanation(), ["stepwise-level"]))
-                elif again is not None and again.disagree:  # they say which, not by how much: both
-                    para = nodes.paragraph("", "", tooltip(again.range_text(), again.explanation(), ["stepwise-range"]))
+                elif kind in ("level", "range"):  # two runs of one commit: not which is faster, or not by how much
+                    para = nodes.paragraph("", "", tooltip(text, again.explanation(), [f"stepwise-{kind}"]))
                 else:
                     para = nodes.paragraph("", "", tooltip(
-                        fmt.format_speedup(value),
+                        text,
                         f"{bid}\u2019s median time over {h.final_id}\u2019s, same GPU, size and timing "
                         f"(above 1\u00d7: faster than {label})"
                         + ("" if again is None else f"; {again.explanation()}")))
@@ -438,7 +437,8 @@ def summary_sentences(headlines: list[fmt.Headline], reruns_of: dict[str, list[r
     for h in headlines:
         for (_bid, label, value), again in zip(h.vs()[:1], reruns_of.get(h.chapter.id, [None])[:1]):
             if value is not None:
-                ratio = again.range_text() if again is not None and again.disagree else fmt.format_speedup(value)
+                kind, text = reruns.ratio_text(value, again)
+                ratio = again.range_text() if kind == "level" else text  # the standing says "level"
                 standings[standing(value, again)].append(f"{fmt.short_title(h.chapter.title)} ({ratio} {label})")
     compared = sum(len(v) for v in standings.values())
     parts = []

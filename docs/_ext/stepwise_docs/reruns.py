@@ -183,6 +183,18 @@ class Rerun:
                 "runs, recording / rerun: " + "; ".join(self.differences()))
 
 
+def ratio_text(value: float, again: Rerun | None) -> tuple[str, str]:
+    """How the final step's ratio ``value`` to a library reads, given the rerun of its recorded commit (None: none
+    kept): ``("level", "level")`` where the two runs do not agree which is faster (:attr:`Rerun.level`),
+    ``("range", "0.362–0.381×")`` where they disagree but both leave it behind, else
+    ``("ratio", "1.02×")``. The front page's cells, its summary sentence and the README say it alike."""
+    if again is not None and again.level:
+        return "level", "level"
+    if again is not None and again.disagree:
+        return "range", again.range_text()
+    return "ratio", fmt.format_speedup(value)
+
+
 def compare(h: fmt.Headline, rerun: Chapter | None) -> list[Rerun | None]:
     """Per baseline of the headline (in its order), its ratio in the recording and in the rerun; None where there is no
     rerun, or either run lacks the library's or the final step's row."""
