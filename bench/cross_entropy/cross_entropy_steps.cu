@@ -6,6 +6,7 @@
 #include "../../snippets/cross_entropy/04_any_row_alignment.cuh"
 #include "../../snippets/cross_entropy/05_short_rows_to_lane_groups.cuh"
 #include "../../snippets/cross_entropy/06_long_rows_over_a_cluster.cuh"
+#include "../../snippets/cross_entropy/07_row_ends_staged.cuh"
 
 #include <string>
 #include <vector>
@@ -117,14 +118,30 @@ std::vector<KernelEntry> short_rows_to_lane_groups_kernels()
     return STEPWISE_LANE_GROUPS_STEP_KERNELS(short_rows_to_lane_groups);
 }
 
-//! Step 6's kernels: step 5's, and the cluster kernel of rows on 16-byte boundaries (`false`) or not (`true`), 64
-//! logits a thread, and 32 in fp32 rows of up to 16 blocks of 32 (a full block shown: the launcher sizes it to the row).
+//! Step 6's kernels: step 5's, and the cluster kernel of rows on 16-byte boundaries, 64 logits a thread, and 32 in
+//! fp32 rows of up to 16 blocks of 32 (a full block shown: the launcher sizes it to the row).
 std::vector<KernelEntry> long_rows_over_a_cluster_kernels()
 {
     namespace s = long_rows_over_a_cluster;
     const dim3 cluster(s::cluster_block_threads);
     constexpr int values = s::cluster_values, fp32_values = s::cluster_values / 2;
     std::vector<KernelEntry> all = STEPWISE_LANE_GROUPS_STEP_KERNELS(long_rows_over_a_cluster);
+    const std::vector<KernelEntry> clusters = {
+        kernel_entry("cluster_rows_kernel<float, 32>", s::cluster_rows_kernel<float, fp32_values>, cluster),
+        kernel_entry("cluster_rows_kernel<float, 64>", s::cluster_rows_kernel<float, values>, cluster),
+        kernel_entry("cluster_rows_kernel<" + b + ", 64>", s::cluster_rows_kernel<bf16, values>, cluster)};
+    all.insert(all.end(), clusters.begin(), clusters.end());
+    return all;
+}
+
+//! Step 7's kernels: step 5's, and the cluster kernel of rows on 16-byte boundaries (`false`) or not (`true`), 64
+//! logits a thread, and 32 in fp32 rows of up to 16 blocks of 32 (a full block shown: the launcher sizes it to the row).
+std::vector<KernelEntry> row_ends_staged_kernels()
+{
+    namespace s = row_ends_staged;
+    const dim3 cluster(s::cluster_block_threads);
+    constexpr int values = s::cluster_values, fp32_values = s::cluster_values / 2;
+    std::vector<KernelEntry> all = STEPWISE_LANE_GROUPS_STEP_KERNELS(row_ends_staged);
     const std::vector<KernelEntry> clusters = {
         kernel_entry("cluster_rows_kernel<float, 32, false>", s::cluster_rows_kernel<float, fp32_values, false>, cluster),
         kernel_entry("cluster_rows_kernel<float, 32, true>", s::cluster_rows_kernel<float, fp32_values, true>, cluster),
@@ -169,12 +186,18 @@ const std::vector<Step>& steps()
          short_rows_to_lane_groups::cross_entropy,
          short_rows_to_lane_groups::cross_entropy,
          short_rows_to_lane_groups_kernels()},
-        {{"06_long_rows_over_a_cluster", "Rows longer than a block holds split over a resident cluster, read once",
+        {{"06_long_rows_over_a_cluster",
+          "Rows on 16-byte boundaries longer than a block holds split over a resident cluster, read once",
           "snippets/cross_entropy/06_long_rows_over_a_cluster.cuh",
           "stepwise::cross_entropy::long_rows_over_a_cluster"},
          long_rows_over_a_cluster::cross_entropy,
          long_rows_over_a_cluster::cross_entropy,
          long_rows_over_a_cluster_kernels()},
+        {{"07_row_ends_staged", "Rows off 16-byte boundaries on the cluster path, the chunks across their ends staged",
+          "snippets/cross_entropy/07_row_ends_staged.cuh", "stepwise::cross_entropy::row_ends_staged"},
+         row_ends_staged::cross_entropy,
+         row_ends_staged::cross_entropy,
+         row_ends_staged_kernels()},
     };
     return all;
 }

@@ -2,18 +2,16 @@
 //! @brief Cross-entropy step 6 (beyond the source articles): rows longer than a block's registers hold are split over
 //!        the blocks of a thread-block cluster that stays resident and takes rows in turn, each row read once.
 //!
-//! Step 5 holds a row in one block's registers up to 32768 logits; a longer row (GPT-2's 50257, Llama 3's 128256) is
-//! read twice by a block of 1024 threads, once for its maximum and sum and once for the gradient, and a bf16 row of
-//! 16385 to 32768 logits takes one block of up to 1024 threads of 32 logits, whose 64 bytes a thread keep few loads in
-//! flight. Here such rows take the softmax chapter's cluster path (its steps 7, 11 and 12): as many clusters as the GPU
-//! holds at once, of up to 16 blocks of at most 256 threads, three blocks an SM (two in fp32 rows past 16 blocks of 32
-//! logits a thread); each block brings its slice of its next row into shared memory with the bulk copy engine while it
-//! works on this one, holds the slice in registers (64 logits a thread in bf16; 32 in fp32, 64 in fp32 rows longer
-//! than 16 blocks of 32), and pushes its slice's (max, sum) into every block of the cluster with `st.async`; the
-//! gradient is written from registers, with one exponential a logit. Rows not on 16-byte boundaries are held through
-//! their window, from the boundary before their first logit; the few chunks across a row's ends go through shared
-//! memory, so that the loops that hold the row test nothing. Rows longer than a cluster holds, and GPUs without
-//! clusters, keep step 5's kernels.
+//! Step 5 holds a row in one block's registers up to 32768 logits; a longer row (Llama 3's 128256) is read twice by a
+//! block of 1024 threads, once for its maximum and sum and once for the gradient, and a bf16 row of 16385 to 32768
+//! logits takes one block of up to 1024 threads of 32 logits, whose 64 bytes a thread keep few loads in flight. Here
+//! such rows take the softmax chapter's cluster path (its steps 7, 11 and 12): as many clusters as the GPU holds at
+//! once, of up to 16 blocks of at most 256 threads, three blocks an SM (two in fp32 rows past 16 blocks of 32 logits
+//! a thread); each block brings its slice of its next row into shared memory with the bulk copy engine while it works
+//! on this one, holds the slice in registers (64 logits a thread in bf16; 32 in fp32, 64 in fp32 rows longer than 16
+//! blocks of 32), and pushes its slice's (max, sum) into every block of the cluster with `st.async`; the gradient is
+//! written from registers, with one exponential a logit. The cluster path takes rows on 16-byte boundaries; the
+//! others (GPT-2's 50257), rows longer than a cluster holds, and GPUs without clusters keep step 5's kernels.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -130,22 +128,27 @@ __device__ __forceinline__ Partial merge(Partial a, Partial b)
     return {max, sa + sb};
 }
 
+//! @brief The merge of a warp's parts (shuffles within `width` lanes, a power of two); every lane gets it.
+__device__ __forceinline__ Partial merge_lanes(Partial p, int width)
+{
+    for (int offset = width / 2; offset > 0; offset /= 2) {
+        p = merge(p, {__shfl_xor_sync(0xffffffffu, p.max, offset), __shfl_xor_sync(0xffffffffu, p.sum, offset)});
+    }
+    return p;
+}
+
 //! @brief The merge of every thread's part of the block (a multiple of a warp); every thread gets it.
 __device__ inline Partial block_merge(Partial p, Partial* shared)
 {
-    for (int offset = warp_threads / 2; offset > 0; offset /= 2) {
-        p = merge(p, {__shfl_xor_sync(0xffffffffu, p.max, offset), __shfl_xor_sync(0xffffffffu, p.sum, offset)});
-    }
+    p = merge_lanes(p, warp_threads);
     const int warp = threadIdx.x / warp_threads, lane = threadIdx.x % warp_threads;
     if (lane == 0) {
         shared[warp] = p;
     }
     __syncthreads();
     if (warp == 0) {
-        p = lane < static_cast<int>(blockDim.x) / warp_threads ? shared[lane] : Partial{-INFINITY, 0.0f};
-        for (int offset = warp_threads / 2; offset > 0; offset /= 2) {
-            p = merge(p, {__shfl_xor_sync(0xffffffffu, p.max, offset), __shfl_xor_sync(0xffffffffu, p.sum, offset)});
-        }
+        p = merge_lanes(lane < static_cast<int>(blockDim.x) / warp_threads ? shared[lane] : Partial{-INFINITY, 0.0f},
+                        warp_threads);
         if (lane == 0) {
             shared[0] = p;
         }
@@ -507,15 +510,6 @@ __device__ __forceinline__ void push(Partial* slot, std::uint64_t* barrier, int 
 }
 #endif
 
-//! @brief The merge of a warp's parts (shuffles within `width` lanes, a power of two); every lane gets it.
-__device__ __forceinline__ Partial merge_lanes(Partial p, int width)
-{
-    for (int offset = width / 2; offset > 0; offset /= 2) {
-        p = merge(p, {__shfl_xor_sync(0xffffffffu, p.max, offset), __shfl_xor_sync(0xffffffffu, p.sum, offset)});
-    }
-    return p;
-}
-
 //! @brief The merge of every thread's part of the block behind one barrier; every thread gets it. `warp_partials`
 //!        alternates from row to row, so that no warp of the next row overwrites a part another warp still reads.
 __device__ __forceinline__ Partial merge_block_once(Partial p, Partial* warp_partials)
@@ -530,30 +524,20 @@ __device__ __forceinline__ Partial merge_block_once(Partial p, Partial* warp_par
     return merge_lanes(lane < warps ? warp_partials[lane] : Partial{-INFINITY, 0.0f}, warp_threads);
 }
 
-//! @brief Whether the chunk at window column `col` holds only logits of the row (window column `col` being the row's
-//!        logit `col - head`).
-template <int Width>
-__device__ __forceinline__ bool whole_chunk(int col, int head, int num_cols)
-{
-    return col >= head && col + Width <= head + num_cols;
-}
-
-//! @brief Fills the thread's chunks of the staged slice (its window columns from `first` on) that the bulk copy left
-//!        out: a chunk across the row's start or end with its logits from `in` and -inf outside the row, a chunk past
-//!        the row with -inf. Each thread reads only its own chunks of the slice, so no barrier follows.
+//! @brief Fills the thread's chunks of the staged slice (its columns from `first` on) that lie past the row with -inf:
+//!        the bulk copy brings only the row's. Each thread reads only its own chunks of the slice, so no barrier
+//!        follows.
 template <int Width, typename T>
-__device__ __forceinline__ void stage_ends(T* staged, const T* in, int base, int stride, int chunks, int first,
-                                           int head, int num_cols)
+__device__ __forceinline__ void stage_padding(T* staged, int base, int stride, int chunks, int first, int num_cols)
 {
 #pragma unroll 1
     for (int c = 0; c < chunks; ++c) {
         const int col = base + c * stride;
-        if (!whole_chunk<Width>(col, head, num_cols)) {
+        if (col >= num_cols) {
             Chunk<T, Width> chunk;
 #pragma unroll
             for (int k = 0; k < Width; ++k) {
-                const int j = col + k - head;
-                chunk.v[k] = j >= 0 && j < num_cols ? in[j] : from_float<T>(-INFINITY);
+                chunk.v[k] = from_float<T>(-INFINITY);
             }
             *reinterpret_cast<Chunk<T, Width>*>(staged + (col - first)) = chunk;
         }
@@ -574,67 +558,37 @@ __device__ __forceinline__ void load_staged(float (&v)[Values], const T* staged,
     }
 }
 
-//! @brief Writes `v * factor`, less `scale` at the label's column, into the thread's chunks of the row's window: a
-//!        chunk wholly in the row as one access; a chunk across the row's start or end into `ends` (slot 0 the start's,
-//!        1 the end's) for store_ends(); nothing of a chunk past the row.
+//! @brief Writes `v * factor`, less `scale` at the label's column, into the thread's chunks of the row (columns `base`
+//!        on, `stride` apart), one access a chunk; nothing of a chunk past the row.
 template <int Width, typename T, int Values>
-__device__ __forceinline__ void store_window(const float (&v)[Values], T* out, int base, int stride, int head,
-                                             int num_cols, float factor, int label, float scale,
-                                             Chunk<T, Width>* ends)
+__device__ __forceinline__ void store_chunks(const float (&v)[Values], T* out, int base, int stride, int num_cols,
+                                             float factor, int label, float scale)
 {
 #pragma unroll
     for (int c = 0; c < Values / Width; ++c) {
         const int col = base + c * stride;
-        const int label_k = label + head - col;  // the label's place in the chunk, if it is there
+        const int label_k = label - col;  // the label's place in the chunk, if it is there
         Chunk<T, Width> chunk;
 #pragma unroll
         for (int k = 0; k < Width; ++k) {
             chunk.v[k] = from_float<T>(v[c * Width + k] * factor - (k == label_k ? scale : 0.0f));
         }
-        if (whole_chunk<Width>(col, head, num_cols)) {
-            *reinterpret_cast<Chunk<T, Width>*>(out + (col - head)) = chunk;
-        } else if (col + Width > head && col < head + num_cols) {
-            ends[col < head ? 0 : 1] = chunk;
+        if (col < num_cols) {
+            *reinterpret_cast<Chunk<T, Width>*>(out + col) = chunk;
         }
     }
 }
 
-//! @brief Writes the row's logits of the chunks across its start and end that store_window() left in `ends`, a logit
-//!        an access, by the threads that hold them.
-template <int Width, typename T>
-__device__ __forceinline__ void store_ends(const Chunk<T, Width>* ends, T* out, int base, int stride, int chunks,
-                                           int head, int num_cols)
-{
-#pragma unroll 1
-    for (int c = 0; c < chunks; ++c) {
-        const int col = base + c * stride;
-        if (!whole_chunk<Width>(col, head, num_cols) && col + Width > head && col < head + num_cols) {
-            const Chunk<T, Width> chunk = ends[col < head ? 0 : 1];
-#pragma unroll
-            for (int k = 0; k < Width; ++k) {
-                const int j = col + k - head;
-                if (j >= 0 && j < num_cols) {
-                    out[j] = chunk.v[k];
-                }
-            }
-        }
-    }
-}
-
-//! @brief Rows split over the blocks of a cluster, block `rank` holding window columns [rank s, (rank + 1) s) of every
-//!        row, s = blockDim.x * Values; the grid's clusters take rows in turn (persistent). A row's window starts at
-//!        the 16-byte boundary at or before its first logit, `head` logits before it (0 where `Windowed` is false:
-//!        every row on a boundary). A block's whole chunks of its next row arrive in shared memory by bulk copy while
-//!        it works on this one. The threads whose chunks cross the row's start or end, or lie past it, write those
-//!        chunks into the slice first (stage_ends()), so that every thread then reads all its chunks from the slice
-//!        with no test a chunk; their gradient goes out a logit an access (store_ends()). Those tests kept in the
-//!        loops that hold the row made the bf16 kernel spill some 200 bytes a thread. The block's (max, sum) goes to
-//!        every block of the cluster by st.async, whose barrier completes when all have landed: no block waits for a
-//!        barrier of the whole cluster between rows. Each thread keeps exp(x - its maximum) in registers, and the
-//!        gradient is that times exp(its maximum - the row's) times the loss's scale over the sum: one exponential a
-//!        logit. Rank 0 reads the label's logit from global memory before its part leaves it, so before any block of
-//!        the cluster writes the row: `grad` may be `logits`.
-template <typename T, int Values, bool Windowed>
+//! @brief Rows on 16-byte boundaries split over the blocks of a cluster, block `rank` holding columns [rank s, (rank +
+//!        1) s) of every row, s = blockDim.x * Values; the grid's clusters take rows in turn (persistent). A block's
+//!        part of its next row arrives in shared memory by bulk copy while it works on this one; the threads whose
+//!        chunks lie past the row fill them with -inf first (stage_padding()), so that every thread then reads all its
+//!        chunks from the slice. The block's (max, sum) goes to every block of the cluster by st.async, whose barrier
+//!        completes when all have landed: no block waits for a barrier of the whole cluster between rows. Each thread
+//!        keeps exp(x - its maximum) in registers, and the gradient is that times exp(its maximum - the row's) times
+//!        the loss's scale over the sum: one exponential a logit. Rank 0 reads the label's logit from global memory
+//!        before its part leaves it, so before any block of the cluster writes the row: `grad` may be `logits`.
+template <typename T, int Values>
 static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_per_sm<T, Values>)
     cluster_rows_kernel(const T* logits, const int* labels, const int* count, int num_rows, int num_cols,
                         int ignore_index, float dloss, T* grad, float* row_loss)
@@ -642,32 +596,28 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     constexpr int width = vector_bytes / static_cast<int>(sizeof(T));
     constexpr int chunks = Values / width;
-    extern __shared__ __align__(16) unsigned char slice_storage[];  // the block's slice of its current row's window
+    extern __shared__ __align__(16) unsigned char slice_storage[];  // the block's slice of its current row
     __shared__ std::uint64_t slice_landed;
     __shared__ std::uint64_t partials_landed[2];  // even and odd exchanges
     __shared__ Partial warp_partials[2][cluster_block_threads / warp_threads];
     __shared__ alignas(16) Partial block_partials[2][max_cluster_blocks];
-    __shared__ Chunk<T, width> ends[2];  // the gradient of the chunks across the row's start and end
     const cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
     const int blocks = static_cast<int>(cluster.num_blocks());
     const int rank = static_cast<int>(cluster.block_rank());
     const int slice = static_cast<int>(blockDim.x) * Values;
-    const int first = rank * slice;  // the slice's first window column (a window is at most INT_MAX columns)
-    const int base = first + static_cast<int>(threadIdx.x) * width;  // the window column of the thread's first chunk
+    const int first = rank * slice;  // the slice's first column (a row is at most INT_MAX columns)
+    const int base = first + static_cast<int>(threadIdx.x) * width;  // the column of the thread's first chunk
     const int stride = static_cast<int>(blockDim.x) * width;
     const int last = base + (chunks - 1) * stride;  // of its last chunk
+    const bool inside = last < num_cols;            // every chunk of the thread in the row
     T* staged = reinterpret_cast<T*>(slice_storage);
-    const auto head_of_row = [&](std::int64_t row) { return Windowed ? head_of(logits + row * num_cols) : 0; };
-    const auto load_row = [&](std::int64_t row) {  // by thread 0: the slice's whole chunks; an ignored row's none
-        const int head = head_of_row(row);
-        const int inner_first = max(first, head > 0 ? width : 0);
-        const int inner_end = min(first + slice, (head + num_cols) / width * width);
-        const bool skipped = ignored(labels[row], num_cols, ignore_index) || inner_end <= inner_first;
-        const unsigned bytes = skipped ? 0u : static_cast<unsigned>((inner_end - inner_first) * sizeof(T));
+    const auto load_row = [&](std::int64_t row) {  // by thread 0: the slice's chunks of the row; an ignored row's none
+        const int end = min(first + slice, num_cols);
+        const bool skipped = ignored(labels[row], num_cols, ignore_index) || end <= first;
+        const unsigned bytes = skipped ? 0u : static_cast<unsigned>((end - first) * sizeof(T));
         mbarrier_arrive_expect_bytes(&slice_landed, bytes);
         if (bytes > 0) {
-            bulk_load(slice_storage + (inner_first - first) * sizeof(T), logits + row * num_cols + (inner_first - head),
-                      bytes, &slice_landed);
+            bulk_load(slice_storage, logits + row * num_cols + first, bytes, &slice_landed);
         }
     };
     if (threadIdx.x == 0) {
@@ -686,10 +636,8 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
     int turn = 0, exchange = 0;
     for (std::int64_t row = first_row; row < num_rows; row += clusters, ++turn) {
         const int label = labels[row];
-        const int head = head_of_row(row);
         const T* in = logits + row * num_cols;
         T* out = grad + row * num_cols;
-        const bool inside = base >= head && last + width <= head + num_cols;  // every chunk of the thread in the row
         mbarrier_wait_cluster(&slice_landed, turn % 2);
         float v[Values];
         if (ignored(label, num_cols, ignore_index)) {  // every block of the cluster skips the exchange alike
@@ -697,11 +645,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
             for (int i = 0; i < Values; ++i) {
                 v[i] = 0.0f;
             }
-            __syncthreads();  // no thread still reads the last row's ends (store_ends()): no merge barrier came since
-            store_window<width>(v, out, base, stride, head, num_cols, 0.0f, -1, 0.0f, ends);
-            if (!inside) {
-                store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
-            }
+            store_chunks<width>(v, out, base, stride, num_cols, 0.0f, -1, 0.0f);
             if (rank == 0 && threadIdx.x == 0) {
                 row_loss[row] = 0.0f;
             }
@@ -714,7 +658,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         const float label_logit = rank == 0 && threadIdx.x == 0 ? to_float(in[label]) : 0.0f;
         const int half = exchange % 2;
         if (!inside) {
-            stage_ends<width>(staged, in, base, stride, chunks, first, head, num_cols);
+            stage_padding<width>(staged, base, stride, chunks, first, num_cols);
             // Before the next row's bulk copy (async proxy) may overwrite what this thread wrote (generic proxy).
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         }
@@ -754,10 +698,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         // exp(x - max) exp(max - row max) scale / sum. A thread of -inf only holds zeros, and its factor is 0 (NaN
         // where the whole row is -inf: its sum is 0).
         const float factor = (max == -INFINITY ? 0.0f : exp_of(max - total.max)) * (scale / total_sum);
-        store_window<width>(v, out, base, stride, head, num_cols, factor, label, scale, ends);
-        if (!inside) {
-            store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
-        }
+        store_chunks<width>(v, out, base, stride, num_cols, factor, label, scale);
         ++exchange;
     }
     cluster.sync();  // no block leaves while a push to it may be in flight
@@ -786,7 +727,7 @@ inline void cluster_config(cudaLaunchConfig_t& config, cudaLaunchAttribute& attr
 //!        0 where it launches no clusters or the kernel was not built for sm_90 or newer. The runtime is asked once
 //!        per device and shape (a launch would otherwise pay for its queries); the kernel's shared-memory limit is
 //!        raised to its largest blocks' and its clusters past the portable 8 allowed, on each device.
-template <typename T, int Values, bool Windowed>
+template <typename T, int Values>
 inline int active_clusters(int cluster_blocks, int block_threads)
 {
     static std::mutex mutex;
@@ -801,7 +742,7 @@ inline int active_clusters(int cluster_blocks, int block_threads)
     if (!unknown) {
         return entry->second;
     }
-    const auto kernel = cluster_rows_kernel<T, Values, Windowed>;
+    const auto kernel = cluster_rows_kernel<T, Values>;
     const int largest_slice = cluster_block_threads * Values * static_cast<int>(sizeof(T));
     int cluster_launch = 0;
     cudaFuncAttributes attributes{};
@@ -822,29 +763,29 @@ inline int active_clusters(int cluster_blocks, int block_threads)
 
 //! @brief The most blocks of a cluster on this device: 16 where the GPU takes clusters beyond the portable 8 of the
 //!        largest blocks, 8 where only those, 0 where it launches no clusters.
-template <typename T, int Values, bool Windowed>
+template <typename T, int Values>
 inline int cluster_limit()
 {
     for (const int blocks : {max_cluster_blocks, portable_cluster_blocks}) {
-        if (active_clusters<T, Values, Windowed>(blocks, cluster_block_threads) >= 1) {
+        if (active_clusters<T, Values>(blocks, cluster_block_threads) >= 1) {
             return blocks;
         }
     }
     return 0;
 }
 
-//! @brief Rows whose window spans `span` columns over a cluster of `Values` logits a thread, where it holds them:
+//! @brief Rows over a cluster of `Values` logits a thread, where it holds them:
 //!        just enough blocks of at most cluster_block_threads, just enough whole warps each, as many clusters as the
 //!        GPU holds at once but no more than rows.
 //! @return whether it launched: false where the GPU has no such clusters or the row is longer than the largest holds
 //!         (the caller takes step 5's kernels); `status` is then the launch's result
-template <typename T, int Values, bool Windowed>
+template <typename T, int Values>
 bool launch_clusters(const int* count, float* row_loss, const T* d_logits, const int* d_labels, T* d_grad,
-                     int num_rows, int num_cols, int span, int ignore_index, float dloss, cudaStream_t stream,
+                     int num_rows, int num_cols, int ignore_index, float dloss, cudaStream_t stream,
                      cudaError_t& status)
 {
-    const int limit = cluster_limit<T, Values, Windowed>();
-    const std::int64_t threads = (std::int64_t{span} + Values - 1) / Values;
+    const int limit = cluster_limit<T, Values>();
+    const std::int64_t threads = (std::int64_t{num_cols} + Values - 1) / Values;
     if (threads > std::int64_t{limit} * cluster_block_threads) {
         return false;
     }
@@ -854,44 +795,43 @@ bool launch_clusters(const int* count, float* row_loss, const T* d_logits, const
     cudaLaunchConfig_t config;
     cudaLaunchAttribute attribute;
     cluster_config<T, Values>(config, attribute, cluster_blocks, block_threads, stream);
-    const int clusters = std::min(active_clusters<T, Values, Windowed>(cluster_blocks, block_threads), num_rows);
+    const int clusters = std::min(active_clusters<T, Values>(cluster_blocks, block_threads), num_rows);
     if (clusters < 1) {
         return false;
     }
     config.gridDim = dim3(static_cast<unsigned>(clusters * cluster_blocks));
-    status = cudaLaunchKernelEx(&config, cluster_rows_kernel<T, Values, Windowed>, d_logits, d_labels, count, num_rows,
+    status = cudaLaunchKernelEx(&config, cluster_rows_kernel<T, Values>, d_logits, d_labels, count, num_rows,
                                 num_cols, ignore_index, dloss, d_grad, row_loss);
     return true;
 }
 
-//! @brief Rows the cluster path takes: 16-byte accesses (`Width` values of 16 bytes), rows whose window is longer than
+//! @brief Rows the cluster path takes: on 16-byte boundaries (`Width` values of 16 bytes an access), longer than
 //!        cluster_cols (bf16: 16384, a block of 256 threads of 64; fp32: 32768, past the rows kernel's registers) and
 //!        no longer than 16 blocks of 64 logits a thread; fp32 rows of up to 16 blocks of 32 take 32 a thread (more
 //!        threads, more loads in flight for their 128 bytes).
 //! @return whether the cluster path took the rows (see launch_clusters()); `status` is then its launch's result
-template <typename T, int Width, bool Peeled>
+template <typename T, int Width>
 bool launch_long_rows(const int* count, float* row_loss, const T* d_logits, const int* d_labels, T* d_grad,
                       int num_rows, int num_cols, int ignore_index, float dloss, cudaStream_t stream,
                       cudaError_t& status)
 {
     constexpr int cluster_cols = sizeof(T) == 2 ? 16384 : register_row_values;
     constexpr int short_values = cluster_values / 2;
-    const std::int64_t span = std::int64_t{num_cols} + (Peeled ? Width - 1 : 0);  // the longest window
     if constexpr (Width * sizeof(T) != vector_bytes) {
         return false;
     } else {
-        if (span <= cluster_cols || span > std::int64_t{max_cluster_blocks} * cluster_block_threads * cluster_values) {
+        const std::int64_t cols = num_cols;
+        if (cols <= cluster_cols || cols > std::int64_t{max_cluster_blocks} * cluster_block_threads * cluster_values) {
             return false;
         }
-        const int cols = static_cast<int>(span);
         if constexpr (sizeof(T) == 4) {
-            if (span <= std::int64_t{max_cluster_blocks} * cluster_block_threads * short_values) {
-                return launch_clusters<T, short_values, Peeled>(count, row_loss, d_logits, d_labels, d_grad, num_rows,
-                                                                num_cols, cols, ignore_index, dloss, stream, status);
+            if (cols <= std::int64_t{max_cluster_blocks} * cluster_block_threads * short_values) {
+                return launch_clusters<T, short_values>(count, row_loss, d_logits, d_labels, d_grad, num_rows,
+                                                        num_cols, ignore_index, dloss, stream, status);
             }
         }
-        return launch_clusters<T, cluster_values, Peeled>(count, row_loss, d_logits, d_labels, d_grad, num_rows,
-                                                          num_cols, cols, ignore_index, dloss, stream, status);
+        return launch_clusters<T, cluster_values>(count, row_loss, d_logits, d_labels, d_grad, num_rows, num_cols,
+                                                  ignore_index, dloss, stream, status);
     }
 }
 
@@ -912,9 +852,9 @@ cudaError_t launch(int* count, float* row_loss, const T* d_logits, const int* d_
                                                       rows_per_block);
         short_rows_kernel<T, (Width > 1 && !Peeled)><<<blocks, short_rows_block, 0, stream>>>(
             d_logits, d_labels, count, num_rows, num_cols, group_lanes, ignore_index, dloss, d_grad, row_loss);
-    } else if (cudaError_t status = cudaSuccess; launch_long_rows<T, Width, Peeled>(
-                   count, row_loss, d_logits, d_labels, d_grad, num_rows, num_cols, ignore_index, dloss, stream,
-                   status)) {
+    } else if (cudaError_t status = cudaSuccess;
+               !Peeled && launch_long_rows<T, Width>(count, row_loss, d_logits, d_labels, d_grad, num_rows, num_cols,
+                                                     ignore_index, dloss, stream, status)) {
         if (status != cudaSuccess) {
             return status;
         }
