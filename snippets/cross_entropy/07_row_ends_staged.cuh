@@ -522,6 +522,26 @@ __device__ __forceinline__ Partial merge_block_once(Partial p, Partial* warp_par
     return merge_lanes(lane < warps ? warp_partials[lane] : Partial{-INFINITY, 0.0f}, warp_threads);
 }
 
+//! @brief Fills the thread's chunks of the staged slice (its columns from `first` on) that lie past the row with -inf:
+//!        the bulk copy brings only the row's. Each thread reads only its own chunks of the slice, so no barrier
+//!        follows.
+template <int Width, typename T>
+__device__ __forceinline__ void stage_padding(T* staged, int base, int stride, int chunks, int first, int num_cols)
+{
+#pragma unroll 1
+    for (int c = 0; c < chunks; ++c) {
+        const int col = base + c * stride;
+        if (col >= num_cols) {
+            Chunk<T, Width> chunk;
+#pragma unroll
+            for (int k = 0; k < Width; ++k) {
+                chunk.v[k] = from_float<T>(-INFINITY);
+            }
+            *reinterpret_cast<Chunk<T, Width>*>(staged + (col - first)) = chunk;
+        }
+    }
+}
+
 //! @brief Whether the chunk at window column `col` holds only logits of the row (window column `col` being the row's
 //!        logit `col - head`).
 template <int Width>
@@ -562,6 +582,28 @@ __device__ __forceinline__ void load_staged(float (&v)[Values], const T* staged,
 #pragma unroll
         for (int k = 0; k < Width; ++k) {
             v[c * Width + k] = to_float(chunk.v[k]);
+        }
+    }
+}
+
+//! @brief Writes `v * factor`, less `scale` at the label's column, into the thread's chunks of the row (window columns
+//!        `base` on, `stride` apart; window column `col` is the row's column `col - head`), one access a chunk; nothing
+//!        of a chunk past the row. Every chunk of the thread is whole where the row does not start past it.
+template <int Width, typename T, int Values>
+__device__ __forceinline__ void store_chunks(const float (&v)[Values], T* out, int base, int stride, int head,
+                                             int num_cols, float factor, int label, float scale)
+{
+#pragma unroll
+    for (int c = 0; c < Values / Width; ++c) {
+        const int col = base + c * stride;
+        const int label_k = label + head - col;  // the label's place in the chunk, if it is there
+        Chunk<T, Width> chunk;
+#pragma unroll
+        for (int k = 0; k < Width; ++k) {
+            chunk.v[k] = from_float<T>(v[c * Width + k] * factor - (k == label_k ? scale : 0.0f));
+        }
+        if (col < head + num_cols) {
+            *reinterpret_cast<Chunk<T, Width>*>(out + (col - head)) = chunk;
         }
     }
 }
@@ -652,8 +694,8 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
     const auto head_of_row = [&](std::int64_t row) { return Windowed ? head_of(logits + row * num_cols) : 0; };
     const auto load_row = [&](std::int64_t row) {  // by thread 0: the slice's whole chunks; an ignored row's none
         const int head = head_of_row(row);
-        const int inner_first = max(first, head > 0 ? width : 0);
-        const int inner_end = min(first + slice, (head + num_cols) / width * width);
+        const int inner_first = Windowed ? max(first, head > 0 ? width : 0) : first;
+        const int inner_end = min(first + slice, Windowed ? (head + num_cols) / width * width : num_cols);
         const bool skipped = ignored(labels[row], num_cols, ignore_index) || inner_end <= inner_first;
         const unsigned bytes = skipped ? 0u : static_cast<unsigned>((inner_end - inner_first) * sizeof(T));
         mbarrier_arrive_expect_bytes(&slice_landed, bytes);
@@ -681,15 +723,26 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         const int head = head_of_row(row);
         const T* in = logits + row * num_cols;
         T* out = grad + row * num_cols;
-        const bool inside = base >= head && last + width <= head + num_cols;  // every chunk of the thread in the row
+        // Every chunk of the thread in the row.
+        const bool inside = Windowed ? base >= head && last + width <= head + num_cols : last < num_cols;
         const bool skipped = ignored(label, num_cols, ignore_index);
-        if (!inside && !skipped) {
+        if (Windowed && !inside && !skipped) {
             // Read before the wait, these loads overlap the copy's. Only this thread reads these chunks of the slice,
             // and the copy leaves them out.
             stage_ends<width>(staged, in, base, stride, chunks, first, head, num_cols);
             // Before the next row's bulk copy (async proxy) may overwrite what this thread wrote (generic proxy).
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
         }
+        // The gradient: a chunk an access, and where the thread holds a chunk across the row's start or end, those
+        // chunks a logit an access after the others.
+        const auto store_row = [&](const float(&v)[Values], float factor, int label) {
+            if (!Windowed || inside) {
+                store_chunks<width>(v, out, base, stride, head, num_cols, factor, label, scale);
+            } else {
+                store_window<width>(v, out, base, stride, head, num_cols, factor, label, scale, ends);
+                store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
+            }
+        };
         mbarrier_wait_cluster(&slice_landed, turn % 2);
         float v[Values];
         if (skipped) {  // every block of the cluster skips the exchange alike
@@ -697,11 +750,10 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
             for (int i = 0; i < Values; ++i) {
                 v[i] = 0.0f;
             }
-            __syncthreads();  // no thread still reads the last row's ends (store_ends()): no merge barrier came since
-            store_window<width>(v, out, base, stride, head, num_cols, 0.0f, -1, 0.0f, ends);
-            if (!inside) {
-                store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
+            if constexpr (Windowed) {
+                __syncthreads();  // no thread still reads the last row's ends (store_ends()): no merge barrier since
             }
+            store_row(v, 0.0f, -1);
             if (rank == 0 && threadIdx.x == 0) {
                 row_loss[row] = 0.0f;
             }
@@ -713,6 +765,11 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         }
         const float label_logit = rank == 0 && threadIdx.x == 0 ? to_float(in[label]) : 0.0f;
         const int half = exchange % 2;
+        if (!Windowed && !inside) {  // rows on 16-byte boundaries as step 6 holds them
+            stage_padding<width>(staged, base, stride, chunks, first, num_cols);
+            // Before the next row's bulk copy (async proxy) may overwrite what this thread wrote (generic proxy).
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        }
         load_staged<width>(v, staged, base, stride, first);
         float max = -INFINITY;
 #pragma unroll
@@ -749,10 +806,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         // exp(x - max) exp(max - row max) scale / sum. A thread of -inf only holds zeros, and its factor is 0 (NaN
         // where the whole row is -inf: its sum is 0).
         const float factor = (max == -INFINITY ? 0.0f : exp_of(max - total.max)) * (scale / total_sum);
-        store_window<width>(v, out, base, stride, head, num_cols, factor, label, scale, ends);
-        if (!inside) {
-            store_ends<width>(ends, out, base, stride, chunks, head, num_cols);
-        }
+        store_row(v, factor, label);
         ++exchange;
     }
     cluster.sync();  // no block leaves while a push to it may be in flight
