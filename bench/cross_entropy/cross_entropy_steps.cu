@@ -7,6 +7,7 @@
 #include "../../snippets/cross_entropy/05_short_rows_to_lane_groups.cuh"
 #include "../../snippets/cross_entropy/06_long_rows_over_a_cluster.cuh"
 #include "../../snippets/cross_entropy/07_row_ends_staged.cuh"
+#include "../../snippets/cross_entropy/08_label_stored_apart.cuh"
 
 #include <string>
 #include <vector>
@@ -134,25 +135,35 @@ std::vector<KernelEntry> long_rows_over_a_cluster_kernels()
     return all;
 }
 
-//! Step 7's kernels: step 5's, and the cluster kernel of rows on 16-byte boundaries (`false`) or not (`true`), 64
-//! logits a thread, and 32 in fp32 rows of up to 16 blocks of 32 (a full block shown: the launcher sizes it to the row).
-std::vector<KernelEntry> row_ends_staged_kernels()
-{
-    namespace s = row_ends_staged;
-    const dim3 cluster(s::cluster_block_threads);
-    constexpr int values = s::cluster_values, fp32_values = s::cluster_values / 2;
-    std::vector<KernelEntry> all = STEPWISE_LANE_GROUPS_STEP_KERNELS(row_ends_staged);
-    const std::vector<KernelEntry> clusters = {
-        kernel_entry("cluster_rows_kernel<float, 32, false>", s::cluster_rows_kernel<float, fp32_values, false>, cluster),
-        kernel_entry("cluster_rows_kernel<float, 32, true>", s::cluster_rows_kernel<float, fp32_values, true>, cluster),
-        kernel_entry("cluster_rows_kernel<float, 64, false>", s::cluster_rows_kernel<float, values, false>, cluster),
-        kernel_entry("cluster_rows_kernel<float, 64, true>", s::cluster_rows_kernel<float, values, true>, cluster),
-        kernel_entry("cluster_rows_kernel<" + b + ", 64, false>", s::cluster_rows_kernel<bf16, values, false>, cluster),
-        kernel_entry("cluster_rows_kernel<" + b + ", 64, true>", s::cluster_rows_kernel<bf16, values, true>, cluster)};
-    all.insert(all.end(), clusters.begin(), clusters.end());
-    return all;
-}
+//! The kernels of a step launched as step 7 is, from namespace `ns`: step 5's, and the cluster kernel of rows on
+//! 16-byte boundaries (`false`) or not (`true`), 64 logits a thread, and 32 in fp32 rows of up to 16 blocks of 32 (a
+//! full block shown: the launcher sizes it to the row).
+#define STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(ns)                                                                     \
+    namespace s = ns;                                                                                                  \
+    const dim3 cluster(s::cluster_block_threads);                                                                      \
+    constexpr int values = s::cluster_values, fp32_values = s::cluster_values / 2;                                     \
+    std::vector<KernelEntry> all = STEPWISE_LANE_GROUPS_STEP_KERNELS(ns);                                              \
+    const std::vector<KernelEntry> clusters = {                                                                        \
+        kernel_entry("cluster_rows_kernel<float, 32, false>", s::cluster_rows_kernel<float, fp32_values, false>,       \
+                     cluster),                                                                                         \
+        kernel_entry("cluster_rows_kernel<float, 32, true>", s::cluster_rows_kernel<float, fp32_values, true>,         \
+                     cluster),                                                                                         \
+        kernel_entry("cluster_rows_kernel<float, 64, false>", s::cluster_rows_kernel<float, values, false>, cluster),  \
+        kernel_entry("cluster_rows_kernel<float, 64, true>", s::cluster_rows_kernel<float, values, true>, cluster),    \
+        kernel_entry("cluster_rows_kernel<" + b + ", 64, false>", s::cluster_rows_kernel<bf16, values, false>,         \
+                     cluster),                                                                                         \
+        kernel_entry("cluster_rows_kernel<" + b + ", 64, true>", s::cluster_rows_kernel<bf16, values, true>,           \
+                     cluster)};                                                                                        \
+    all.insert(all.end(), clusters.begin(), clusters.end());                                                           \
+    return all
 
+//! Step 7's kernels.
+std::vector<KernelEntry> row_ends_staged_kernels() { STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(row_ends_staged); }
+
+//! Step 8's kernels: step 7's, whose cluster kernel stores the label's gradient apart.
+std::vector<KernelEntry> label_stored_apart_kernels() { STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(label_stored_apart); }
+
+#undef STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS
 #undef STEPWISE_LANE_GROUPS_STEP_KERNELS
 
 }  // namespace
@@ -198,6 +209,11 @@ const std::vector<Step>& steps()
          row_ends_staged::cross_entropy,
          row_ends_staged::cross_entropy,
          row_ends_staged_kernels()},
+        {{"08_label_stored_apart", "The cluster path's gradient with no test a logit, the label's written apart",
+          "snippets/cross_entropy/08_label_stored_apart.cuh", "stepwise::cross_entropy::label_stored_apart"},
+         label_stored_apart::cross_entropy,
+         label_stored_apart::cross_entropy,
+         label_stored_apart_kernels()},
     };
     return all;
 }

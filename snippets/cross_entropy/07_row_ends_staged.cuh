@@ -661,7 +661,8 @@ __device__ __forceinline__ void store_ends(const Chunk<T, Width>* ends, T* out, 
 //!        every row on a boundary). A block's whole chunks of its next row arrive in shared memory by bulk copy while
 //!        it works on this one. The threads whose chunks cross the row's start or end, or lie past it, write those
 //!        chunks into the slice before they wait for the copy (stage_ends()), so that every thread then reads all its
-//!        chunks from the slice with no test a chunk; their gradient goes out a logit an access (store_ends()). Those tests kept in the
+//!        chunks from the slice with no test a chunk; the threads whose chunks are all in the row store them as step 6
+//!        does, the others a logit an access across the ends (store_window(), store_ends()). Those tests kept in the
 //!        loops that hold the row made the bf16 kernel spill some 200 bytes a thread. The block's (max, sum) goes to
 //!        every block of the cluster by st.async, whose barrier completes when all have landed: no block waits for a
 //!        barrier of the whole cluster between rows. Each thread keeps exp(x - its maximum) in registers, and the
