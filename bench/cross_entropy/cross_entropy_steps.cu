@@ -8,6 +8,9 @@
 #include "../../snippets/cross_entropy/06_long_rows_over_a_cluster.cuh"
 #include "../../snippets/cross_entropy/07_row_ends_staged.cuh"
 #include "../../snippets/cross_entropy/08_label_stored_apart.cuh"
+#include "../../snippets/cross_entropy/09_cluster_parts_merged_across_lanes.cuh"
+#include "../../snippets/cross_entropy/10_padding_off_the_checked_path.cuh"
+#include "../../snippets/cross_entropy/11_labels_read_ahead.cuh"
 
 #include <string>
 #include <vector>
@@ -163,6 +166,22 @@ std::vector<KernelEntry> row_ends_staged_kernels() { STEPWISE_WINDOWED_CLUSTER_S
 //! Step 8's kernels: step 7's, whose cluster kernel stores the label's gradient apart.
 std::vector<KernelEntry> label_stored_apart_kernels() { STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(label_stored_apart); }
 
+//! Step 9's kernels: step 8's, whose cluster kernel merges the blocks' parts across lanes.
+std::vector<KernelEntry> cluster_parts_merged_across_lanes_kernels()
+{
+    STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(cluster_parts_merged_across_lanes);
+}
+
+//! Step 10's kernels: step 9's, whose windowed cluster kernel takes only the threads at a row's ends down its checked
+//! code.
+std::vector<KernelEntry> padding_off_the_checked_path_kernels()
+{
+    STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(padding_off_the_checked_path);
+}
+
+//! Step 11's kernels: step 10's, whose cluster kernel reads each row's label a row ahead.
+std::vector<KernelEntry> labels_read_ahead_kernels() { STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS(labels_read_ahead); }
+
 #undef STEPWISE_WINDOWED_CLUSTER_STEP_KERNELS
 #undef STEPWISE_LANE_GROUPS_STEP_KERNELS
 
@@ -214,6 +233,25 @@ const std::vector<Step>& steps()
          label_stored_apart::cross_entropy,
          label_stored_apart::cross_entropy,
          label_stored_apart_kernels()},
+        {{"09_cluster_parts_merged_across_lanes",
+          "The cluster path merges its blocks' parts across lanes, log2(blocks) merges a thread",
+          "snippets/cross_entropy/09_cluster_parts_merged_across_lanes.cuh",
+          "stepwise::cross_entropy::cluster_parts_merged_across_lanes"},
+         cluster_parts_merged_across_lanes::cross_entropy,
+         cluster_parts_merged_across_lanes::cross_entropy,
+         cluster_parts_merged_across_lanes_kernels()},
+        {{"10_padding_off_the_checked_path",
+          "Rows off 16-byte boundaries: only the threads at a row's ends take the checked code",
+          "snippets/cross_entropy/10_padding_off_the_checked_path.cuh",
+          "stepwise::cross_entropy::padding_off_the_checked_path"},
+         padding_off_the_checked_path::cross_entropy,
+         padding_off_the_checked_path::cross_entropy,
+         padding_off_the_checked_path_kernels()},
+        {{"11_labels_read_ahead", "The cluster path reads each row's label a row ahead",
+          "snippets/cross_entropy/11_labels_read_ahead.cuh", "stepwise::cross_entropy::labels_read_ahead"},
+         labels_read_ahead::cross_entropy,
+         labels_read_ahead::cross_entropy,
+         labels_read_ahead_kernels()},
     };
     return all;
 }
