@@ -2,10 +2,10 @@
 //! @brief Cross-entropy step 7 (beyond the source articles): the cluster path takes rows off 16-byte boundaries too,
 //!        the two chunks across a row's ends staged in shared memory beside its bulk-copied body.
 //!
-//! Step 6 splits only rows on 16-byte boundaries over a cluster: a row of GPT-2's 50257 logits starts off a boundary
-//! on every row but a few, and keeps step 5's kernels, a block of 1024 threads reading it twice. Here such a row is
-//! held through its window, from the boundary at or before its first logit: the bulk copy brings the window's whole
-//! chunks into each block's slice, and the few threads whose chunks cross the row's start or end (or lie past it)
+//! Step 6 splits only rows on 16-byte boundaries over a cluster: GPT-2's rows of 50257 logits start off a boundary
+//! (seven rows in eight in bf16), and keep step 5's kernels, a block of 1024 threads reading each twice. Here such a
+//! row is held through its window, from the boundary at or before its first logit: the bulk copy brings the window's
+//! whole chunks into each block's slice, and the few threads whose chunks cross the row's start or end (or lie past it)
 //! read those logits from global memory, before they wait for the copy, and store the chunks into the slice, -inf
 //! outside the row. Every thread then reads all its chunks from the slice with step 6's loop, testing nothing a chunk
 //! (tests kept in those loops made the bf16 kernel spill), and the gradient of the chunks across the ends goes out a

@@ -732,7 +732,7 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_blocks_p
         const bool inside = Windowed ? base >= head && last + width <= head + num_cols : last < num_cols;
         // Whether the thread holds a chunk across the row's start (window column 0, where the row starts past it) or
         // its end: the only chunks that take checked code. Other chunks past the row are padding, filled and stored
-        // as a row on a boundary's are. The end's chunk is chunk c of the slice that holds it, thread c % threads's.
+        // as a row on a boundary's are. The chunk across the end is the slice's chunk end / width: its thread's.
         bool holds_an_end = false;
         if constexpr (Windowed) {
             const int end = head + num_cols - first;  // the row's end in the slice
