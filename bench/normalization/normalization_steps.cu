@@ -17,6 +17,7 @@
 #include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
 #include "../../snippets/normalization/16_bounded_window_registers.cuh"
 #include "../../snippets/normalization/17_row_ends_staged.cuh"
+#include "../../snippets/normalization/18_row_ends_packed.cuh"
 
 #include <string>
 
@@ -116,7 +117,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Steps 12's to 16's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! Steps 12's to 18's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
 //! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
 //! are windowed). `Name` is the traits of the step of namespace `ns`.
 #define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
@@ -134,6 +135,7 @@ STEPWISE_WINDOWED_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster)
 STEPWISE_WINDOWED_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread)
 STEPWISE_WINDOWED_STEP(BoundedWindowRegistersStep, bounded_window_registers)
 STEPWISE_WINDOWED_STEP(RowEndsStagedStep, row_ends_staged)
+STEPWISE_WINDOWED_STEP(RowEndsPackedStep, row_ends_packed)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -263,6 +265,7 @@ STEPWISE_WINDOWED_KERNELS(one_alignment_a_cluster, OneAlignmentAClusterStep)
 STEPWISE_WINDOWED_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
 STEPWISE_WINDOWED_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
 STEPWISE_WINDOWED_KERNELS(row_ends_staged, RowEndsStagedStep)
+STEPWISE_WINDOWED_KERNELS(row_ends_packed, RowEndsPackedStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -295,7 +298,7 @@ std::vector<KernelEntry> any_row_kernels()
     return out;
 }
 
-//! Steps 13's to 16's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
+//! Steps 13's to 17's (namespace `ns`, traits `Step`): step 12's kernels, and the kernel that writes the shifted
 //! copies of gamma (and beta).
 #define STEPWISE_SHIFTED_PARAMETERS_KERNELS(ns, Step)                                                                 \
 std::vector<KernelEntry> ns##_kernels()                                                                               \
@@ -324,6 +327,34 @@ STEPWISE_SHIFTED_PARAMETERS_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadSt
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(row_ends_staged, RowEndsStagedStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
+
+//! Step 18's: step 17's kernels, its shift kernel writing the window's copies or the packed rows' (`Packed`).
+std::vector<KernelEntry> row_ends_packed_kernels()
+{
+    namespace s = row_ends_packed;
+    std::vector<KernelEntry> out;
+    add_typed_step_kernels<RowEndsPackedStep, float>(out, "float");
+    add_row_ends_packed_kernels<float>(out, "float");
+    add_typed_step_kernels<RowEndsPackedStep, __nv_bfloat16>(out, "__nv_bfloat16");
+    add_row_ends_packed_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    const dim3 shift(s::shift_block_threads);
+    for (const bool packed : {false, true}) {
+        const std::string how = packed ? "true>" : "false>";
+        out.push_back(kernel_entry("shift_parameters_kernel<float, true, 4, " + how,
+                                   packed ? s::shift_parameters_kernel<float, true, 4, true>
+                                          : s::shift_parameters_kernel<float, true, 4, false>, shift));
+        out.push_back(kernel_entry("shift_parameters_kernel<float, false, 4, " + how,
+                                   packed ? s::shift_parameters_kernel<float, false, 4, true>
+                                          : s::shift_parameters_kernel<float, false, 4, false>, shift));
+        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, true, 8, " + how,
+                                   packed ? s::shift_parameters_kernel<__nv_bfloat16, true, 8, true>
+                                          : s::shift_parameters_kernel<__nv_bfloat16, true, 8, false>, shift));
+        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, false, 8, " + how,
+                                   packed ? s::shift_parameters_kernel<__nv_bfloat16, false, 8, true>
+                                          : s::shift_parameters_kernel<__nv_bfloat16, false, 8, false>, shift));
+    }
+    return out;
+}
 
 }  // namespace
 
@@ -484,6 +515,14 @@ const std::vector<Step>& steps()
          row_ends_staged::layer_norm,
          row_ends_staged::rms_norm,
          row_ends_staged_kernels(),
+         true},
+        {{"18_row_ends_packed", "A row off a 16-byte boundary that fits a block packed as an aligned row",
+          "snippets/normalization/18_row_ends_packed.cuh", "stepwise::normalization::row_ends_packed"},
+         row_ends_packed::layer_norm,
+         row_ends_packed::rms_norm,
+         row_ends_packed::layer_norm,
+         row_ends_packed::rms_norm,
+         row_ends_packed_kernels(),
          true},
     };
     return all;

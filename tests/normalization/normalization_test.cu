@@ -14,6 +14,7 @@
 #include "../../snippets/normalization/15_one_load_copy_a_thread.cuh"
 #include "../../snippets/normalization/16_bounded_window_registers.cuh"
 #include "../../snippets/normalization/17_row_ends_staged.cuh"
+#include "../../snippets/normalization/18_row_ends_packed.cuh"
 
 #include <gtest/gtest.h>
 
@@ -460,7 +461,7 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
 template <typename T>
 void expect_one_head_a_cluster()
 {
-    namespace s = row_ends_staged;
+    namespace s = row_ends_packed;
     constexpr int w = 16 / sizeof(T);
     for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
         const int period = s::head_period<T>(cols);
@@ -576,6 +577,7 @@ STEPWISE_VALUES_A_THREAD_STEP(OneAlignmentAClusterStep, one_alignment_a_cluster,
 STEPWISE_VALUES_A_THREAD_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread, "15_one_load_copy_a_thread")
 STEPWISE_VALUES_A_THREAD_STEP(BoundedWindowRegistersStep, bounded_window_registers, "16_bounded_window_registers")
 STEPWISE_VALUES_A_THREAD_STEP(RowEndsStagedStep, row_ends_staged, "17_row_ends_staged")
+STEPWISE_VALUES_A_THREAD_STEP(RowEndsPackedStep, row_ends_packed, "18_row_ends_packed")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -636,6 +638,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<OneLoadCopyAThreadStep>();
     expect_values_a_thread<BoundedWindowRegistersStep>();
     expect_values_a_thread<RowEndsStagedStep>();
+    expect_values_a_thread<RowEndsPackedStep>();
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -662,12 +665,50 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<OneLoadCopyAThreadStep>();
     expect_bf16_rows_with_the_other_memory<BoundedWindowRegistersStep>();
     expect_bf16_rows_with_the_other_memory<RowEndsStagedStep>();
+    expect_bf16_rows_with_the_other_memory<RowEndsPackedStep>();
+}
+
+//! Every value of a row at every head (its first value 0 to W - 1 places past a 16-byte boundary) has exactly one
+//! place in the packed row (load_packed()): the body's chunks start on a boundary and lie inside the row, and the
+//! places past the body hold the values before and after it. No GPU needed.
+template <int W>
+void expect_each_value_packed_once()
+{
+    namespace s = row_ends_packed;
+    for (const int cols : {1, 2, W - 1, W, W + 1, 2 * W - 1, 2 * W + 3, 4095, 4096, 50257}) {
+        for (int head = 0; head < W; ++head) {
+            SCOPED_TRACE(std::to_string(cols) + " values, head " + std::to_string(head));
+            const s::Packing p = s::packing_of<W>(head, cols);
+            if (p.body > 0) {
+                ASSERT_EQ((head + p.first) % W, 0);  // the body starts on a boundary
+            }
+            ASSERT_EQ(p.body % W, 0);
+            ASSERT_LE(p.first + p.body, cols);
+            ASSERT_LT(cols - p.body, 2 * W);  // at most two chunks past the body
+            std::vector<int> held(cols, 0);
+            for (int col = 0; col < cols; ++col) {
+                const int column = col < p.body ? p.first + col : s::packed_column(col, p);
+                ASSERT_GE(column, 0);
+                ASSERT_LT(column, cols);
+                ++held[column];
+            }
+            for (int column = 0; column < cols; ++column) {
+                ASSERT_EQ(held[column], 1) << "column " << column;
+            }
+        }
+    }
+}
+
+TEST(NormalizationFinalStep, APackedRowHoldsEachValueInOnePlace)
+{
+    expect_each_value_packed_once<4>();  // fp32
+    expect_each_value_packed_once<8>();  // bf16
 }
 
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = row_ends_staged;
+    namespace s = row_ends_packed;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -797,7 +838,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::row_ends_staged;
+    namespace nm = stepwise::normalization::row_ends_packed;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
