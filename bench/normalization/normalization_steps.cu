@@ -338,21 +338,17 @@ std::vector<KernelEntry> row_ends_packed_kernels()
     add_typed_step_kernels<RowEndsPackedStep, __nv_bfloat16>(out, "__nv_bfloat16");
     add_row_ends_packed_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
     const dim3 shift(s::shift_block_threads);
-    for (const bool packed : {false, true}) {
-        const std::string how = packed ? "true>" : "false>";
-        out.push_back(kernel_entry("shift_parameters_kernel<float, true, 4, " + how,
-                                   packed ? s::shift_parameters_kernel<float, true, 4, true>
-                                          : s::shift_parameters_kernel<float, true, 4, false>, shift));
-        out.push_back(kernel_entry("shift_parameters_kernel<float, false, 4, " + how,
-                                   packed ? s::shift_parameters_kernel<float, false, 4, true>
-                                          : s::shift_parameters_kernel<float, false, 4, false>, shift));
-        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, true, 8, " + how,
-                                   packed ? s::shift_parameters_kernel<__nv_bfloat16, true, 8, true>
-                                          : s::shift_parameters_kernel<__nv_bfloat16, true, 8, false>, shift));
-        out.push_back(kernel_entry("shift_parameters_kernel<__nv_bfloat16, false, 8, " + how,
-                                   packed ? s::shift_parameters_kernel<__nv_bfloat16, false, 8, true>
-                                          : s::shift_parameters_kernel<__nv_bfloat16, false, 8, false>, shift));
-    }
+    const auto add = [&](const std::string& arguments, auto kernel) {
+        out.push_back(kernel_entry("shift_parameters_kernel<" + arguments + ">", kernel, shift));
+    };
+    add("float, true, 4, false", s::shift_parameters_kernel<float, true, 4, false>);
+    add("float, false, 4, false", s::shift_parameters_kernel<float, false, 4, false>);
+    add("__nv_bfloat16, true, 8, false", s::shift_parameters_kernel<__nv_bfloat16, true, 8, false>);
+    add("__nv_bfloat16, false, 8, false", s::shift_parameters_kernel<__nv_bfloat16, false, 8, false>);
+    add("float, true, 4, true", s::shift_parameters_kernel<float, true, 4, true>);
+    add("float, false, 4, true", s::shift_parameters_kernel<float, false, 4, true>);
+    add("__nv_bfloat16, true, 8, true", s::shift_parameters_kernel<__nv_bfloat16, true, 8, true>);
+    add("__nv_bfloat16, false, 8, true", s::shift_parameters_kernel<__nv_bfloat16, false, 8, true>);
     return out;
 }
 

@@ -603,6 +603,23 @@ __device__ __forceinline__ void load_parameters(Parameters<T, Width, Values>& p,
     }
 }
 
+//! @brief The output chunk of the thread's chunk `a` of `x`: (x - mean) * rstd * gamma (+ beta), from gamma's and
+//!        beta's chunks (beta's 0 for RMSNorm).
+template <typename T, int Width, int Values>
+__device__ __forceinline__ Chunk<T, Width> output_chunk(const float (&x)[Values], int a, Row r,
+                                                       const Chunk<T, Width>& gamma, const Chunk<T, Width>& beta)
+{
+    float g[Width], b[Width];
+    widen(gamma, g);
+    widen(beta, b);
+    Chunk<T, Width> y;
+#pragma unroll
+    for (int i = 0; i < Width; ++i) {
+        y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * g[i] + b[i]);
+    }
+    return y;
+}
+
 //! @brief Writes (x - mean) * rstd * gamma (+ beta) for each value the thread holds, with gamma and beta from `ahead`
 //!        (load_parameters()) or, where it is nullptr, loaded here.
 template <typename T, bool WithBeta, int Width, int Values>
@@ -621,14 +638,7 @@ __device__ __forceinline__ void store_slice(const float (&x)[Values], const Args
             } else {
                 load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
             }
-            float g[Width], b[Width];
-            widen(gamma, g);
-            widen(beta, b);
-            Chunk<T, Width> y;
-#pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * g[i] + b[i]);
-            }
+            const Chunk<T, Width> y = output_chunk<T, Width>(x, a, r, gamma, beta);
             *reinterpret_cast<Chunk<T, Width>*>(args.d_out + row_offset + col) = y;
         }
     }
@@ -864,14 +874,7 @@ __device__ __forceinline__ void store_window(const float (&x)[Values], const Arg
             } else {
                 load_window_parameter_chunk<T, WithBeta>(args, col, head, gamma, beta);
             }
-            float g[Width], b[Width];
-            widen(gamma, g);
-            widen(beta, b);
-            Chunk<T, Width> y;
-#pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * g[i] + b[i]);
-            }
+            const Chunk<T, Width> y = output_chunk<T, Width>(x, a, r, gamma, beta);
             if (whole_chunk(col, Width, head, args.num_cols)) {
                 store_chunk(d_row + (col - head), y);
             } else {
@@ -963,14 +966,7 @@ __device__ __forceinline__ void store_packed(const float (&x)[Values], const Arg
             } else {
                 load_parameter_chunk<T, WithBeta>(args, col, gamma, beta);
             }
-            float g[Width], b[Width];
-            widen(gamma, g);
-            widen(beta, b);
-            Chunk<T, Width> y;
-#pragma unroll
-            for (int i = 0; i < Width; ++i) {
-                y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * g[i] + b[i]);
-            }
+            const Chunk<T, Width> y = output_chunk<T, Width>(x, a, r, gamma, beta);
             if (col + Width <= p.body) {
                 store_chunk(d_row + p.first + col, y);
             } else {
@@ -995,15 +991,7 @@ __device__ __forceinline__ Chunk<T, Width> staged_output(const float (&x)[Values
     if constexpr (WithBeta) {
         b = *reinterpret_cast<const Chunk<T, Width>*>(beta);
     }
-    float gamma_values[Width], beta_values[Width];
-    widen(g, gamma_values);
-    widen(b, beta_values);
-    Chunk<T, Width> y;
-#pragma unroll
-    for (int i = 0; i < Width; ++i) {
-        y.v[i] = from_float<T>((x[a * Width + i] - r.mean) * output_scale(r) * gamma_values[i] + beta_values[i]);
-    }
-    return y;
+    return output_chunk<T, Width>(x, a, r, g, b);
 }
 
 //! @brief LayerNorm keeps each row's mean and rstd.
