@@ -18,6 +18,7 @@
 #include "../../snippets/normalization/16_bounded_window_registers.cuh"
 #include "../../snippets/normalization/17_row_ends_staged.cuh"
 #include "../../snippets/normalization/18_row_ends_packed.cuh"
+#include "../../snippets/normalization/19_many_rows_one_warp.cuh"
 
 #include <string>
 
@@ -117,7 +118,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Steps 12's to 18's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! Steps 12's to 19's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
 //! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
 //! are windowed). `Name` is the traits of the step of namespace `ns`.
 #define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
@@ -136,6 +137,7 @@ STEPWISE_WINDOWED_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread)
 STEPWISE_WINDOWED_STEP(BoundedWindowRegistersStep, bounded_window_registers)
 STEPWISE_WINDOWED_STEP(RowEndsStagedStep, row_ends_staged)
 STEPWISE_WINDOWED_STEP(RowEndsPackedStep, row_ends_packed)
+STEPWISE_WINDOWED_STEP(ManyRowsOneWarpStep, many_rows_one_warp)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -266,6 +268,7 @@ STEPWISE_WINDOWED_KERNELS(one_load_copy_a_thread, OneLoadCopyAThreadStep)
 STEPWISE_WINDOWED_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
 STEPWISE_WINDOWED_KERNELS(row_ends_staged, RowEndsStagedStep)
 STEPWISE_WINDOWED_KERNELS(row_ends_packed, RowEndsPackedStep)
+STEPWISE_WINDOWED_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -328,29 +331,34 @@ STEPWISE_SHIFTED_PARAMETERS_KERNELS(bounded_window_registers, BoundedWindowRegis
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(row_ends_staged, RowEndsStagedStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
-//! Step 18's: step 17's kernels, its shift kernel writing the window's copies or the packed rows' (`Packed`).
-std::vector<KernelEntry> row_ends_packed_kernels()
-{
-    namespace s = row_ends_packed;
-    std::vector<KernelEntry> out;
-    add_typed_step_kernels<RowEndsPackedStep, float>(out, "float");
-    add_row_ends_packed_kernels<float>(out, "float");
-    add_typed_step_kernels<RowEndsPackedStep, __nv_bfloat16>(out, "__nv_bfloat16");
-    add_row_ends_packed_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
-    const dim3 shift(s::shift_block_threads);
-    const auto add = [&](const std::string& arguments, auto kernel) {
-        out.push_back(kernel_entry("shift_parameters_kernel<" + arguments + ">", kernel, shift));
-    };
-    add("float, true, 4, false", s::shift_parameters_kernel<float, true, 4, false>);
-    add("float, false, 4, false", s::shift_parameters_kernel<float, false, 4, false>);
-    add("__nv_bfloat16, true, 8, false", s::shift_parameters_kernel<__nv_bfloat16, true, 8, false>);
-    add("__nv_bfloat16, false, 8, false", s::shift_parameters_kernel<__nv_bfloat16, false, 8, false>);
-    add("float, true, 4, true", s::shift_parameters_kernel<float, true, 4, true>);
-    add("float, false, 4, true", s::shift_parameters_kernel<float, false, 4, true>);
-    add("__nv_bfloat16, true, 8, true", s::shift_parameters_kernel<__nv_bfloat16, true, 8, true>);
-    add("__nv_bfloat16, false, 8, true", s::shift_parameters_kernel<__nv_bfloat16, false, 8, true>);
-    return out;
+//! Steps 18's and 19's (namespace `ns`, traits `Step`): step 17's kernels, their shift kernel writing the window's
+//! copies or the packed rows' (`Packed`).
+#define STEPWISE_PACKED_ROWS_KERNELS(ns, Step)                                                                        \
+std::vector<KernelEntry> ns##_kernels()                                                                               \
+{                                                                                                                     \
+    namespace s = ns;                                                                                                 \
+    std::vector<KernelEntry> out;                                                                                     \
+    add_typed_step_kernels<Step, float>(out, "float");                                                                \
+    add_##ns##_kernels<float>(out, "float");                                                                          \
+    add_typed_step_kernels<Step, __nv_bfloat16>(out, "__nv_bfloat16");                                                \
+    add_##ns##_kernels<__nv_bfloat16>(out, "__nv_bfloat16");                                                          \
+    const dim3 shift(s::shift_block_threads);                                                                         \
+    const auto add = [&](const std::string& arguments, auto kernel) {                                                 \
+        out.push_back(kernel_entry("shift_parameters_kernel<" + arguments + ">", kernel, shift));                     \
+    };                                                                                                                \
+    add("float, true, 4, false", s::shift_parameters_kernel<float, true, 4, false>);                                  \
+    add("float, false, 4, false", s::shift_parameters_kernel<float, false, 4, false>);                                \
+    add("__nv_bfloat16, true, 8, false", s::shift_parameters_kernel<__nv_bfloat16, true, 8, false>);                  \
+    add("__nv_bfloat16, false, 8, false", s::shift_parameters_kernel<__nv_bfloat16, false, 8, false>);                \
+    add("float, true, 4, true", s::shift_parameters_kernel<float, true, 4, true>);                                    \
+    add("float, false, 4, true", s::shift_parameters_kernel<float, false, 4, true>);                                  \
+    add("__nv_bfloat16, true, 8, true", s::shift_parameters_kernel<__nv_bfloat16, true, 8, true>);                    \
+    add("__nv_bfloat16, false, 8, true", s::shift_parameters_kernel<__nv_bfloat16, false, 8, true>);                  \
+    return out;                                                                                                       \
 }
+STEPWISE_PACKED_ROWS_KERNELS(row_ends_packed, RowEndsPackedStep)
+STEPWISE_PACKED_ROWS_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
+#undef STEPWISE_PACKED_ROWS_KERNELS
 
 }  // namespace
 
@@ -519,6 +527,14 @@ const std::vector<Step>& steps()
          row_ends_packed::layer_norm,
          row_ends_packed::rms_norm,
          row_ends_packed_kernels(),
+         true},
+        {{"19_many_rows_one_warp", "Where rows are many, a bf16 LayerNorm row of up to 1024 values in one warp",
+          "snippets/normalization/19_many_rows_one_warp.cuh", "stepwise::normalization::many_rows_one_warp"},
+         many_rows_one_warp::layer_norm,
+         many_rows_one_warp::rms_norm,
+         many_rows_one_warp::layer_norm,
+         many_rows_one_warp::rms_norm,
+         many_rows_one_warp_kernels(),
          true},
     };
     return all;

@@ -6,12 +6,12 @@
 //! before its first value to the one past its last, `num_cols + Width - 1` values laid out over the threads. That
 //! layout takes more threads than the row's length asks for (a row of 1023 bf16 values took two warps of 32 values a
 //! thread, half of their chunks past the row's end), and every thread whose chunks reach past the row's end took
-//! the checked loop, value by value: at 65536 x 1023 bf16 LayerNorm ran at about a third of the copy's speed. Here
-//! the kernel lays such a row out as an aligned row of `num_cols` values: its body, the whole chunks between its
-//! first and last 16-byte boundary, comes first, read and written as an aligned row's chunks; the values before the
-//! body's start and after its end (fewer than 16 bytes each) follow it, in the places past the body, read and
-//! written one by one by the one or two threads that hold them. The threads, values a thread and block shape are
-//! then those of an aligned row of the same length. Longer rows (the cluster and split paths) are step 17's.
+//! the checked loop, value by value. Here the kernel lays such a row out as an aligned row of `num_cols` values: its
+//! body, the whole chunks between its first and last 16-byte boundary, comes first, read and written as an aligned
+//! row's chunks; the values before the body's start and after its end (fewer than 16 bytes each) follow it, in the
+//! places past the body, read and written one by one by the one or two threads that hold them. The threads, values a
+//! thread and block shape are then those of an aligned row of the same length. Longer rows (the cluster and split
+//! paths) are step 17's.
 #pragma once
 
 #include <cooperative_groups.h>

@@ -15,6 +15,7 @@
 #include "../../snippets/normalization/16_bounded_window_registers.cuh"
 #include "../../snippets/normalization/17_row_ends_staged.cuh"
 #include "../../snippets/normalization/18_row_ends_packed.cuh"
+#include "../../snippets/normalization/19_many_rows_one_warp.cuh"
 
 #include <gtest/gtest.h>
 
@@ -461,7 +462,7 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
 template <typename T>
 void expect_one_head_a_cluster()
 {
-    namespace s = row_ends_packed;
+    namespace s = many_rows_one_warp;
     constexpr int w = 16 / sizeof(T);
     for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
         const int period = s::head_period<T>(cols);
@@ -578,6 +579,7 @@ STEPWISE_VALUES_A_THREAD_STEP(OneLoadCopyAThreadStep, one_load_copy_a_thread, "1
 STEPWISE_VALUES_A_THREAD_STEP(BoundedWindowRegistersStep, bounded_window_registers, "16_bounded_window_registers")
 STEPWISE_VALUES_A_THREAD_STEP(RowEndsStagedStep, row_ends_staged, "17_row_ends_staged")
 STEPWISE_VALUES_A_THREAD_STEP(RowEndsPackedStep, row_ends_packed, "18_row_ends_packed")
+STEPWISE_VALUES_A_THREAD_STEP(ManyRowsOneWarpStep, many_rows_one_warp, "19_many_rows_one_warp")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -639,6 +641,61 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<BoundedWindowRegistersStep>();
     expect_values_a_thread<RowEndsStagedStep>();
     expect_values_a_thread<RowEndsPackedStep>();
+    expect_values_a_thread<ManyRowsOneWarpStep>();
+}
+
+// Where rows are many (at least many_rows_per_sm an SM), bf16 LayerNorm rows of 129 to 1024 values take 32 values a
+// thread on a GPU of fast memory: one warp a row of up to 1024. Elsewhere the final step keeps step 10's table. No GPU
+// needed.
+TEST(NormalizationLauncher, ManyRowsOfUpTo1024Bf16ValuesTakeOneWarp)
+{
+    namespace s = many_rows_one_warp;
+    using s::Memory;
+    using s::Moments;
+    using s::Squares;
+    constexpr int sms = 132;
+    constexpr int many = s::many_rows_per_sm * sms;
+    for (const int cols : {129, 333, 512, 1000, 1023, 1024}) {
+        SCOPED_TRACE(std::to_string(cols) + " values a row");
+        EXPECT_EQ((s::values_for_rows<bf16, Moments>(many, cols, Memory::fast, sms)), 32);
+        EXPECT_EQ((s::values_for_rows<bf16, Moments>(1 << 30, cols, Memory::fast, sms)), 32);
+        EXPECT_EQ((s::values_for_rows<bf16, Moments>(many - 1, cols, Memory::fast, sms)), 16);  // rows too few
+        EXPECT_EQ((s::values_for_rows<bf16, Moments>(many, cols, Memory::usual, sms)), 16);     // memory not fast
+        EXPECT_EQ((s::values_for_rows<bf16, Moments>(many, cols, Memory::fast, 0)), 16);        // SMs unknown
+        EXPECT_EQ((s::values_for_rows<bf16, Squares>(many, cols, Memory::fast, sms)),           // RMSNorm: the table
+                  (s::values_per_thread<bf16, Squares>(cols, Memory::fast)));
+        EXPECT_EQ((s::values_for_rows<float, Moments>(many, cols, Memory::fast, sms)),          // fp32: the table
+                  (s::values_per_thread<float, Moments>(cols, Memory::fast)));
+    }
+    for (const int cols : {1, 128, 1025, 4096, 100000}) {  // shorter and longer rows: the table
+        EXPECT_EQ((s::values_for_rows<bf16, Moments>(many, cols, Memory::fast, sms)),
+                  (s::values_per_thread<bf16, Moments>(cols, Memory::fast))) << cols << " values a row";
+    }
+}
+
+// The one-warp rows on this GPU: bf16 LayerNorm at many_rows_per_sm rows an SM and 7 more, aligned and 3 values past
+// a 16-byte boundary (packed rows), against the reference; values_for_rows() picks 32 values a thread there where
+// the GPU's memory is fast (its choice checked above). Under compute-sanitizer one length only.
+TEST(NormalizationFinalStep, ManyRowsOfUpTo1024Bf16ValuesMatchTheReference)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    namespace s = many_rows_one_warp;
+    const int sms = s::traits_of_current_device().sms;
+    ASSERT_GE(sms, 1);
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const int rows = s::many_rows_per_sm * sms + 7;
+    const std::vector<int> lengths = stepwise::testing::under_sanitizer() ? std::vector<int>{333}
+                                                                          : std::vector<int>{129, 333, 512, 1023, 1024};
+    for (const int cols : lengths) {
+        const Problem p = random_problem({rows, cols}, seed + cols, true);
+        for (const std::size_t offset : {std::size_t{0}, std::size_t{3}}) {
+            SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols) + ", offset " + std::to_string(offset));
+            const StepRun r = run_step(steps().back(), Norm::layer, true, p, false, offset);
+            ASSERT_EQ(r.launch, cudaSuccess);
+            expect_matches_reference(Norm::layer, p, r, true);
+        }
+    }
 }
 
 //! Step `S`'s bf16 rows with the values a thread of the other memory than this GPU's.
@@ -666,6 +723,7 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<BoundedWindowRegistersStep>();
     expect_bf16_rows_with_the_other_memory<RowEndsStagedStep>();
     expect_bf16_rows_with_the_other_memory<RowEndsPackedStep>();
+    expect_bf16_rows_with_the_other_memory<ManyRowsOneWarpStep>();
 }
 
 //! Every value of a row at every head (its first value 0 to W - 1 places past a 16-byte boundary) has exactly one
@@ -674,7 +732,7 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
 template <int W>
 void expect_each_value_packed_once()
 {
-    namespace s = row_ends_packed;
+    namespace s = many_rows_one_warp;
     for (const int cols : {1, 2, W - 1, W, W + 1, 2 * W - 1, 2 * W + 3, 4095, 4096, 50257}) {
         for (int head = 0; head < W; ++head) {
             SCOPED_TRACE(std::to_string(cols) + " values, head " + std::to_string(head));
@@ -708,7 +766,7 @@ TEST(NormalizationFinalStep, APackedRowHoldsEachValueInOnePlace)
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = row_ends_packed;
+    namespace s = many_rows_one_warp;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -838,7 +896,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::row_ends_packed;
+    namespace nm = stepwise::normalization::many_rows_one_warp;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
