@@ -291,13 +291,17 @@ std::vector<KernelEntry> with_the_row_kernels()
     return out;
 }
 
+//! Step `Step`'s (namespace `ns`) kernels of both types into `out`: those it shares with step 11 and its windowed ones.
+#define STEPWISE_TYPED_AND_WINDOWED_KERNELS(ns, Step, out)                                                            \
+    add_typed_step_kernels<Step, float>(out, "float");                                                                \
+    add_##ns##_kernels<float>(out, "float");                                                                          \
+    add_typed_step_kernels<Step, __nv_bfloat16>(out, "__nv_bfloat16");                                                \
+    add_##ns##_kernels<__nv_bfloat16>(out, "__nv_bfloat16")
+
 std::vector<KernelEntry> any_row_kernels()
 {
     std::vector<KernelEntry> out;
-    add_typed_step_kernels<AnyRowStep, float>(out, "float");
-    add_any_row_alignment_kernels<float>(out, "float");
-    add_typed_step_kernels<AnyRowStep, __nv_bfloat16>(out, "__nv_bfloat16");
-    add_any_row_alignment_kernels<__nv_bfloat16>(out, "__nv_bfloat16");
+    STEPWISE_TYPED_AND_WINDOWED_KERNELS(any_row_alignment, AnyRowStep, out);
     return out;
 }
 
@@ -308,10 +312,7 @@ std::vector<KernelEntry> ns##_kernels()                                         
 {                                                                                                                     \
     namespace s = ns;                                                                                                 \
     std::vector<KernelEntry> out;                                                                                     \
-    add_typed_step_kernels<Step, float>(out, "float");                                                                \
-    add_##ns##_kernels<float>(out, "float");                                                                          \
-    add_typed_step_kernels<Step, __nv_bfloat16>(out, "__nv_bfloat16");                                                \
-    add_##ns##_kernels<__nv_bfloat16>(out, "__nv_bfloat16");                                                          \
+    STEPWISE_TYPED_AND_WINDOWED_KERNELS(ns, Step, out);                                                               \
     const dim3 shift(s::shift_block_threads);                                                                         \
     for (const bool with_beta : {true, false}) {                                                                      \
         const std::string beta = with_beta ? "true" : "false";                                                        \
@@ -338,10 +339,7 @@ std::vector<KernelEntry> ns##_kernels()                                         
 {                                                                                                                     \
     namespace s = ns;                                                                                                 \
     std::vector<KernelEntry> out;                                                                                     \
-    add_typed_step_kernels<Step, float>(out, "float");                                                                \
-    add_##ns##_kernels<float>(out, "float");                                                                          \
-    add_typed_step_kernels<Step, __nv_bfloat16>(out, "__nv_bfloat16");                                                \
-    add_##ns##_kernels<__nv_bfloat16>(out, "__nv_bfloat16");                                                          \
+    STEPWISE_TYPED_AND_WINDOWED_KERNELS(ns, Step, out);                                                               \
     const dim3 shift(s::shift_block_threads);                                                                         \
     const auto add = [&](const std::string& arguments, auto kernel) {                                                 \
         out.push_back(kernel_entry("shift_parameters_kernel<" + arguments + ">", kernel, shift));                     \
@@ -359,6 +357,7 @@ std::vector<KernelEntry> ns##_kernels()                                         
 STEPWISE_PACKED_ROWS_KERNELS(row_ends_packed, RowEndsPackedStep)
 STEPWISE_PACKED_ROWS_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
 #undef STEPWISE_PACKED_ROWS_KERNELS
+#undef STEPWISE_TYPED_AND_WINDOWED_KERNELS
 
 }  // namespace
 
