@@ -2,8 +2,9 @@
 // paged cache and the step rows, at the sizes of a serving engine's decoding step with Llama 3 8B's attention (32
 // query heads over 8 K/V heads of 128, bf16, pages of 16 tokens): one sequence of 128k cached tokens, 8 of 32k, 64 of
 // 4096 and 256 of 1024 at one new token, 64 of 4096 at four (speculative decoding's drafts checked at once), a ragged
-// batch, and three small odd sizes. Every row is checked against the double reference at up to 256 rows of the
-// result, spread over every sequence, new token and head.
+// batch, three small odd sizes, and other pages (64 and 256 tokens) and heads (Llama 3 70B's, head_dim 64) beside
+// them. Every row is checked against the double reference at up to 256 rows of the result, spread over every
+// sequence, new token and head.
 #include "attention/attention_reference.hpp"
 #include "core/bf16.hpp"
 #include "core/chapter.hpp"
@@ -44,9 +45,12 @@ constexpr da::Size main_sizes[] = {{1, 1, 131072, false},
                                    {64, 1, 4096, false},
                                    {256, 1, 1024, false},
                                    {64, 4, 4096, false}};
-//! Sizes beside them: a ragged batch (64 sequences of 128 to 8191 tokens, about 256k in all), and small odd ones
-//! (one token; three sequences of 1001 at three new tokens; seven of 4097): lengths that fill no page.
-constexpr da::Size other_sizes[] = {{64, 1, 8191, true}, {1, 1, 1, false}, {3, 3, 1001, false}, {7, 1, 4097, false}};
+//! Sizes beside them: a ragged batch (64 sequences of 128 to 8191 tokens, about 256k in all), small odd ones (one
+//! token; three sequences of 1001 at three new tokens; seven of 4097): lengths that fill no page; 8 x 32768 in pages
+//! of 64 and of 256 tokens; and 64 x 4096 with Llama 3 70B's 64 query heads over 8, and with head_dim 64.
+constexpr da::Size other_sizes[] = {{64, 1, 8191, true},         {1, 1, 1, false},         {3, 3, 1001, false},
+                                    {7, 1, 4097, false},         {8, 1, 32768, false, 1}, {8, 1, 32768, false, 2},
+                                    {64, 1, 4096, false, 0, 1}, {64, 1, 4096, false, 0, 2}};
 //! The cache lengths of the sweep (one sequence, one new token), doubling from the first to the last.
 constexpr int sweep_shortest = 1024;
 constexpr int sweep_longest = 131072;

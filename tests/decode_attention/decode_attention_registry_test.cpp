@@ -11,7 +11,7 @@ namespace stepwise::decode_attention {
 namespace {
 
 //! The sizes the chapter declares, as the registry writes them: Llama 3 8B's heads at one new token (128k, 8 x 32k,
-//! 64 x 4096, 256 x 1024 cached tokens), at four, a ragged batch and three odd sizes.
+//! 64 x 4096, 256 x 1024 cached tokens), at four, a ragged batch, three odd sizes, larger pages and other heads.
 const std::vector<std::string> declared_problems = {"1 x 131072 tokens, 1 new token",
                                                    "8 x 32768 tokens, 1 new token",
                                                    "64 x 4096 tokens, 1 new token",
@@ -20,7 +20,11 @@ const std::vector<std::string> declared_problems = {"1 x 131072 tokens, 1 new to
                                                    "64 x 128 to 8191 tokens (ragged), 1 new token",
                                                    "1 x 1 token, 1 new token",
                                                    "3 x 1001 tokens, 3 new tokens",
-                                                   "7 x 4097 tokens, 1 new token"};
+                                                   "7 x 4097 tokens, 1 new token",
+                                                   "8 x 32768 tokens, 1 new token, pages of 64",
+                                                   "8 x 32768 tokens, 1 new token, pages of 256",
+                                                   "64 x 4096 tokens, 1 new token, 64 query heads over 8",
+                                                   "64 x 4096 tokens, 1 new token, head_dim 64"};
 
 TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheReadCeilingTheCopyAndCudnn)
 {
@@ -53,7 +57,13 @@ TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheReadCeilingTheCopy
         for (const nlohmann::json& size : step.at("sizes")) {
             problems.push_back(size.at("problem"));
             const Size s = size_of(size.at("n").get<std::int64_t>());
-            EXPECT_EQ(size.at("shape"), (std::vector<int>{s.batch, s.q_len, s.length})) << size.at("problem");
+            const std::vector<int> shape = s.pages == 0 && s.heads == 0
+                                               ? std::vector<int>{s.batch, s.q_len, s.length}
+                                               : std::vector<int>{s.batch, s.q_len, s.length, page_sizes[s.pages],
+                                                                  head_shapes[s.heads].heads,
+                                                                  head_shapes[s.heads].kv_heads,
+                                                                  head_shapes[s.heads].head_dim};
+            EXPECT_EQ(size.at("shape"), shape) << size.at("problem");
         }
         std::vector<std::string> expected = declared_problems;
         if (i + 1 == ids.size()) {  // the final step is also measured at the sweep's lengths but the longest (a main size)
@@ -102,13 +112,22 @@ TEST(DecodeAttentionRegistry, TheSteps16ByteLoadsAndTheMergeAreListed)
 
 TEST(DecodeAttentionSizes, KeysNameTheirSizesAndRaggedBatchesSpreadTheirLengths)
 {
-    for (const Size s : {Size{1, 1, 131072, false}, Size{256, 4, 1024, false}, Size{64, 1, 8191, true}}) {
+    for (const Size s : {Size{1, 1, 131072, false}, Size{256, 4, 1024, false}, Size{64, 1, 8191, true},
+                         Size{8, 1, 32768, false, 2}, Size{64, 1, 4096, false, 0, 1}, Size{64, 8, 8191, true, 1, 2}}) {
         const Size back = size_of(size_key(s));
         EXPECT_EQ(back.batch, s.batch);
         EXPECT_EQ(back.q_len, s.q_len);
         EXPECT_EQ(back.length, s.length);
         EXPECT_EQ(back.ragged, s.ragged);
+        EXPECT_EQ(back.pages, s.pages);
+        EXPECT_EQ(back.heads, s.heads);
     }
+    // Other pages and heads reach the problem: pages of 256, Llama 3 70B's 64 query heads over 8, head_dim 64.
+    EXPECT_EQ(problem_of({8, 1, 32768, false, 2}, 1).page_size, 256);
+    const Problem wide = problem_of({64, 1, 4096, false, 0, 1}, 1);
+    EXPECT_EQ(wide.heads, 64);
+    EXPECT_EQ(wide.kv_heads, 8);
+    EXPECT_EQ(problem_of({64, 1, 4096, false, 0, 2}, 1).head_dim, 64);
     const std::vector<int> lengths = ragged_lengths(64, 8191);
     ASSERT_EQ(lengths.size(), 64u);
     EXPECT_EQ(lengths.front(), 128);
