@@ -184,14 +184,17 @@ REGISTRY_SCHEMA: dict = {
                                             "n": {"type": "integer"},
                                             "problem": {"type": "string"},
                                             "shape": {
-                                                "type": "array", "minItems": 2, "maxItems": 4,
+                                                "type": "array", "minItems": 2, "maxItems": 7,
                                                 "items": {"type": "integer", "minimum": 1},
                                                 "description": "a GEMM's M, N, K where they differ, "
-                                                               "a matrix's rows, columns, or an "
+                                                               "a matrix's rows, columns, an "
                                                                "attention problem's batch, heads, seq, "
-                                                               "head dim: n is then a key, not a size "
-                                                               "(left out of plots against n; cited as "
-                                                               "#MxNxK, #RxC or #BxHxSxD)",
+                                                               "head dim, or a decoding step's batch, "
+                                                               "new tokens, cached tokens (and page "
+                                                               "size, heads, K/V heads, head dim): n is "
+                                                               "then a key, not a size (left out of "
+                                                               "plots against n; cited as #MxNxK, #RxC, "
+                                                               "#BxHxSxD, #BxQxL or #BxQxLxPxHxKxD)",
                                             },
                                         },
                                     },
