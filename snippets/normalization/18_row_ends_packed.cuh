@@ -794,11 +794,20 @@ __host__ __device__ __forceinline__ Packing packing_of(int head, int num_cols)
     return {first, (num_cols - first) / Width * Width};
 }
 
-//! @brief The row's column of the packed row's column `col` (past the body): the values before the body, then those
-//!        after it.
+//! @brief The row's column of the packed row's column `col`: the body's (the row's from `first` on), then past the
+//!        body the values before it, then those after it.
 __host__ __device__ __forceinline__ int packed_column(int col, Packing p)
 {
-    return col < p.body + p.first ? col - p.body : col;
+    return col < p.body ? p.first + col : col < p.body + p.first ? col - p.body : col;
+}
+
+//! @brief Whether windowed rows of `num_cols` values fit a block (their longest window, `num_cols + Width - 1` values,
+//!        does): the rows kernel then holds each row packed (load_packed()), as long as the row, and longer rows take
+//!        the windows of the cluster or split path.
+template <int Width>
+constexpr bool packed_rows(int num_cols)
+{
+    return std::int64_t{num_cols} + (Width - 1) <= block_values;
 }
 
 //! @brief Writes `Width` copies of gamma (and, `WithBeta`, of beta after them) of `stride` values each, 0 where a
@@ -818,9 +827,7 @@ __global__ void shift_parameters_kernel(const T* __restrict__ d_gamma, const T* 
         std::int64_t j = position - copy;  // the row's column of `position` in copy `copy`
         if constexpr (Packed) {
             const Packing p = packing_of<Width>(copy, num_cols);
-            j = position < p.body ? p.first + position
-                : position < num_cols ? packed_column(static_cast<int>(position), p)
-                                      : -1;
+            j = position < num_cols ? packed_column(static_cast<int>(position), p) : -1;
         }
         const bool inside = j >= 0 && j < num_cols;
         d_shifted[i] = inside ? d_gamma[j] : from_float<T>(0.0f);
@@ -1030,8 +1037,9 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
     Parameters<T, Width, Values> parameters;
     int count = 0;
     Packing packing{};
+    int head = 0;  // windowed: how far the row starts past a 16-byte boundary
     if constexpr (Windowed) {
-        const int head = head_of(args.d_in + row_offset);  // d_out's rows: the same (normalize() checks)
+        head = head_of(args.d_in + row_offset);  // d_out's rows: the same (normalize() checks)
         packing = packing_of<Width>(head, args.num_cols);
         count = load_packed<T, Width, Values>(x, args.d_in + row_offset, at, args.num_cols, packing, row_valid);
         if constexpr (ParametersAhead) {
@@ -1050,8 +1058,8 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
         group_statistics<plain_squares<T, Width>>(x, count, group_count, shift, group_threads, scratch, Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     if constexpr (Windowed) {
-        store_packed<T, with_beta>(x, packed_parameters_of(args, head_of(args.d_in + row_offset)), row_offset, at,
-                                   packing, row_valid, r, ParametersAhead ? &parameters : nullptr);
+        store_packed<T, with_beta>(x, packed_parameters_of(args, head), row_offset, at, packing, row_valid, r,
+                                   ParametersAhead ? &parameters : nullptr);
     } else {
         store_slice<T, with_beta>(x, args, row_offset, at, row_valid, r, ParametersAhead ? &parameters : nullptr);
     }
@@ -1476,8 +1484,9 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
         limit = span > block_values ? cluster_limit<T, Stats, Width, Values, Windowed>() : 0;
     }
     Layout l = choose_layout(args.num_rows, span, Values, limit);
-    if (Windowed && l.cluster_blocks == 0 && l.split_blocks == 0) {  // the rows kernel: packed rows of num_cols values
-        l = choose_layout(args.num_rows, args.num_cols, Values, 0);
+    const bool packed = Windowed && l.cluster_blocks == 0 && l.split_blocks == 0;  // the rows kernel: packed rows
+    if (packed) {
+        l = choose_layout(args.num_rows, args.num_cols, Values, 0);  // of num_cols values
     }
     if (l.blocks > INT32_MAX) {
         return cudaErrorInvalidValue;
@@ -1506,7 +1515,7 @@ inline cudaError_t launch(void* d_temp_storage, std::size_t& temp_storage_bytes,
         const std::int64_t values = Width * stride;
         const unsigned shift_blocks = static_cast<unsigned>(
             std::min<std::int64_t>((values + shift_block_threads - 1) / shift_block_threads, shift_max_blocks));
-        if (l.cluster_blocks == 0 && l.split_blocks == 0) {  // the rows kernel: packed rows
+        if (packed) {
             shift_parameters_kernel<T, with_beta, Width, true><<<shift_blocks, shift_block_threads, 0, stream>>>(
                 args.d_gamma, args.d_beta, d_shifted, args.num_cols, stride);
         } else {
@@ -1598,10 +1607,10 @@ inline cudaError_t normalize(void* d_temp_storage, std::size_t& temp_storage_byt
     // launch() copies them, shifted once for each head, into the workspace.
     const std::uintptr_t apart = reinterpret_cast<std::uintptr_t>(args.d_out) - reinterpret_cast<std::uintptr_t>(args.d_in);
     if (apart % vector_bytes == 0 && args.num_cols <= std::numeric_limits<int>::max() - (width - 1)) {
-        const int span = args.num_cols + (width - 1);  // rows that fit a block are packed: as long as they are
-        return launch_values<T, Stats, true>(values_per_thread<T, Stats>(span <= block_values ? args.num_cols : span,
-                                                                         memory),
-                                             d_temp_storage, temp_storage_bytes, args, stream);
+        const int span = args.num_cols + (width - 1);
+        const int length = packed_rows<width>(args.num_cols) ? args.num_cols : span;
+        return launch_values<T, Stats, true>(values_per_thread<T, Stats>(length, memory), d_temp_storage,
+                                             temp_storage_bytes, args, stream);
     }
     return launch<T, Stats, 1, 16>(d_temp_storage, temp_storage_bytes, args, stream);
 }
