@@ -20,26 +20,27 @@ inline constexpr int model_kv_heads = 8;
 inline constexpr int model_head_dim = 128;
 inline constexpr int model_page_size = 16;
 
-//! The tokens a page holds, as a size picks them (`Size::pages`): vLLM's default first, then larger pages.
+//! The tokens a page holds, as a size picks them (`Size::page_size_index`): vLLM's default first, then larger pages.
 inline constexpr int page_sizes[] = {model_page_size, 64, 256};
 
-//! @brief Attention heads a size serves (`Size::heads`), and the words its problem text adds for them.
-struct Heads {
+//! @brief Attention heads a size serves (`Size::heads_index`), and the words its problem text adds for them.
+struct HeadShape {
     int heads, kv_heads, head_dim;
     const char* text;
 };
 //! Llama 3 8B's first; then Llama 3 70B's 64 query heads over 8 K/V heads, and Llama 3 8B's at head_dim 64.
-inline constexpr Heads head_shapes[] = {{model_heads, model_kv_heads, model_head_dim, ""},
-                                        {64, 8, 128, ", 64 query heads over 8"},
-                                        {32, 8, 64, ", head_dim 64"}};
+inline constexpr HeadShape head_shapes[] = {{model_heads, model_kv_heads, model_head_dim, ""},
+                                            {64, 8, 128, ", 64 query heads over 8"},
+                                            {32, 8, 64, ", head_dim 64"}};
 
 //! @brief A size of the chapter: `batch` sequences of `length` cached tokens each (the new ones included), each with
 //!        `q_len` new query tokens; `ragged`: the sequences' lengths spread from about length / batch to `length`
-//!        (ragged_lengths()); `pages` and `heads` index page_sizes and head_shapes (0: pages of 16, Llama 3 8B).
+//!        (ragged_lengths()); `page_size_index` and `heads_index` pick from page_sizes and head_shapes (0: pages of 16,
+//!        Llama 3 8B's heads).
 struct Size {
     int batch = 1, q_len = 1, length = 1;
     bool ragged = false;
-    int pages = 0, heads = 0;
+    int page_size_index = 0, heads_index = 0;
 };
 
 //! @brief The lengths of a ragged batch of `batch` sequences, the longest `longest` tokens: sequence b holds
@@ -54,13 +55,14 @@ inline std::vector<int> ragged_lengths(int batch, int longest)
     return lengths;
 }
 
-//! The registry's n of a size: heads * 10^17 + pages * 10^16 + ragged * 10^15 + q_len * 10^12 + batch * 10^6 + length
-//! (a key; the size's `shape` is batch, q_len, length, then for other pages or heads than the first the page size,
-//! heads, K/V heads and head_dim; its problem text says the rest).
+//! The registry's n of a size: heads_index * 10^17 + page_size_index * 10^16 + ragged * 10^15 + q_len * 10^12 +
+//! batch * 10^6 + length (a key; the size's `shape` is batch, q_len, length, then for other pages or heads than the
+//! first the page size, heads, K/V heads and head_dim; its problem text says the rest).
 inline std::int64_t size_key(const Size& s)
 {
     constexpr std::int64_t e6 = 1000000, e12 = e6 * e6, e15 = e12 * 1000, e16 = e15 * 10, e17 = e16 * 10;
-    return s.heads * e17 + s.pages * e16 + (s.ragged ? e15 : 0) + s.q_len * e12 + s.batch * e6 + s.length;
+    return s.heads_index * e17 + s.page_size_index * e16 + (s.ragged ? e15 : 0) + s.q_len * e12 + s.batch * e6 +
+           s.length;
 }
 
 inline Size size_of(std::int64_t key)
@@ -81,17 +83,18 @@ inline std::string size_text(const Size& s)
                                         : std::to_string(s.length) + (s.length == 1 ? " token" : " tokens");
     return std::to_string(s.batch) + " x " + tokens + ", " + std::to_string(s.q_len) +
            (s.q_len == 1 ? " new token" : " new tokens") +
-           (s.pages == 0 ? "" : ", pages of " + std::to_string(page_sizes[s.pages])) + head_shapes[s.heads].text;
+           (s.page_size_index == 0 ? "" : ", pages of " + std::to_string(page_sizes[s.page_size_index])) +
+           head_shapes[s.heads_index].text;
 }
 
 inline ProblemSize problem_size(const Size& s)
 {
-    if (s.pages == 0 && s.heads == 0) {
+    if (s.page_size_index == 0 && s.heads_index == 0) {
         return {size_key(s), size_text(s), {s.batch, s.q_len, s.length}};
     }
-    const Heads& h = head_shapes[s.heads];
+    const HeadShape& h = head_shapes[s.heads_index];
     return {size_key(s), size_text(s),
-            {s.batch, s.q_len, s.length, page_sizes[s.pages], h.heads, h.kv_heads, h.head_dim}};
+            {s.batch, s.q_len, s.length, page_sizes[s.page_size_index], h.heads, h.kv_heads, h.head_dim}};
 }
 
 //! @brief The chapter's Problem of a size (its heads and pages), its pages taken from a pool shuffled by `seed`.
@@ -100,10 +103,11 @@ inline Problem problem_of(const Size& s, std::uint64_t seed)
     Problem p;
     p.batch = s.batch;
     p.q_len = s.q_len;
-    p.heads = head_shapes[s.heads].heads;
-    p.kv_heads = head_shapes[s.heads].kv_heads;
-    p.head_dim = head_shapes[s.heads].head_dim;
-    p.page_size = page_sizes[s.pages];
+    const HeadShape& h = head_shapes[s.heads_index];
+    p.heads = h.heads;
+    p.kv_heads = h.kv_heads;
+    p.head_dim = h.head_dim;
+    p.page_size = page_sizes[s.page_size_index];
     p.lengths = s.ragged ? ragged_lengths(s.batch, s.length)
                          : std::vector<int>(static_cast<std::size_t>(s.batch), s.length);
     assign_pages(p, seed);

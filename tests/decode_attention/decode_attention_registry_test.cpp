@@ -57,12 +57,12 @@ TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheReadCeilingTheCopy
         for (const nlohmann::json& size : step.at("sizes")) {
             problems.push_back(size.at("problem"));
             const Size s = size_of(size.at("n").get<std::int64_t>());
-            const std::vector<int> shape = s.pages == 0 && s.heads == 0
-                                               ? std::vector<int>{s.batch, s.q_len, s.length}
-                                               : std::vector<int>{s.batch, s.q_len, s.length, page_sizes[s.pages],
-                                                                  head_shapes[s.heads].heads,
-                                                                  head_shapes[s.heads].kv_heads,
-                                                                  head_shapes[s.heads].head_dim};
+            const HeadShape& h = head_shapes[s.heads_index];
+            const std::vector<int> shape =
+                s.page_size_index == 0 && s.heads_index == 0
+                    ? std::vector<int>{s.batch, s.q_len, s.length}
+                    : std::vector<int>{s.batch, s.q_len, s.length, page_sizes[s.page_size_index],
+                                       h.heads, h.kv_heads, h.head_dim};
             EXPECT_EQ(size.at("shape"), shape) << size.at("problem");
         }
         std::vector<std::string> expected = declared_problems;
@@ -119,8 +119,8 @@ TEST(DecodeAttentionSizes, KeysNameTheirSizesAndRaggedBatchesSpreadTheirLengths)
         EXPECT_EQ(back.q_len, s.q_len);
         EXPECT_EQ(back.length, s.length);
         EXPECT_EQ(back.ragged, s.ragged);
-        EXPECT_EQ(back.pages, s.pages);
-        EXPECT_EQ(back.heads, s.heads);
+        EXPECT_EQ(back.page_size_index, s.page_size_index);
+        EXPECT_EQ(back.heads_index, s.heads_index);
     }
     // Other pages and heads reach the problem: pages of 256, Llama 3 70B's 64 query heads over 8, head_dim 64.
     EXPECT_EQ(problem_of({8, 1, 32768, false, 2}, 1).page_size, 256);
