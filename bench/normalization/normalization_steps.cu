@@ -19,6 +19,7 @@
 #include "../../snippets/normalization/17_row_ends_staged.cuh"
 #include "../../snippets/normalization/18_row_ends_packed.cuh"
 #include "../../snippets/normalization/19_many_rows_one_warp.cuh"
+#include "../../snippets/normalization/20_padding_by_whole_chunks.cuh"
 
 #include <string>
 
@@ -118,7 +119,7 @@ struct WithTheRowStep {
     static constexpr auto rows = parameters_with_the_row::norm_rows_kernel<T, Stats, W, V, false>;
 };
 
-//! Steps 12's to 19's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
+//! Steps 12's to 20's kernels of 16-byte aligned rows are step 11's, with `Windowed` false: a further template
 //! argument in the compiler's names (rows kernels: whether they load gamma and beta with the row, then whether they
 //! are windowed). `Name` is the traits of the step of namespace `ns`.
 #define STEPWISE_WINDOWED_STEP(Name, ns)                                                                             \
@@ -138,6 +139,7 @@ STEPWISE_WINDOWED_STEP(BoundedWindowRegistersStep, bounded_window_registers)
 STEPWISE_WINDOWED_STEP(RowEndsStagedStep, row_ends_staged)
 STEPWISE_WINDOWED_STEP(RowEndsPackedStep, row_ends_packed)
 STEPWISE_WINDOWED_STEP(ManyRowsOneWarpStep, many_rows_one_warp)
+STEPWISE_WINDOWED_STEP(PaddingByWholeChunksStep, padding_by_whole_chunks)
 #undef STEPWISE_WINDOWED_STEP
 
 #undef STEPWISE_ROWS_KERNELS
@@ -269,6 +271,7 @@ STEPWISE_WINDOWED_KERNELS(bounded_window_registers, BoundedWindowRegistersStep)
 STEPWISE_WINDOWED_KERNELS(row_ends_staged, RowEndsStagedStep)
 STEPWISE_WINDOWED_KERNELS(row_ends_packed, RowEndsPackedStep)
 STEPWISE_WINDOWED_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
+STEPWISE_WINDOWED_KERNELS(padding_by_whole_chunks, PaddingByWholeChunksStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -332,7 +335,7 @@ STEPWISE_SHIFTED_PARAMETERS_KERNELS(bounded_window_registers, BoundedWindowRegis
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(row_ends_staged, RowEndsStagedStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
-//! Steps 18's and 19's (namespace `ns`, traits `Step`): step 17's kernels, their shift kernel writing the window's
+//! Steps 18's to 20's (namespace `ns`, traits `Step`): step 17's kernels, their shift kernel writing the window's
 //! copies or the packed rows' (`Packed`).
 #define STEPWISE_PACKED_ROWS_KERNELS(ns, Step)                                                                        \
 std::vector<KernelEntry> ns##_kernels()                                                                               \
@@ -356,6 +359,7 @@ std::vector<KernelEntry> ns##_kernels()                                         
 }
 STEPWISE_PACKED_ROWS_KERNELS(row_ends_packed, RowEndsPackedStep)
 STEPWISE_PACKED_ROWS_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
+STEPWISE_PACKED_ROWS_KERNELS(padding_by_whole_chunks, PaddingByWholeChunksStep)
 #undef STEPWISE_PACKED_ROWS_KERNELS
 #undef STEPWISE_TYPED_AND_WINDOWED_KERNELS
 
@@ -534,6 +538,14 @@ const std::vector<Step>& steps()
          many_rows_one_warp::layer_norm,
          many_rows_one_warp::rms_norm,
          many_rows_one_warp_kernels(),
+         true},
+        {{"20_padding_by_whole_chunks", "Values outside the row padded a whole chunk at a time",
+          "snippets/normalization/20_padding_by_whole_chunks.cuh", "stepwise::normalization::padding_by_whole_chunks"},
+         padding_by_whole_chunks::layer_norm,
+         padding_by_whole_chunks::rms_norm,
+         padding_by_whole_chunks::layer_norm,
+         padding_by_whole_chunks::rms_norm,
+         padding_by_whole_chunks_kernels(),
          true},
     };
     return all;

@@ -16,6 +16,7 @@
 #include "../../snippets/normalization/17_row_ends_staged.cuh"
 #include "../../snippets/normalization/18_row_ends_packed.cuh"
 #include "../../snippets/normalization/19_many_rows_one_warp.cuh"
+#include "../../snippets/normalization/20_padding_by_whole_chunks.cuh"
 
 #include <gtest/gtest.h>
 
@@ -462,7 +463,7 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
 template <typename T>
 void expect_one_head_a_cluster()
 {
-    namespace s = many_rows_one_warp;
+    namespace s = padding_by_whole_chunks;
     constexpr int w = 16 / sizeof(T);
     for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
         const int period = s::head_period<T>(cols);
@@ -580,6 +581,7 @@ STEPWISE_VALUES_A_THREAD_STEP(BoundedWindowRegistersStep, bounded_window_registe
 STEPWISE_VALUES_A_THREAD_STEP(RowEndsStagedStep, row_ends_staged, "17_row_ends_staged")
 STEPWISE_VALUES_A_THREAD_STEP(RowEndsPackedStep, row_ends_packed, "18_row_ends_packed")
 STEPWISE_VALUES_A_THREAD_STEP(ManyRowsOneWarpStep, many_rows_one_warp, "19_many_rows_one_warp")
+STEPWISE_VALUES_A_THREAD_STEP(PaddingByWholeChunksStep, padding_by_whole_chunks, "20_padding_by_whole_chunks")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -642,6 +644,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<RowEndsStagedStep>();
     expect_values_a_thread<RowEndsPackedStep>();
     expect_values_a_thread<ManyRowsOneWarpStep>();
+    expect_values_a_thread<PaddingByWholeChunksStep>();
 }
 
 // Where rows are many (at least many_rows_per_sm an SM), bf16 LayerNorm rows of 129 to 1024 values take 32 values a
@@ -649,7 +652,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
 // needed.
 TEST(NormalizationLauncher, ManyRowsOfUpTo1024Bf16ValuesTakeOneWarp)
 {
-    namespace s = many_rows_one_warp;
+    namespace s = padding_by_whole_chunks;
     using s::Memory;
     using s::Moments;
     using s::Squares;
@@ -679,7 +682,7 @@ TEST(NormalizationLauncher, ManyRowsOfUpTo1024Bf16ValuesTakeOneWarp)
 TEST(NormalizationFinalStep, ManyRowsOfUpTo1024Bf16ValuesMatchTheReference)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = many_rows_one_warp;
+    namespace s = padding_by_whole_chunks;
     const int sms = s::traits_of_current_device().sms;
     ASSERT_GE(sms, 1);
     const std::uint64_t seed = fresh_seed();
@@ -724,6 +727,7 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<RowEndsStagedStep>();
     expect_bf16_rows_with_the_other_memory<RowEndsPackedStep>();
     expect_bf16_rows_with_the_other_memory<ManyRowsOneWarpStep>();
+    expect_bf16_rows_with_the_other_memory<PaddingByWholeChunksStep>();
 }
 
 //! Every value of a row at every head (its first value 0 to W - 1 places past a 16-byte boundary) has exactly one
@@ -732,7 +736,7 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
 template <int W>
 void expect_each_value_packed_once()
 {
-    namespace s = many_rows_one_warp;
+    namespace s = padding_by_whole_chunks;
     for (const int cols : {1, 2, W - 1, W, W + 1, 2 * W - 1, 2 * W + 3, 4095, 4096, 50257}) {
         for (int head = 0; head < W; ++head) {
             SCOPED_TRACE(std::to_string(cols) + " values, head " + std::to_string(head));
@@ -766,7 +770,7 @@ TEST(NormalizationFinalStep, APackedRowHoldsEachValueInOnePlace)
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = many_rows_one_warp;
+    namespace s = padding_by_whole_chunks;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -896,7 +900,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::many_rows_one_warp;
+    namespace nm = stepwise::normalization::padding_by_whole_chunks;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
