@@ -20,6 +20,7 @@
 #include "../../snippets/normalization/18_row_ends_packed.cuh"
 #include "../../snippets/normalization/19_many_rows_one_warp.cuh"
 #include "../../snippets/normalization/20_padding_by_whole_chunks.cuh"
+#include "../../snippets/normalization/21_lanes_known_at_compile_time.cuh"
 
 #include <string>
 
@@ -130,6 +131,9 @@ struct WithTheRowStep {
         static constexpr const char* kernel_suffix = ", false";                                                     \
         template <typename T, typename Stats, int W, int V>                                                          \
         static constexpr auto rows = ns::norm_rows_kernel<T, Stats, W, V, false, false>;                             \
+        static constexpr const char* lanes_suffix = "";                                                              \
+        template <typename T, typename Stats, int W, int V, bool Ahead, bool Windowed>                               \
+        static constexpr auto rows_of() { return ns::norm_rows_kernel<T, Stats, W, V, Ahead, Windowed>; }            \
     };
 STEPWISE_WINDOWED_STEP(AnyRowStep, any_row_alignment)
 STEPWISE_WINDOWED_STEP(ShiftedParametersStep, shifted_parameters)
@@ -141,6 +145,20 @@ STEPWISE_WINDOWED_STEP(RowEndsPackedStep, row_ends_packed)
 STEPWISE_WINDOWED_STEP(ManyRowsOneWarpStep, many_rows_one_warp)
 STEPWISE_WINDOWED_STEP(PaddingByWholeChunksStep, padding_by_whole_chunks)
 #undef STEPWISE_WINDOWED_STEP
+
+//! Step 21's rows kernels also take the lanes of a row: 0 for a row per block, as the traits list them here; those of
+//! rows that fit a warp, 1 to 32 lanes, come from add_warp_rows_kernels().
+struct LanesKnownAtCompileTimeStep {
+    STEPWISE_TYPED_KERNELS(lanes_known_at_compile_time)
+    static constexpr bool values_by_row_and_memory = true;
+    static constexpr const char* rows_suffix = ", false, false, 0";
+    static constexpr const char* kernel_suffix = ", false";
+    template <typename T, typename Stats, int W, int V>
+    static constexpr auto rows = lanes_known_at_compile_time::norm_rows_kernel<T, Stats, W, V, false, false, 0>;
+    static constexpr const char* lanes_suffix = ", 0";
+    template <typename T, typename Stats, int W, int V, bool Ahead, bool Windowed>
+    static constexpr auto rows_of() { return lanes_known_at_compile_time::norm_rows_kernel<T, Stats, W, V, Ahead, Windowed, 0>; }
+};
 
 #undef STEPWISE_ROWS_KERNELS
 #undef STEPWISE_TYPED_KERNELS
@@ -222,29 +240,29 @@ void add_##ns##_kernels(std::vector<KernelEntry>& out, const std::string& type) 
     using s::Squares;                                                                                                 \
     constexpr int w = 16 / sizeof(T);                                                                                 \
     const dim3 rows(s::short_rows_block), split(s::split_block_threads), cluster(s::cluster_block_threads);           \
-    const std::string t = type + ", " + Step::name_space, wide = ", " + std::to_string(w);                            \
+    const std::string t = type + ", " + Step::name_space, wide = ", " + std::to_string(w), lanes = Step::lanes_suffix;\
     if constexpr (s::parameters_ahead<T, Moments, w, 16>) {                                                           \
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Moments, w, 16, true, false>, rows));\
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Moments, w, 16, true, true>, rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, false" + lanes + ">", Step::template rows_of<T, Moments, w, 16, true, false>(), rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, true, true" + lanes + ">", Step::template rows_of<T, Moments, w, 16, true, true>(), rows));\
     }                                                                                                                 \
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, false>", s::norm_rows_kernel<T, Squares, w, 16, true, false>, rows));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Squares, w, 8, true, false>, rows));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, true>", s::norm_rows_kernel<T, Squares, w, 16, true, true>, rows));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Squares, w, 8, true, true>, rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, false" + lanes + ">", Step::template rows_of<T, Squares, w, 16, true, false>(), rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, false" + lanes + ">", Step::template rows_of<T, Squares, w, 8, true, false>(), rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, true, true" + lanes + ">", Step::template rows_of<T, Squares, w, 16, true, true>(), rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, true, true" + lanes + ">", Step::template rows_of<T, Squares, w, 8, true, true>(), rows));\
     if constexpr (sizeof(T) == 4) {                                                                                   \
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, false>", s::norm_rows_kernel<T, Moments, w, 8, true, false>, rows));\
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, true>", s::norm_rows_kernel<T, Moments, w, 8, true, true>, rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, false" + lanes + ">", Step::template rows_of<T, Moments, w, 8, true, false>(), rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, true, true" + lanes + ">", Step::template rows_of<T, Moments, w, 8, true, true>(), rows));\
     }                                                                                                                 \
     const dim3 rows32(s::max_block_threads<32>), rows64(s::max_block_threads<64>);                              \
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Moments, w, 16, false, true>, rows));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Moments, w, 32, false, true>, rows32));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Moments, w, 64, false, true>, rows64));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Squares, w, 8, false, true>, rows));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true>", s::norm_rows_kernel<T, Squares, w, 16, false, true>, rows));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false, true>", s::norm_rows_kernel<T, Squares, w, 32, false, true>, rows32));\
-    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 64, false, true>", s::norm_rows_kernel<T, Squares, w, 64, false, true>, rows64));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 16, false, true" + lanes + ">", Step::template rows_of<T, Moments, w, 16, false, true>(), rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 32, false, true" + lanes + ">", Step::template rows_of<T, Moments, w, 32, false, true>(), rows32));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 64, false, true" + lanes + ">", Step::template rows_of<T, Moments, w, 64, false, true>(), rows64));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 8, false, true" + lanes + ">", Step::template rows_of<T, Squares, w, 8, false, true>(), rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 16, false, true" + lanes + ">", Step::template rows_of<T, Squares, w, 16, false, true>(), rows));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 32, false, true" + lanes + ">", Step::template rows_of<T, Squares, w, 32, false, true>(), rows32));\
+    out.push_back(kernel_entry("norm_rows_kernel<" + t + "Squares" + wide + ", 64, false, true" + lanes + ">", Step::template rows_of<T, Squares, w, 64, false, true>(), rows64));\
     if constexpr (sizeof(T) == 4) {                                                                                   \
-        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, false, true>", s::norm_rows_kernel<T, Moments, w, 8, false, true>, rows));\
+        out.push_back(kernel_entry("norm_rows_kernel<" + t + "Moments" + wide + ", 8, false, true" + lanes + ">", Step::template rows_of<T, Moments, w, 8, false, true>(), rows));\
     }                                                                                                                 \
     for (const int values : {32, 64}) {                                                                               \
         const auto config_m = values == 32 ? s::cluster_config<T, Moments, w, 32> : s::cluster_config<T, Moments, w, 64>;\
@@ -272,6 +290,7 @@ STEPWISE_WINDOWED_KERNELS(row_ends_staged, RowEndsStagedStep)
 STEPWISE_WINDOWED_KERNELS(row_ends_packed, RowEndsPackedStep)
 STEPWISE_WINDOWED_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
 STEPWISE_WINDOWED_KERNELS(padding_by_whole_chunks, PaddingByWholeChunksStep)
+STEPWISE_WINDOWED_KERNELS(lanes_known_at_compile_time, LanesKnownAtCompileTimeStep)
 #undef STEPWISE_WINDOWED_KERNELS
 
 //! Step 8's, 9's or 10's kernels (`K`), for fp32 and bf16.
@@ -335,9 +354,49 @@ STEPWISE_SHIFTED_PARAMETERS_KERNELS(bounded_window_registers, BoundedWindowRegis
 STEPWISE_SHIFTED_PARAMETERS_KERNELS(row_ends_staged, RowEndsStagedStep)
 #undef STEPWISE_SHIFTED_PARAMETERS_KERNELS
 
-//! Steps 18's to 20's (namespace `ns`, traits `Step`): step 17's kernels, their shift kernel writing the window's
-//! copies or the packed rows' (`Packed`).
-#define STEPWISE_PACKED_ROWS_KERNELS(ns, Step)                                                                        \
+//! Step 21's rows kernels of rows that fit a warp, of type `T` (named `type`): for each norm, values a thread (8 to
+//! 32, 16-byte accesses, on and off 16-byte boundaries; 16 a value an access) the one that loads gamma and beta as
+//! parameters_ahead says, at 1 to 32 lanes a row.
+template <typename T>
+void add_warp_rows_kernels(std::vector<KernelEntry>& out, const std::string& type)
+{
+    namespace s = lanes_known_at_compile_time;
+    const std::string t = type + ", " + LanesKnownAtCompileTimeStep::name_space;
+    const auto add_lanes = [&](auto stats, auto width, auto values, auto windowed, const std::string& norm) {
+        using Stats = decltype(stats);
+        constexpr int w = decltype(width)::value, v = decltype(values)::value;
+        constexpr bool ahead = s::parameters_ahead<T, Stats, w, v>, window = decltype(windowed)::value;
+        const std::string name = "norm_rows_kernel<" + t + norm + ", " + std::to_string(w) + ", " + std::to_string(v) +
+                                 (ahead ? ", true" : ", false") + (window ? ", true, " : ", false, ");
+        const auto add = [&](auto lanes) {
+            constexpr int l = decltype(lanes)::value;
+            out.push_back(kernel_entry(name + std::to_string(l) + ">", s::norm_rows_kernel<T, Stats, w, v, ahead, window, l>,
+                                       dim3(s::short_rows_block)));
+        };
+        add(std::integral_constant<int, 1>{});
+        add(std::integral_constant<int, 2>{});
+        add(std::integral_constant<int, 4>{});
+        add(std::integral_constant<int, 8>{});
+        add(std::integral_constant<int, 16>{});
+        add(std::integral_constant<int, 32>{});
+    };
+    constexpr std::integral_constant<int, 16 / sizeof(T)> wide{};
+    const auto add_values = [&](auto values) {
+        add_lanes(s::Moments{}, wide, values, std::false_type{}, "Moments");
+        add_lanes(s::Squares{}, wide, values, std::false_type{}, "Squares");
+        add_lanes(s::Moments{}, wide, values, std::true_type{}, "Moments");
+        add_lanes(s::Squares{}, wide, values, std::true_type{}, "Squares");
+    };
+    add_values(std::integral_constant<int, 8>{});
+    add_values(std::integral_constant<int, 16>{});
+    add_values(std::integral_constant<int, 32>{});
+    add_lanes(s::Moments{}, std::integral_constant<int, 1>{}, std::integral_constant<int, 16>{}, std::false_type{}, "Moments");
+    add_lanes(s::Squares{}, std::integral_constant<int, 1>{}, std::integral_constant<int, 16>{}, std::false_type{}, "Squares");
+}
+
+//! Steps 18's to 21's (namespace `ns`, traits `Step`): step 17's kernels, their shift kernel writing the window's
+//! copies or the packed rows' (`Packed`); then whatever `more` adds to `out`.
+#define STEPWISE_PACKED_ROWS_KERNELS(ns, Step, more)                                                                  \
 std::vector<KernelEntry> ns##_kernels()                                                                               \
 {                                                                                                                     \
     namespace s = ns;                                                                                                 \
@@ -355,11 +414,15 @@ std::vector<KernelEntry> ns##_kernels()                                         
     add("float, false, 4, true", s::shift_parameters_kernel<float, false, 4, true>);                                  \
     add("__nv_bfloat16, true, 8, true", s::shift_parameters_kernel<__nv_bfloat16, true, 8, true>);                    \
     add("__nv_bfloat16, false, 8, true", s::shift_parameters_kernel<__nv_bfloat16, false, 8, true>);                  \
+    more;                                                                                                             \
     return out;                                                                                                       \
 }
-STEPWISE_PACKED_ROWS_KERNELS(row_ends_packed, RowEndsPackedStep)
-STEPWISE_PACKED_ROWS_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep)
-STEPWISE_PACKED_ROWS_KERNELS(padding_by_whole_chunks, PaddingByWholeChunksStep)
+STEPWISE_PACKED_ROWS_KERNELS(row_ends_packed, RowEndsPackedStep, )
+STEPWISE_PACKED_ROWS_KERNELS(many_rows_one_warp, ManyRowsOneWarpStep, )
+STEPWISE_PACKED_ROWS_KERNELS(padding_by_whole_chunks, PaddingByWholeChunksStep, )
+STEPWISE_PACKED_ROWS_KERNELS(lanes_known_at_compile_time, LanesKnownAtCompileTimeStep,
+                             add_warp_rows_kernels<float>(out, "float");
+                             add_warp_rows_kernels<__nv_bfloat16>(out, "__nv_bfloat16"))
 #undef STEPWISE_PACKED_ROWS_KERNELS
 #undef STEPWISE_TYPED_AND_WINDOWED_KERNELS
 
@@ -546,6 +609,15 @@ const std::vector<Step>& steps()
          padding_by_whole_chunks::layer_norm,
          padding_by_whole_chunks::rms_norm,
          padding_by_whole_chunks_kernels(),
+         true},
+        {{"21_lanes_known_at_compile_time", "The lanes of a row that fits a warp known at compile time",
+          "snippets/normalization/21_lanes_known_at_compile_time.cuh",
+          "stepwise::normalization::lanes_known_at_compile_time"},
+         lanes_known_at_compile_time::layer_norm,
+         lanes_known_at_compile_time::rms_norm,
+         lanes_known_at_compile_time::layer_norm,
+         lanes_known_at_compile_time::rms_norm,
+         lanes_known_at_compile_time_kernels(),
          true},
     };
     return all;

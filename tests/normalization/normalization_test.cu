@@ -17,12 +17,14 @@
 #include "../../snippets/normalization/18_row_ends_packed.cuh"
 #include "../../snippets/normalization/19_many_rows_one_warp.cuh"
 #include "../../snippets/normalization/20_padding_by_whole_chunks.cuh"
+#include "../../snippets/normalization/21_lanes_known_at_compile_time.cuh"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -463,7 +465,7 @@ TEST(NormalizationFinalStep, RowsAtEveryMisalignmentMatchTheReference)
 template <typename T>
 void expect_one_head_a_cluster()
 {
-    namespace s = padding_by_whole_chunks;
+    namespace s = lanes_known_at_compile_time;
     constexpr int w = 16 / sizeof(T);
     for (const int cols : {1, 2, 3, 4, 6, 8, 9, 4095, 16385, 50257, 100003, 131071}) {
         const int period = s::head_period<T>(cols);
@@ -582,6 +584,7 @@ STEPWISE_VALUES_A_THREAD_STEP(RowEndsStagedStep, row_ends_staged, "17_row_ends_s
 STEPWISE_VALUES_A_THREAD_STEP(RowEndsPackedStep, row_ends_packed, "18_row_ends_packed")
 STEPWISE_VALUES_A_THREAD_STEP(ManyRowsOneWarpStep, many_rows_one_warp, "19_many_rows_one_warp")
 STEPWISE_VALUES_A_THREAD_STEP(PaddingByWholeChunksStep, padding_by_whole_chunks, "20_padding_by_whole_chunks")
+STEPWISE_VALUES_A_THREAD_STEP(LanesKnownAtCompileTimeStep, lanes_known_at_compile_time, "21_lanes_known_at_compile_time")
 #undef STEPWISE_VALUES_A_THREAD_STEP
 
 //! Step `S` as it runs on a GPU of `memory`.
@@ -645,6 +648,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
     expect_values_a_thread<RowEndsPackedStep>();
     expect_values_a_thread<ManyRowsOneWarpStep>();
     expect_values_a_thread<PaddingByWholeChunksStep>();
+    expect_values_a_thread<LanesKnownAtCompileTimeStep>();
 }
 
 // Where rows are many (at least many_rows_per_sm an SM), bf16 LayerNorm rows of 129 to 1024 values take 32 values a
@@ -652,7 +656,7 @@ TEST(NormalizationLauncher, ValuesAThreadByRowLengthTypeAndMemory)
 // needed.
 TEST(NormalizationLauncher, ManyRowsOfUpTo1024Bf16ValuesTakeOneWarp)
 {
-    namespace s = padding_by_whole_chunks;
+    namespace s = lanes_known_at_compile_time;
     using s::Memory;
     using s::Moments;
     using s::Squares;
@@ -682,7 +686,7 @@ TEST(NormalizationLauncher, ManyRowsOfUpTo1024Bf16ValuesTakeOneWarp)
 TEST(NormalizationFinalStep, ManyRowsOfUpTo1024Bf16ValuesMatchTheReference)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = padding_by_whole_chunks;
+    namespace s = lanes_known_at_compile_time;
     const int sms = s::traits_of_current_device().sms;
     ASSERT_GE(sms, 1);
     const std::uint64_t seed = fresh_seed();
@@ -697,6 +701,53 @@ TEST(NormalizationFinalStep, ManyRowsOfUpTo1024Bf16ValuesMatchTheReference)
             const StepRun r = run_step(steps().back(), Norm::layer, true, p, false, offset);
             ASSERT_EQ(r.launch, cudaSuccess);
             expect_matches_reference(Norm::layer, p, r, true);
+        }
+    }
+}
+
+//! Row lengths whose rows take every power of two of lanes, 1 to 32 (the rows kernel's `Lanes`), in some type and norm
+//! on either memory (checked below, without a GPU); the longest take a block.
+constexpr int every_lane_count_cols[] = {5, 12, 24, 48, 100, 200, 400};
+
+TEST(NormalizationLauncher, EveryLaneCountIsTakenByTheRowsOfTheLaneTest)
+{
+    namespace s = lanes_known_at_compile_time;
+    for (const s::Memory memory : {s::Memory::usual, s::Memory::fast}) {
+        std::set<int> lanes;
+        for (const int cols : every_lane_count_cols) {
+            for (const int values : {s::values_per_thread<float, s::Moments>(cols, memory),
+                                     s::values_per_thread<float, s::Squares>(cols, memory),
+                                     s::values_per_thread<bf16, s::Moments>(cols, memory),
+                                     s::values_per_thread<bf16, s::Squares>(cols, memory)}) {
+                lanes.insert(s::choose_layout(1001, cols, values, 0).group_threads);
+            }
+        }
+        for (const int warp_lanes : {1, 2, 4, 8, 16, 32}) {
+            EXPECT_EQ(lanes.count(warp_lanes), 1u)
+                << warp_lanes << " lanes, " << (memory == s::Memory::fast ? "fast" : "usual") << " memory";
+        }
+    }
+}
+
+//! Rows of every power of two of lanes, 1 to 32 (the rows kernel's `Lanes`): 5 to 400 values, fp32 and bf16, both
+//! norms, on 16-byte boundaries and 3 values past one, against the reference.
+TEST(NormalizationFinalStep, RowsOfEveryLaneCountMatchTheReference)
+{
+    STEPWISE_SKIP_WITHOUT_GPU();
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const int cols : every_lane_count_cols) {
+        for (const bool is_bf16 : {false, true}) {
+            const Problem p = random_problem({1001, cols}, seed + cols, is_bf16);
+            for (const Norm norm : {Norm::layer, Norm::rms}) {
+                for (const std::size_t offset : {std::size_t{0}, std::size_t{3}}) {
+                    SCOPED_TRACE(std::string(name_of(norm)) + (is_bf16 ? " bf16 " : " fp32 ") + "1001 x " +
+                                 std::to_string(cols) + ", offset " + std::to_string(offset));
+                    const StepRun r = run_step(steps().back(), norm, is_bf16, p, false, offset);
+                    ASSERT_EQ(r.launch, cudaSuccess);
+                    expect_matches_reference(norm, p, r, is_bf16);
+                }
+            }
         }
     }
 }
@@ -728,6 +779,7 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
     expect_bf16_rows_with_the_other_memory<RowEndsPackedStep>();
     expect_bf16_rows_with_the_other_memory<ManyRowsOneWarpStep>();
     expect_bf16_rows_with_the_other_memory<PaddingByWholeChunksStep>();
+    expect_bf16_rows_with_the_other_memory<LanesKnownAtCompileTimeStep>();
 }
 
 //! Every value of a row at every head (its first value 0 to W - 1 places past a 16-byte boundary) has exactly one
@@ -736,7 +788,7 @@ TEST(NormalizationLauncher, Bf16RowsWithTheValuesAThreadOfTheOtherMemory)
 template <int W>
 void expect_each_value_packed_once()
 {
-    namespace s = padding_by_whole_chunks;
+    namespace s = lanes_known_at_compile_time;
     for (const int cols : {1, 2, W - 1, W, W + 1, 2 * W - 1, 2 * W + 3, 4095, 4096, 50257}) {
         for (int head = 0; head < W; ++head) {
             SCOPED_TRACE(std::to_string(cols) + " values, head " + std::to_string(head));
@@ -770,7 +822,7 @@ TEST(NormalizationFinalStep, APackedRowHoldsEachValueInOnePlace)
 TEST(NormalizationFinalStep, RejectsMisalignedPointersAndASmallWorkspace)
 {
     STEPWISE_SKIP_WITHOUT_GPU();
-    namespace s = padding_by_whole_chunks;
+    namespace s = lanes_known_at_compile_time;
     DeviceBuffer<unsigned char> d(1 << 24);
     auto* f = reinterpret_cast<float*>(d.data());
     auto* b = reinterpret_cast<bf16*>(d.data());
@@ -900,7 +952,7 @@ TEST(NormalizationUsage, TheFinalStepOnBf16Rows)
     std::vector<__nv_bfloat16> h_y(h_x.size());
     std::vector<float> h_mean(num_rows), h_rstd(num_rows);
     // example-begin normalization-usage
-    namespace nm = stepwise::normalization::padding_by_whole_chunks;
+    namespace nm = stepwise::normalization::lanes_known_at_compile_time;
     __nv_bfloat16 *d_x = nullptr, *d_gamma = nullptr, *d_beta = nullptr;  // any shape, 2-byte aligned
     float *d_mean = nullptr, *d_rstd = nullptr;                           // each row's, kept for the backward pass
     const std::size_t bytes = h_x.size() * sizeof(__nv_bfloat16), row_bytes = num_cols * sizeof(__nv_bfloat16);
