@@ -146,18 +146,22 @@ STEPWISE_WINDOWED_STEP(ManyRowsOneWarpStep, many_rows_one_warp)
 STEPWISE_WINDOWED_STEP(PaddingByWholeChunksStep, padding_by_whole_chunks)
 #undef STEPWISE_WINDOWED_STEP
 
-//! Step 21's rows kernels also take the lanes of a row: 0 for a row per block, as the traits list them here; those of
-//! rows that fit a warp, 1 to 32 lanes, come from add_warp_rows_kernels().
+//! Step 21's rows kernels also take the lanes of a row: `whole_block` (0) for a row per block, as the traits list them
+//! here; those of rows that fit a warp, 1 to 32 lanes, come from add_warp_rows_kernels().
 struct LanesKnownAtCompileTimeStep {
     STEPWISE_TYPED_KERNELS(lanes_known_at_compile_time)
     static constexpr bool values_by_row_and_memory = true;
     static constexpr const char* rows_suffix = ", false, false, 0";
     static constexpr const char* kernel_suffix = ", false";
+    static constexpr int row_per_block = lanes_known_at_compile_time::whole_block;
     template <typename T, typename Stats, int W, int V>
-    static constexpr auto rows = lanes_known_at_compile_time::norm_rows_kernel<T, Stats, W, V, false, false, 0>;
+    static constexpr auto rows = lanes_known_at_compile_time::norm_rows_kernel<T, Stats, W, V, false, false, row_per_block>;
     static constexpr const char* lanes_suffix = ", 0";
     template <typename T, typename Stats, int W, int V, bool Ahead, bool Windowed>
-    static constexpr auto rows_of() { return lanes_known_at_compile_time::norm_rows_kernel<T, Stats, W, V, Ahead, Windowed, 0>; }
+    static constexpr auto rows_of()
+    {
+        return lanes_known_at_compile_time::norm_rows_kernel<T, Stats, W, V, Ahead, Windowed, row_per_block>;
+    }
 };
 
 #undef STEPWISE_ROWS_KERNELS
@@ -610,7 +614,7 @@ const std::vector<Step>& steps()
          padding_by_whole_chunks::rms_norm,
          padding_by_whole_chunks_kernels(),
          true},
-        {{"21_lanes_known_at_compile_time", "The lanes of a row that fits a warp known at compile time",
+        {{"21_lanes_known_at_compile_time", "The lanes of every reduction known at compile time",
           "snippets/normalization/21_lanes_known_at_compile_time.cuh",
           "stepwise::normalization::lanes_known_at_compile_time"},
          lanes_known_at_compile_time::layer_norm,
