@@ -614,7 +614,7 @@ const std::vector<Step>& steps()
          padding_by_whole_chunks::rms_norm,
          padding_by_whole_chunks_kernels(),
          true},
-        {{"21_lanes_known_at_compile_time", "The lanes of every reduction known at compile time",
+        {{"21_lanes_known_at_compile_time", "A row's lanes known at compile time",
           "snippets/normalization/21_lanes_known_at_compile_time.cuh",
           "stepwise::normalization::lanes_known_at_compile_time"},
          lanes_known_at_compile_time::layer_norm,

@@ -1,17 +1,15 @@
 //! @file 21_lanes_known_at_compile_time.cuh
-//! @brief Normalization step 21 (beyond the sources): the lanes of every reduction are known at compile time: a
-//!        power of two of a warp's lanes for rows that fit a warp, a template argument of the rows kernel, or the
-//!        whole block; each kernel builds only the reduction it takes.
+//! @brief Normalization step 21 (beyond the sources): the rows kernel knows its row's lanes at compile time, a power
+//!        of two up to a warp or the whole block, so that each of its kernels builds only the reduction it takes.
 //!
 //! Rows of at most 32 threads take a power of two of a warp's lanes each, several rows a block. Until now the rows
 //! kernel took that number as a kernel argument, the same one that a row per block passes as the block's size: each
 //! reduction was a loop over a width known only at run time (a shift, a compare and a branch around every shuffle),
-//! and every kernel carried both reductions, the shuffles within a warp and the block-wide one through shared memory,
-//! where it only ever takes one. Where rows are many and short, those instructions are a large share of a value's
-//! work. Here the launcher instantiates the rows kernel for each power of two of lanes, 1 to 32 (`Lanes`), and for a
-//! row per block (`whole_block`), and the kernels of the cluster and split paths reduce over `whole_block`: the
-//! shuffles unroll, the shared memory and its barrier leave the kernels of rows that fit a warp, and the lane-wise
-//! path leaves the others.
+//! and the kernel carried both reductions, the shuffles within a warp and the block-wide one through shared memory,
+//! where a launch only ever takes one. Where rows are many and short, those instructions are a large share of a
+//! value's work. Here the launcher instantiates the kernel for each power of two of lanes, 1 to 32 (`Lanes`), and for
+//! a row per block (`whole_block`): the shuffles unroll, the shared memory and its barrier leave the kernels of rows
+//! that fit a warp, and the lane-wise path leaves the kernel of a row per block.
 #pragma once
 
 #include <cooperative_groups.h>
@@ -46,7 +44,7 @@ constexpr int cluster_block_slices = cluster_stages + 2;
 constexpr int split_block_threads = 256;     //!< blocks of the split path (rows longer than a cluster)
 constexpr int block_values = 16384;          //!< a block holds at most this many values: 1024 threads of 16, 512 of 32
 constexpr int split_values = 32;             //!< values per thread of the split path
-constexpr int whole_block = 0;               //!< the lanes of a reduction over the whole block (a row per block)
+constexpr int whole_block = 0;               //!< the rows kernel's `Lanes` where a row takes the whole block
 
 //! @brief The most threads of a block whose threads hold `Values` values each.
 template <int Values>
@@ -444,13 +442,12 @@ __device__ __forceinline__ void push(Moments* slot, std::uint64_t* barrier, int 
 }
 #endif
 
-//! @brief `v` reduced over the thread's group: its `lanes` lanes (a power of two, at most 32), or its whole block
-//!        (`whole_block`; `none`: what missing warps add); every thread of the group gets it. Every kernel passes a
-//!        constant, so only one of the two paths is built into it.
+//! @brief `v` reduced over the thread's group: its `group_threads` lanes (<= 32), or its whole block (`none`: what
+//!        missing warps add); every thread of the group gets it.
 template <typename V>
-__device__ __forceinline__ V reduce_group(V v, int lanes, V* warp_scratch, V none)
+__device__ __forceinline__ V reduce_group(V v, int group_threads, V* warp_scratch, V none)
 {
-    return lanes == whole_block ? merge_block(v, warp_scratch, none) : merge_lanes(v, lanes);
+    return group_threads <= 32 ? merge_lanes(v, group_threads) : merge_block(v, warp_scratch, none);
 }
 
 //! @brief Shared memory of the group reductions: one array per reduction, so that a second needs no barrier to
@@ -466,24 +463,24 @@ struct GroupScratch {
 //!        negligible beside it); else, and for a NaN, the group merges its threads' thread_squares() (the whole warp
 //!        or block decides together: the sum is the same in all its threads).
 template <bool Plain, int Values>
-__device__ __forceinline__ Squares group_squares(const float (&x)[Values], float center, int lanes,
+__device__ __forceinline__ Squares group_squares(const float (&x)[Values], float center, int group_threads,
                                                  GroupScratch& scratch)
 {
-    const float sum = reduce_group(plain_sum_of_squares(x, center), lanes, scratch.plain_sums, 0.0f);
+    const float sum = reduce_group(plain_sum_of_squares(x, center), group_threads, scratch.plain_sums, 0.0f);
     if (__all_sync(0xffffffffu, sum >= 0x1p-60f && sum <= 0x1p126f)) {
         const float scale = power_of_two_above(sqrtf(sum));
         const float inverse = inverse_power_of_two(scale);
         return {scale, sum * inverse * inverse};  // exact: a power of two
     }
-    return reduce_group(thread_squares<Plain>(x, center), lanes, scratch.squares, Squares{smallest_scale, 0.0f});
+    return reduce_group(thread_squares<Plain>(x, center), group_threads, scratch.squares, Squares{smallest_scale, 0.0f});
 }
 
 //! @brief RMSNorm's statistics of the group's values (those outside the row are 0): their sum of squares.
 template <bool Plain, int Width, int Values>
-__device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int lanes,
+__device__ __forceinline__ Squares group_statistics(const float (&x)[Values], int, int, float, int group_threads,
                                                     GroupScratch& scratch, Squares, int = 0)
 {
-    return group_squares<Plain>(x, 0.0f, lanes, scratch);
+    return group_squares<Plain>(x, 0.0f, group_threads, scratch);
 }
 
 //! @brief Sets the thread's values outside `[begin, end)` to `value`: one branch where it holds none outside the row,
@@ -519,7 +516,7 @@ __device__ __forceinline__ void pad(float (&x)[Values], int begin, int end, floa
 //!        (pad(), by chunks of `Width` where they lie wholly inside or outside the row): no difference, no deviation.
 template <bool Plain, int Width, int Values>
 __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int count, int group_count, float shift,
-                                                    int lanes, GroupScratch& scratch, Moments, int begin = 0)
+                                                    int group_threads, GroupScratch& scratch, Moments, int begin = 0)
 {
     pad<Width>(x, begin, begin + count, shift);
     float sum = 0.0f;
@@ -527,10 +524,10 @@ __device__ __forceinline__ Moments group_statistics(float (&x)[Values], int coun
     for (int i = 0; i < Values; ++i) {
         sum += x[i] - shift;
     }
-    sum = reduce_group(sum, lanes, scratch.sums, 0.0f);
+    sum = reduce_group(sum, group_threads, scratch.sums, 0.0f);
     const float mean = shift + sum / max(group_count, 1);  // a cluster's last block may have no values
     pad<Width>(x, begin, begin + count, mean);
-    const Squares m2 = group_squares<Plain>(x, mean, lanes, scratch);
+    const Squares m2 = group_squares<Plain>(x, mean, group_threads, scratch);
     return {static_cast<float>(group_count), mean, m2};
 }
 
@@ -1048,9 +1045,12 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
                                          row_min_blocks<T, Stats, Width, Values, Windowed>)
     norm_rows_kernel(Args<T> args)
 {
-    static_assert(Lanes == whole_block || (Lanes <= 32 && (Lanes & (Lanes - 1)) == 0),
+    static_assert(Lanes == whole_block || (Lanes > 0 && Lanes <= 32 && (Lanes & (Lanes - 1)) == 0),
                   "a power of two of lanes, at most a warp, or the whole block");
+    static_assert(max_block_threads<Values> > 32, "a row per block is wider than a warp");
     __shared__ GroupScratch scratch;  // a row per block's reductions (none where the row fits a warp)
+    // A constant either way: past a warp, reduce_group() takes the block-wide path alone.
+    constexpr int group_threads = Lanes != whole_block ? Lanes : max_block_threads<Values>;
     const Place at = [] {
         if constexpr (Lanes != whole_block) {  // a power of two: shifts, not a division
             return Place{static_cast<std::int64_t>(blockIdx.x) * (blockDim.x / Lanes) + threadIdx.x / Lanes, 0,
@@ -1084,7 +1084,7 @@ static __global__ void __launch_bounds__(ParametersAhead ? short_rows_block
         static_cast<int>(max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * Values)));
     const float shift = row_valid ? to_float(args.d_in[row_offset]) : 0.0f;
     const Stats s =
-        group_statistics<plain_squares<T, Width>, Width>(x, count, group_count, shift, Lanes, scratch, Stats{});
+        group_statistics<plain_squares<T, Width>, Width>(x, count, group_count, shift, group_threads, scratch, Stats{});
     const Row r = row_of(s, args.num_cols, args.epsilon);
     if constexpr (Windowed) {
         store_packed<T, with_beta>(x, packed_parameters_of(args, head), row_offset, at, packing, row_valid, r,
@@ -1225,9 +1225,10 @@ static __global__ void __launch_bounds__(cluster_block_threads, cluster_min_bloc
         }
         const int begin = Windowed ? max(0, lo - offset(0)) : 0;  // the thread's first value of the row
         const int row_count = Windowed ? max(0, hi - lo) : count;
+        const int threads = static_cast<int>(blockDim.x);
         constexpr bool plain = plain_squares<T, Width>;
-        const Stats block = group_statistics<plain, Width>(x, thread_count, row_count, shift, whole_block, scratch[half],
-                                                           Stats{}, begin);
+        const Stats block =
+            group_statistics<plain, Width>(x, thread_count, row_count, shift, threads, scratch[half], Stats{}, begin);
         if (threadIdx.x == 0) {  // past the statistics' barrier, no thread reads stage s
             if (row + cluster_stages * clusters < args.num_rows) {
                 load_row(row + cluster_stages * clusters, s);
@@ -1301,7 +1302,7 @@ static __global__ void __launch_bounds__(split_block_threads)
             max(std::int64_t{0}, min(args.num_cols - at.first, std::int64_t{at.threads} * split_values)));
     }
     const Stats block = group_statistics<plain_squares<T, Width>, Width>(x, count, slice_count, to_float(d_row[0]),
-                                                                  whole_block, scratch, Stats{}, begin);
+                                                                  at.threads, scratch, Stats{}, begin);
     if (threadIdx.x == 0) {
         d_partials[blockIdx.x] = block;
     }
