@@ -11,6 +11,7 @@
 #include "../../snippets/attention/07_warp_specialized_pingpong.cuh"
 #include "../../snippets/attention/08_persistent_longest_first.cuh"
 #include "../../snippets/attention/09_three_consumer_groups.cuh"
+#include "../../snippets/attention/10_output_through_shared_memory.cuh"
 
 namespace stepwise::attention {
 namespace {
@@ -38,6 +39,7 @@ const std::vector<Step>& steps()
     namespace wp = warp_specialized_pingpong;
     namespace pl = persistent_longest_first;
     namespace tg = three_consumer_groups;
+    namespace os = output_through_shared_memory;
     static const std::vector<Step> all = {
         {{"01_three_kernels", "Three kernels: S and P through global memory", "snippets/attention/01_three_kernels.cuh",
           "stepwise::attention::three_kernels"},
@@ -123,6 +125,19 @@ const std::vector<Step>& steps()
                        dim3(tg::Block<64>::threads), tg::Layout<64>::bytes),
           kernel_entry("attention_kernel<64, false, true>", tg::attention_kernel<64, false, true>,
                        dim3(tg::Block<64>::threads), tg::Layout<64>::bytes)}},
+        {{"10_output_through_shared_memory", "O staged in shared memory and written by the TMA",
+          "snippets/attention/10_output_through_shared_memory.cuh", "stepwise::attention::output_through_shared_memory"},
+         os::requirement,
+         os::requirement_met,
+         on_problem<os::Shape, os::attention>,
+         {kernel_entry("attention_kernel<128, false, false>", os::attention_kernel<128, false, false>,
+                       dim3(os::Block<128>::threads), os::Layout<128>::bytes),
+          kernel_entry("attention_kernel<128, false, true>", os::attention_kernel<128, false, true>,
+                       dim3(os::Block<128>::threads), os::Layout<128>::bytes),
+          kernel_entry("attention_kernel<64, false, false>", os::attention_kernel<64, false, false>,
+                       dim3(os::Block<64>::threads), os::Layout<64>::bytes),
+          kernel_entry("attention_kernel<64, false, true>", os::attention_kernel<64, false, true>,
+                       dim3(os::Block<64>::threads), os::Layout<64>::bytes)}},
     };
     return all;
 }

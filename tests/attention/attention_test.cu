@@ -9,7 +9,7 @@
 #include "support/guarded_buffer.hpp"
 #include "support/large_problem.hpp"
 
-#include "../../snippets/attention/09_three_consumer_groups.cuh"
+#include "../../snippets/attention/10_output_through_shared_memory.cuh"
 
 #include <gtest/gtest.h>
 
@@ -420,7 +420,7 @@ TEST_F(AttentionFinalStepTest, ItsOwnLauncherRejectsInvalidArguments)
     expect_rejects_invalid_arguments([](void* d_temp, std::size_t& temp_bytes, const bf16* d_q, const bf16* d_k,
                                         const bf16* d_v, bf16* d_o, float* d_lse, const Problem& p, float scale,
                                         cudaStream_t stream) {
-        namespace fa = three_consumer_groups;
+        namespace fa = output_through_shared_memory;
         const fa::Shape shape{p.batch, p.heads, p.kv_heads, p.seq, p.head_dim, p.causal};
         return fa::attention(d_temp, temp_bytes, d_q, d_k, d_v, d_o, d_lse, shape, scale, stream);
     });
@@ -445,6 +445,33 @@ TEST_F(AttentionFinalStepTest, BothSchedulesAtTheirBoundary)
     }
 }
 
+TEST_F(AttentionFinalStepTest, RejectsAnOutputOffA16ByteBoundary)
+{
+    // The TMA writes O, 16 bytes at a time: O 4 bytes past a 16-byte boundary is refused (steps 1 to 9 take it).
+    const Problem p{1, 4, 2, 64, 64, false};
+    DeviceBuffer<bf16> q(q_elements(p)), k(kv_elements(p)), v(kv_elements(p)), o(q_elements(p) + 8);
+    DeviceBuffer<float> lse(q_elements(p) / p.head_dim);
+    std::size_t temp_bytes = 0;
+    EXPECT_EQ(steps().back().attention(nullptr, temp_bytes, q.data(), k.data(), v.data(), o.data() + 2, lse.data(), p,
+                                       default_scale(p.head_dim), 0),
+              cudaErrorInvalidValue);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+TEST_F(AttentionFinalStepTest, BlocksOfManyItemsWriteTheirRowsOfOAgain)
+{
+    // More items than a GPU has SMs (320 at head_dim 128, 256 at 64, sequences of 600 keys: the persistent grid),
+    // so that each block writes its warpgroups' regions of O for several items, after the TMA has read the last.
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    for (const Problem& p : {Problem{4, 16, 4, 600, 128, true}, Problem{4, 16, 4, 600, 64, false}}) {
+        const Inputs in = random_problem_inputs(p, seed);
+        const StepRun r = run_step(steps().back(), p, in);
+        ASSERT_EQ(r.launch, cudaSuccess) << text(p);
+        expect_matches_reference(p, in, r, 7);
+    }
+}
+
 TEST_F(AttentionFinalStepTest, UsageWithGroupedHeadsAndTheCausalMask)
 {
     const int batch = 2, heads = 8, kv_heads = 2, seq = 1000, head_dim = 64;
@@ -464,7 +491,7 @@ TEST_F(AttentionFinalStepTest, UsageWithGroupedHeadsAndTheCausalMask)
     std::vector<__nv_bfloat16> h_o(h_q.size());
     std::vector<float> h_lse(h_q.size() / head_dim);
     // example-begin attention-usage
-    namespace fa = stepwise::attention::three_consumer_groups;
+    namespace fa = stepwise::attention::output_through_shared_memory;
     const fa::Shape shape{batch, heads, kv_heads, seq, head_dim, causal};  // heads / kv_heads heads share K and V
     const std::size_t q_bytes = h_q.size() * sizeof(__nv_bfloat16), kv_bytes = h_k.size() * sizeof(__nv_bfloat16);
     __nv_bfloat16 *d_q = nullptr, *d_k = nullptr, *d_v = nullptr, *d_o = nullptr;  // 16-byte aligned
