@@ -443,6 +443,7 @@ static __global__ void __launch_bounds__(Block<HeadDim>::threads, 1)
     const std::uint64_t v_desc = smem_descriptor(smem + L::v, static_cast<unsigned>(L::kv_region));
     const float scale_log2 = fabsf(scale) * log2e;  // the sign is in the product (Negate)
     const auto release = [&](std::uint64_t* bar) {
+        __syncwarp();  // what every lane read of the buffer (and of its work item) comes before lane 0's arrival
         if (lane == 0) {
             mbarrier_arrive(bar);
         }
