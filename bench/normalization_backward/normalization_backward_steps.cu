@@ -11,6 +11,7 @@
 #include "../../snippets/normalization_backward/09_one_barrier_a_row.cuh"
 #include "../../snippets/normalization_backward/10_short_rows_to_lane_groups.cuh"
 #include "../../snippets/normalization_backward/11_column_sums_in_registers.cuh"
+#include "../../snippets/normalization_backward/12_conflict_free_column_sums.cuh"
 
 #include <string>
 
@@ -177,6 +178,13 @@ std::vector<KernelEntry> column_sums_in_registers_kernels()
     return kernels;
 }
 
+//! Step 12's kernels: step 11's, whose bf16 column sums in shared memory are laid out for a warp's contiguous accesses.
+std::vector<KernelEntry> conflict_free_column_sums_kernels()
+{
+    STEPWISE_SHORT_ROWS_STEP_KERNELS(conflict_free_column_sums);
+    return kernels;
+}
+
 #undef STEPWISE_SHORT_ROWS_STEP_KERNELS
 #undef STEPWISE_CLUSTER_STEP_KERNELS
 #undef STEPWISE_WIDE_STEP_KERNELS
@@ -272,6 +280,14 @@ const std::vector<Step>& steps()
          column_sums_in_registers::layer_norm_backward<bf16>,
          column_sums_in_registers::rms_norm_backward<bf16>,
          column_sums_in_registers_kernels()},
+        {{"12_conflict_free_column_sums", "A bf16 chunk's column sums laid out for a warp's contiguous shared accesses",
+          "snippets/normalization_backward/12_conflict_free_column_sums.cuh",
+          "stepwise::normalization_backward::conflict_free_column_sums"},
+         conflict_free_column_sums::layer_norm_backward<float>,
+         conflict_free_column_sums::rms_norm_backward<float>,
+         conflict_free_column_sums::layer_norm_backward<bf16>,
+         conflict_free_column_sums::rms_norm_backward<bf16>,
+         conflict_free_column_sums_kernels()},
     };
     return all;
 }
