@@ -9,6 +9,7 @@
 #include "../../snippets/decode_attention/05_wide_loads.cuh"
 #include "../../snippets/decode_attention/06_loads_ahead.cuh"
 #include "../../snippets/decode_attention/07_tensor_cores.cuh"
+#include "../../snippets/decode_attention/08_merge_launched_early.cuh"
 
 namespace stepwise::decode_attention {
 namespace {
@@ -50,6 +51,7 @@ const std::vector<Step>& steps()
     namespace wl = wide_loads;
     namespace la = loads_ahead;
     namespace tc = tensor_cores;
+    namespace ml = merge_launched_early;
     static_assert(wl::chunk_values == 8 && la::chunk_values == 8 && wl::few_rows == 4 && wl::group_rows == 8 &&
                       la::few_rows == 4 && la::group_rows == 8,
                   "the kernel names below spell these");
@@ -107,6 +109,16 @@ const std::vector<Step>& steps()
           kernel_entry("merge_kernel", tc::merge_kernel, dim3(tc::merge_threads))},
          tc::requirement,
          tc::requirement_met},
+        {{"08_merge_launched_early", "The merge launched while the split kernel ends (programmatic dependent launch)",
+          "snippets/decode_attention/08_merge_launched_early.cuh", "stepwise::decode_attention::merge_launched_early"},
+         STEPWISE_ON_PROBLEM(ml),
+         16,
+         true,
+         {kernel_entry("split_kernel<64>", ml::split_kernel<64>, dim3(ml::block_threads), ml::shared_bytes(64)),
+          kernel_entry("split_kernel<128>", ml::split_kernel<128>, dim3(ml::block_threads), ml::shared_bytes(128)),
+          kernel_entry("merge_kernel", ml::merge_kernel, dim3(ml::merge_threads))},
+         ml::requirement,
+         ml::requirement_met},
     };
     return all;
 }

@@ -39,11 +39,11 @@ TEST(DecodeAttentionRegistry, EveryStepWithItsKernelsBesideTheReadCeilingTheCopy
     EXPECT_EQ(chapter.at("baselines")[0].at("id"), "cudnn_sdpa_paged_bf16");
     const std::vector<std::string> ids = {"01_three_passes", "02_online_softmax", "03_grouped_heads",
                                           "04_split_kv",     "05_wide_loads",     "06_loads_ahead",
-                                          "07_tensor_cores"};
+                                          "07_tensor_cores", "08_merge_launched_early"};
     const std::vector<std::string> namespaces = {"three_passes", "online_softmax", "grouped_heads",
                                                  "split_kv",     "wide_loads",     "loads_ahead",
-                                                 "tensor_cores"};
-    const std::vector<std::size_t> kernel_counts = {3, 2, 2, 3, 5, 5, 3};
+                                                 "tensor_cores", "merge_launched_early"};
+    const std::vector<std::size_t> kernel_counts = {3, 2, 2, 3, 5, 5, 3, 3};
     ASSERT_EQ(chapter.at("steps").size(), ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         const nlohmann::json& step = chapter.at("steps")[i];
