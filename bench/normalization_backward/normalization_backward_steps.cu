@@ -12,6 +12,7 @@
 #include "../../snippets/normalization_backward/10_short_rows_to_lane_groups.cuh"
 #include "../../snippets/normalization_backward/11_column_sums_in_registers.cuh"
 #include "../../snippets/normalization_backward/12_conflict_free_column_sums.cuh"
+#include "../../snippets/normalization_backward/13_partials_summed_over_a_cluster.cuh"
 
 #include <string>
 
@@ -185,6 +186,13 @@ std::vector<KernelEntry> conflict_free_column_sums_kernels()
     return kernels;
 }
 
+//! Step 13's kernels: step 12's, whose wide row pass adds its column sums over a cluster before it writes them.
+std::vector<KernelEntry> partials_summed_over_a_cluster_kernels()
+{
+    STEPWISE_SHORT_ROWS_STEP_KERNELS(partials_summed_over_a_cluster);
+    return kernels;
+}
+
 #undef STEPWISE_SHORT_ROWS_STEP_KERNELS
 #undef STEPWISE_CLUSTER_STEP_KERNELS
 #undef STEPWISE_WIDE_STEP_KERNELS
@@ -288,6 +296,15 @@ const std::vector<Step>& steps()
          conflict_free_column_sums::layer_norm_backward<bf16>,
          conflict_free_column_sums::rms_norm_backward<bf16>,
          conflict_free_column_sums_kernels()},
+        {{"13_partials_summed_over_a_cluster",
+          "The row pass's blocks add their column sums over a cluster, one row of partial sums a cluster",
+          "snippets/normalization_backward/13_partials_summed_over_a_cluster.cuh",
+          "stepwise::normalization_backward::partials_summed_over_a_cluster"},
+         partials_summed_over_a_cluster::layer_norm_backward<float>,
+         partials_summed_over_a_cluster::rms_norm_backward<float>,
+         partials_summed_over_a_cluster::layer_norm_backward<bf16>,
+         partials_summed_over_a_cluster::rms_norm_backward<bf16>,
+         partials_summed_over_a_cluster_kernels()},
     };
     return all;
 }
