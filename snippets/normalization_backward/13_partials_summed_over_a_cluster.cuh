@@ -613,6 +613,7 @@ __global__ void __launch_bounds__(max_row_threads, 1)
         if (j < num_cols && j / width % cluster_size == rank) {
             const int entry = chunk_sums_entry<T>(j / width);
             float4 dgamma[chunk_sum_vectors<T>] = {}, dbeta[chunk_sum_vectors<T>] = {};
+#pragma unroll 1
             for (int b = 0; b < cluster_size; ++b) {
                 const float4* sums_of_block = cluster.map_shared_rank(chunk_sums, b);
 #pragma unroll
