@@ -36,7 +36,8 @@ struct Shape {
 //! boundaries of 8 to 256 values, from one lane to a warp (step 10's groups of lanes); either side of the
 //! lengths where a step changes how it holds a row (1024, 4096 and 16384 values: steps 3 and 4's registers; 131072:
 //! step 7's clusters), a row of 8 x 5001 values that leaves a cluster's last block a part of a slice, and one of
-//! 8 x 1025 bf16 values, whose last group of 32 chunks has one chunk (step 12 lays out column sums by such groups).
+//! 8 x 1025 bf16 values, whose last group of 32 chunks has one chunk (step 12 lays out column sums by such groups);
+//! a few rows of a block's worth (7 x 8200, 2 x 16384), which leave blocks of step 13's clusters without a row.
 const std::vector<Shape> shapes = {{1, 1},     {7, 3},     {100000, 3}, {3, 8},     {77, 24},   {1001, 128},
                                    {513, 256}, {37, 1000}, {33, 513},   {1000, 1000}, {6, 1025}, {5, 4097},
                                    {9, 8191},  {7, 8200},  {2, 16384}, {3, 16385},  {4, 32768}, {5, 40008},
